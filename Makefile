@@ -1,0 +1,44 @@
+# Parley: every entry point a developer or CI needs. `make setup` is idempotent.
+SHELL := /bin/bash
+PY := .venv/bin/python
+UV ?= uv
+UV_VERSION := 0.13.8
+export PATH := $(CURDIR)/bin:$(PATH)
+
+.PHONY: setup setup-python setup-system setup-livekit demo dev test lint typecheck pytest bench clean
+
+setup: setup-python setup-system setup-livekit
+
+setup-python:
+	@command -v $(UV) >/dev/null 2>&1 || pip install -q "uv==$(UV_VERSION)"
+	$(UV) sync --frozen --quiet
+
+setup-system:
+	@bash scripts/setup_system.sh
+
+setup-livekit:
+	@bash scripts/setup_livekit.sh
+
+lint:
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
+
+typecheck:
+	$(PY) -m mypy worker plugins turn_detection caches benchmarks worker.py
+
+pytest:
+	$(PY) -m pytest -q
+
+test: setup lint typecheck pytest
+
+demo: setup
+	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline parley --out out/demo --demo
+
+dev: setup
+	@bash scripts/dev.sh
+
+bench: setup
+	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline both --out out/bench --json out/bench/call.json
+
+clean:
+	rm -rf out .pytest_cache .mypy_cache .ruff_cache

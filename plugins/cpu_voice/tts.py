@@ -1,0 +1,128 @@
+"""LiveKit adapter for the CPU voice: a native streaming TTS fed by the LLM's token stream.
+
+Pieces are cut with `SpeechChunker` (first audio after the first clause, not the first sentence) and
+synthesised off the event loop, one after another, so the next piece is ready while the current one plays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+from livekit.agents import APIConnectionError, APIConnectOptions, tts
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
+
+from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
+
+from .voice import SAMPLE_RATE, CpuVoice, CpuVoiceError
+
+
+@dataclass(frozen=True)
+class CpuVoiceOptions:
+    voice: str = "heart"
+    chunker: ChunkerOptions = ChunkerOptions()
+
+
+class CpuVoiceTTS(tts.TTS):
+    def __init__(self, *, voice: str = "heart", engine: CpuVoice | None = None) -> None:
+        super().__init__(
+            capabilities=tts.TTSCapabilities(streaming=True),
+            sample_rate=SAMPLE_RATE,
+            num_channels=1,
+        )
+        self._opts = CpuVoiceOptions(voice=voice)
+        self._engine = engine
+
+    @property
+    def model(self) -> str:
+        return "hibari"
+
+    @property
+    def provider(self) -> str:
+        return "parley-cpu-voice"
+
+    @property
+    def engine(self) -> CpuVoice:
+        if self._engine is None:
+            self._engine = CpuVoice(self._opts.voice)
+        return self._engine
+
+    def prewarm(self) -> None:
+        self.engine.synthesize("Hi.")
+
+    def synthesize(
+        self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> tts.ChunkedStream:
+        return _CpuChunkedStream(tts=self, input_text=text, conn_options=conn_options)
+
+    def stream(
+        self, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> tts.SynthesizeStream:
+        return _CpuSynthesizeStream(tts=self, conn_options=conn_options)
+
+    async def synth_piece(self, text: str) -> bytes:
+        try:
+            pcm = await asyncio.to_thread(self.engine.synthesize, text)
+        except CpuVoiceError as e:
+            raise APIConnectionError(str(e), retryable=False) from None
+        return pcm.tobytes()
+
+
+class _CpuChunkedStream(tts.ChunkedStream):
+    def __init__(self, *, tts: CpuVoiceTTS, input_text: str, conn_options: APIConnectOptions) -> None:
+        super().__init__(tts=tts, input_text=input_text, conn_options=conn_options)
+        self._voice = tts
+
+    async def _run(self, output_emitter: tts.AudioEmitter) -> None:
+        output_emitter.initialize(
+            request_id=uuid.uuid4().hex, sample_rate=SAMPLE_RATE, num_channels=1, mime_type="audio/pcm"
+        )
+        for piece in split_text(self._input_text):
+            output_emitter.push(await self._voice.synth_piece(piece))
+        output_emitter.flush()
+
+
+class _CpuSynthesizeStream(tts.SynthesizeStream):
+    def __init__(self, *, tts: CpuVoiceTTS, conn_options: APIConnectOptions) -> None:
+        super().__init__(tts=tts, conn_options=conn_options)
+        self._voice = tts
+
+    async def _run(self, output_emitter: tts.AudioEmitter) -> None:
+        output_emitter.initialize(
+            request_id=uuid.uuid4().hex,
+            sample_rate=SAMPLE_RATE,
+            num_channels=1,
+            mime_type="audio/pcm",
+            stream=True,
+        )
+        pieces: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def read_input() -> None:
+            chunker = SpeechChunker(self._voice._opts.chunker)
+            async for data in self._input_ch:
+                if isinstance(data, self._FlushSentinel):
+                    for p in chunker.flush():
+                        pieces.put_nowait(p)
+                    continue
+                for p in chunker.push(data):
+                    pieces.put_nowait(p)
+            for p in chunker.flush():
+                pieces.put_nowait(p)
+            pieces.put_nowait(None)
+
+        reader = asyncio.create_task(read_input())
+        segment_started = False
+        try:
+            while (piece := await pieces.get()) is not None:
+                if not segment_started:
+                    output_emitter.start_segment(segment_id=uuid.uuid4().hex)
+                    segment_started = True
+                self._mark_started()
+                output_emitter.push(await self._voice.synth_piece(piece))
+            if segment_started:
+                output_emitter.end_segment()
+            await reader
+        finally:
+            if not reader.done():
+                reader.cancel()

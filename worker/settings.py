@@ -1,0 +1,170 @@
+"""Every Parley setting, in one typed model read from the environment and `.env`.
+
+Variables are prefixed `PARLEY_`; the three LiveKit ones also accept LiveKit's own names
+(`LIVEKIT_URL`, `LIVEKIT_API_KEY`, `LIVEKIT_API_SECRET`) so existing deployments work unchanged.
+A bad value stops startup with one line naming the variable (see `load_settings`).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Language = Literal["en", "ko"]
+TtsBackend = Literal["auto", "orpheus", "cpu"]
+
+ORPHEUS_VOICES = ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")
+
+
+class SettingsError(SystemExit):
+    """Raised (as a clean exit) when settings are invalid; the message is one line for the operator."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="PARLEY_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    # LiveKit
+    livekit_url: str = Field(
+        "ws://127.0.0.1:7880", validation_alias=AliasChoices("PARLEY_LIVEKIT_URL", "LIVEKIT_URL")
+    )
+    livekit_api_key: str = Field(
+        "devkey", validation_alias=AliasChoices("PARLEY_LIVEKIT_API_KEY", "LIVEKIT_API_KEY")
+    )
+    livekit_api_secret: SecretStr = Field(
+        SecretStr("secret"), validation_alias=AliasChoices("PARLEY_LIVEKIT_API_SECRET", "LIVEKIT_API_SECRET")
+    )
+    agent_name: str = "parley"
+    language: Language = "en"
+
+    # LLM (any OpenAI-compatible chat endpoint). Empty base URL = embedded SmolLM2 server.
+    llm_base_url: str = ""
+    llm_model: str = "smollm2-135m"
+    llm_api_key: SecretStr = SecretStr("not-needed")
+    llm_temperature: float = Field(0.6, ge=0.0, le=2.0)
+    llm_max_tokens: int = Field(96, ge=8, le=4096)
+    llm_max_sentences: int = Field(3, ge=1, le=20)
+    llm_timeout_s: float = Field(8.0, gt=0)
+    llm_embedded_port: int = Field(0, ge=0, le=65535)  # 0 = pick a free port
+    llm_embedded_ctx: int = Field(4096, ge=512)
+    llm_embedded_threads: int = Field(2, ge=1)
+    context_recent_turns: int = Field(8, ge=1)
+    context_max_chars: int = Field(6000, ge=500)
+
+    # STT (faster-whisper)
+    stt_model: str = "tiny.en"  # a name, a local CTranslate2 dir, or tiny.en = the bundled offline model
+    stt_device: Literal["cpu", "cuda", "auto"] = "cpu"
+    stt_compute_type: str = "int8"
+    stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
+
+    # TTS
+    tts_backend: TtsBackend = "auto"  # auto = Orpheus engine when reachable, else the CPU voice
+    tts_voice: str = "tara"
+    cpu_voice: str = "heart"
+    engine_address: str = ""  # unix:///path.sock or ws://127.0.0.1:PORT; empty = no engine
+    engine_secret: SecretStr = SecretStr("")
+    engine_connect_timeout_s: float = Field(1.0, gt=0)
+
+    # Phrase cache
+    phrase_cache_dir: Path = Path("out/phrase-cache")
+    filler_threshold_ms: int = Field(600, ge=0)
+
+    # Turn taking
+    turn_profile: Literal["auto", "web", "telephony"] = "auto"
+    min_endpointing_delay_s: float = Field(0.2, ge=0.0, le=5.0)
+    max_endpointing_delay_s: float = Field(1.6, ge=0.1, le=10.0)
+
+    # Worker
+    num_idle_processes: int = Field(1, ge=0)
+    load_threshold: float = Field(0.8, gt=0.0, le=1.0)
+    http_port: int = Field(0, ge=0, le=65535)
+
+    # Logging and privacy
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_transcripts: bool = False
+    record_audio: bool = False
+
+    @field_validator("livekit_url")
+    @classmethod
+    def _ws_url(cls, v: str) -> str:
+        if not v.startswith(("ws://", "wss://", "http://", "https://")):
+            raise ValueError(f"must start with ws://, wss://, http:// or https:// (got {v!r})")
+        return v
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError(f"must be empty or start with http:// or https:// (got {v!r})")
+        return v.rstrip("/")
+
+    @field_validator("engine_address")
+    @classmethod
+    def _engine_addr(cls, v: str) -> str:
+        if v and not v.startswith(("unix://", "ws://", "wss://")):
+            raise ValueError(f"must be empty, unix:///path.sock or ws://host:port (got {v!r})")
+        return v
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, v: object) -> object:
+        return v.upper() if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.max_endpointing_delay_s < self.min_endpointing_delay_s:
+            raise ValueError(
+                "PARLEY_MAX_ENDPOINTING_DELAY_S: must be >= PARLEY_MIN_ENDPOINTING_DELAY_S "
+                f"({self.max_endpointing_delay_s} < {self.min_endpointing_delay_s})"
+            )
+        if self.tts_backend == "orpheus" and not self.engine_address:
+            raise ValueError("PARLEY_ENGINE_ADDRESS: required when PARLEY_TTS_BACKEND=orpheus")
+        if self.tts_voice not in ORPHEUS_VOICES and self.language == "en":
+            raise ValueError(
+                f"PARLEY_TTS_VOICE: unknown voice {self.tts_voice!r}; one of {', '.join(ORPHEUS_VOICES)}"
+            )
+        return self
+
+    @property
+    def effective_stt_language(self) -> str:
+        return self.stt_language or self.language
+
+
+def _env_name(loc: tuple[int | str, ...]) -> str:
+    field = str(loc[0]) if loc else ""
+    return f"PARLEY_{field.upper()}" if field else "settings"
+
+
+def format_error(err: ValidationError) -> str:
+    """One line per problem, naming the environment variable the operator must fix."""
+    parts = []
+    for e in err.errors():
+        msg = str(e.get("msg", "invalid"))
+        msg = msg.removeprefix("Value error, ")
+        if msg.startswith("PARLEY_"):
+            parts.append(msg)
+        else:
+            parts.append(f"{_env_name(tuple(e.get('loc', ())))}: {msg}")
+    return "invalid setting: " + "; ".join(parts)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings or exit with one clear line (never a traceback)."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as err:
+        raise SettingsError(format_error(err)) from None
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()
