@@ -1,0 +1,68 @@
+"""Access tokens for the call page: one room, a short expiry, and the agent dispatched with the token.
+
+Putting the dispatch in the token (RoomConfiguration.agents) means the room is created with the agent
+already requested, so the caller never waits for a separate dispatch call.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import secrets
+from dataclasses import dataclass
+
+from livekit import api
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class TokenRequestError(ValueError):
+    """A request the endpoint refuses; the message is one line meant for the caller."""
+
+
+@dataclass(frozen=True)
+class TokenOptions:
+    api_key: str
+    api_secret: str
+    agent_name: str = "parley"
+    ttl_s: int = 600
+    room_prefix: str = "parley-"
+
+
+@dataclass(frozen=True)
+class CallToken:
+    room: str
+    identity: str
+    token: str
+
+
+def _checked(kind: str, value: str | None, default: str) -> str:
+    if value is None or value == "":
+        return default
+    if not _NAME.match(value):
+        raise TokenRequestError(f"{kind} must be 1-64 characters of letters, digits, '_', '-' or '.'")
+    return value
+
+
+def issue_call_token(opts: TokenOptions, room: str | None = None, identity: str | None = None) -> CallToken:
+    """A JWT that lets one caller join one room (new random room unless given) with the agent dispatched."""
+    room_name = _checked("room", room, opts.room_prefix + secrets.token_hex(4))
+    ident = _checked("identity", identity, "caller-" + secrets.token_hex(3))
+    grants = api.VideoGrants(
+        room_join=True,
+        room=room_name,
+        can_publish=True,
+        can_subscribe=True,
+        can_publish_data=True,
+    )
+    config = api.RoomConfiguration(agents=[api.RoomAgentDispatch(agent_name=opts.agent_name)])
+    jwt = (
+        api.AccessToken(opts.api_key, opts.api_secret)
+        .with_identity(ident)
+        .with_name(ident)
+        .with_grants(grants)
+        .with_room_config(config)
+        .with_ttl(datetime.timedelta(seconds=opts.ttl_s))
+        .to_jwt()
+    )
+    return CallToken(room=room_name, identity=ident, token=jwt)
