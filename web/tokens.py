@@ -24,7 +24,7 @@ class TokenRequestError(ValueError):
 class TokenOptions:
     api_key: str
     api_secret: str
-    agent_name: str = "parley"
+    agent_name: str = "parley"  # empty = no agent dispatched with the token
     ttl_s: int = 600
     room_prefix: str = "parley-"
 
@@ -55,14 +55,16 @@ def issue_call_token(opts: TokenOptions, room: str | None = None, identity: str 
         can_subscribe=True,
         can_publish_data=True,
     )
-    config = api.RoomConfiguration(agents=[api.RoomAgentDispatch(agent_name=opts.agent_name)])
-    jwt = (
+    token = (
         api.AccessToken(opts.api_key, opts.api_secret)
         .with_identity(ident)
         .with_name(ident)
         .with_grants(grants)
-        .with_room_config(config)
         .with_ttl(datetime.timedelta(seconds=opts.ttl_s))
-        .to_jwt()
     )
+    if opts.agent_name:
+        token.with_room_config(
+            api.RoomConfiguration(agents=[api.RoomAgentDispatch(agent_name=opts.agent_name)])
+        )
+    jwt = token.to_jwt()
     return CallToken(room=room_name, identity=ident, token=jwt)
