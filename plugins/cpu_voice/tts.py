@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from livekit.agents import APIConnectionError, APIConnectOptions, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
@@ -21,7 +21,7 @@ from .voice import SAMPLE_RATE, CpuVoice, CpuVoiceError
 @dataclass(frozen=True)
 class CpuVoiceOptions:
     voice: str = "heart"
-    chunker: ChunkerOptions = ChunkerOptions()
+    chunker: ChunkerOptions = field(default_factory=ChunkerOptions)
 
 
 class CpuVoiceTTS(tts.TTS):

