@@ -1,0 +1,161 @@
+"""`python -m caches build`: synthesise the phrase set for one voice and language into a cache directory.
+
+    python -m caches build [--voice V] [--language L] [--dir DIR] [--backend cpu|orpheus] [--phrases FILE]
+    python -m caches show [--dir DIR]
+
+Only missing or stale phrases are synthesised; a second build of the same set does no synthesis.
+Errors end with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import sys
+from collections import Counter
+from pathlib import Path
+
+from livekit.agents import tts
+from tqdm import tqdm
+
+from .builder import BuildOptions, BuildReport, build_cache, tts_fingerprint
+from .phrases import Phrase, PhraseSetError, load_phrases
+from .store import CacheStore, CacheStoreError
+
+DEFAULT_DIR = Path("out/phrase-cache")
+DEFAULT_VOICES = {"cpu": "heart", "orpheus": "tara"}
+
+
+class CliError(Exception):
+    """A problem the operator can fix; printed as one line."""
+
+
+def make_tts(backend: str, voice: str, language: str, factory: str | None) -> tuple[tts.TTS, str]:
+    """(TTS, fingerprint) for a backend name or a `module:callable` factory taking `voice=`."""
+    if factory:
+        mod_name, _, attr = factory.partition(":")
+        try:
+            fn = getattr(importlib.import_module(mod_name), attr)
+            engine = fn(voice=voice)
+        except Exception as e:
+            raise CliError(f"cannot create TTS from {factory!r}: {e}") from None
+        if not isinstance(engine, tts.TTS):
+            raise CliError(f"{factory!r} did not return a livekit tts.TTS")
+        return engine, tts_fingerprint(engine, f"voice={voice}")
+    if backend == "cpu":
+        if language != "en":
+            raise CliError(f"the CPU voice speaks English only; build {language!r} with --backend orpheus")
+        from hibari.voices import VOICES
+
+        from plugins.cpu_voice import CpuVoiceTTS
+
+        if voice not in VOICES:
+            raise CliError(f"unknown CPU voice {voice!r}; known: {', '.join(sorted(VOICES))}")
+        engine = CpuVoiceTTS(voice=voice)  # the model loads on first synthesis, so a warm rebuild skips it
+        from importlib.metadata import version
+
+        extra = f"hibari=={version('hibari-tts')};{VOICES[voice]['sha256'][:16]}"
+        return engine, tts_fingerprint(engine, extra)
+    if backend == "orpheus":
+        try:
+            mod = importlib.import_module("plugins.orpheus")
+            cls = mod.OrpheusTTS
+        except (ImportError, AttributeError):
+            raise CliError(
+                "the Orpheus TTS plugin is not available here; use --backend cpu or --tts module:factory"
+            ) from None
+        try:
+            engine = cls(voice=voice)
+        except Exception as e:
+            raise CliError(f"cannot start the Orpheus TTS: {e}") from None
+        return engine, tts_fingerprint(engine, f"voice={voice}")
+    raise CliError(f"unknown backend {backend!r}")
+
+
+async def run_build(args: argparse.Namespace) -> BuildReport:
+    voice = args.voice or DEFAULT_VOICES[args.backend]
+    phrases = load_phrases(args.phrases).for_voice(voice, args.language)
+    engine, fingerprint = make_tts(args.backend, voice, args.language, args.tts)
+    opts = BuildOptions(voice=voice, language=args.language, fingerprint=fingerprint)
+    bar = tqdm(total=len(phrases), desc=f"phrases {voice}/{args.language}", unit="phrase", file=sys.stderr)
+    counts: Counter[str] = Counter()
+
+    def progress(_: Phrase, what: str) -> None:
+        counts[what] += 1
+        bar.set_postfix(counts, refresh=False)
+        bar.update(1)
+
+    try:
+        return await build_cache(CacheStore(args.dir), engine, phrases, opts, on_progress=progress)
+    finally:
+        bar.close()
+        await engine.aclose()
+
+
+def show(dir_: Path) -> None:
+    entries = CacheStore(dir_).read_manifest(strict=True)
+    groups = Counter(
+        (e.key.voice, e.key.language, e.key.fingerprint, e.key.sample_rate) for e in entries.values()
+    )
+    for (voice, lang, fp, rate), n in sorted(groups.items()):
+        print(f"{voice:10s} {lang:3s} {rate:6d} Hz  {n:3d} phrases  {fp}")
+    if not groups:
+        print(f"{dir_}: empty")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m caches", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="synthesise missing or stale phrases")
+    b.add_argument("--voice", help="voice name (default: heart for cpu, tara for orpheus)")
+    b.add_argument("--language", default="en", help="phrase-set language (en, ko)")
+    b.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"cache directory (default {DEFAULT_DIR})")
+    b.add_argument("--backend", choices=("cpu", "orpheus"), default="cpu")
+    b.add_argument(
+        "--tts", help="any livekit TTS as module:factory (called with voice=); overrides --backend"
+    )
+    b.add_argument("--phrases", type=Path, default=None, help="phrase file (default caches/phrases.yaml)")
+    b.add_argument("--json", type=Path, default=None, help="write the build report as JSON here")
+    s = sub.add_parser("show", help="list what a cache directory holds")
+    s.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    try:
+        if args.cmd == "show":
+            show(args.dir)
+            return 0
+        report = asyncio.run(run_build(args))
+    except (CliError, PhraseSetError, CacheStoreError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted (finished phrases are kept)", file=sys.stderr)
+        return 130
+    print(
+        f"synthesised {len(report.synthesised)}, reused {len(report.reused)}, "
+        f"stale {len(report.stale)}, failed {len(report.failed)} -> {args.dir}"
+    )
+    for text, reason in report.failed:
+        print(f"failed: {text[:40]!r}: {reason}", file=sys.stderr)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps(
+                {
+                    "synthesised": len(report.synthesised),
+                    "reused": len(report.reused),
+                    "stale": len(report.stale),
+                    "failed": [{"text": t, "reason": r} for t, r in report.failed],
+                },
+                indent=1,
+            )
+        )
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
