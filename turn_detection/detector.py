@@ -1,0 +1,102 @@
+"""Parley's turn detector: plugs into AgentSession as `turn_handling["turn_detection"]`.
+
+It implements LiveKit's text turn-detector protocol (`predict_end_of_turn(chat_ctx)`), which the session
+calls once the VAD says the caller stopped and a final transcript exists. The answer blends text cues with
+LiveKit's local audio end-of-turn model into a probability and a delay after the last speech. LiveKit itself
+only knows two delays (endpointing min/max, picked by `probability < unlikely_threshold`), so for the range in
+between the detector holds its answer until `last speech + delay`; the session then commits at once. A caller
+who resumes cancels the wait (the session cancels the end-of-turn task on new speech).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from .audio_eot import TRAILING_SILENCE_S, load_model, predict_window
+from .endpoint_policy import EndpointDecision, decide
+from .session_hooks import TurnHooks
+from .text_cues import text_cue
+
+logger = logging.getLogger("parley.turns")
+
+
+def _last_user_text(chat_ctx: Any) -> str:
+    """The caller's words of the current turn: the user messages after the last assistant message."""
+    parts: list[str] = []
+    for item in reversed(list(getattr(chat_ctx, "items", []))):
+        role = getattr(item, "role", None)
+        if role == "assistant":
+            break
+        if role == "user":
+            text = getattr(item, "text_content", None)
+            if text:
+                parts.append(text)
+    return " ".join(reversed(parts))
+
+
+class ParleyTurnDetector:
+    """Local end-of-turn detector (text + LiveKit v1-mini audio model + VAD silence). No network."""
+
+    def __init__(self, hooks: TurnHooks, *, audio_model: Any | None = None) -> None:
+        self._hooks = hooks
+        self._opts = hooks.params.endpoint
+        self._model = audio_model if audio_model is not None else None
+        self._model_loaded = audio_model is not None
+        self.last_decision: EndpointDecision | None = None
+
+    @property
+    def model(self) -> str:
+        return "parley-turns"
+
+    @property
+    def provider(self) -> str:
+        return "parley"
+
+    async def unlikely_threshold(self, language: Any = None) -> float | None:
+        return self._opts.unlikely_p
+
+    async def supports_language(self, language: Any = None) -> bool:
+        return True
+
+    def _audio_model(self) -> Any | None:
+        if not self._model_loaded:
+            self._model_loaded = True
+            self._model = load_model() if self._hooks.options.use_audio_model else None
+        return self._model
+
+    async def audio_probability(self, speech_end: float) -> float | None:
+        model = self._audio_model()
+        if model is None:
+            return None
+        window = self._hooks.audio.window(speech_end + TRAILING_SILENCE_S)
+        if window.size == 0:
+            return None
+        return await asyncio.to_thread(predict_window, model, window)
+
+    async def predict_end_of_turn(self, chat_ctx: Any, *, timeout: float | None = None) -> float:
+        text = _last_user_text(chat_ctx)
+        lang = None if self._hooks.options.language == "en" else self._hooks.options.language
+        speech_end = self._hooks.last_speech_end or (
+            time.time() - self._hooks.params.vad.min_silence_duration
+        )
+        audio_p = await self.audio_probability(speech_end)
+        decision = decide(text_cue(text, lang), audio_p, self._opts)
+        self.last_decision = decision
+        logger.debug(
+            "end of turn decision",
+            extra={
+                "p": round(decision.probability, 3),
+                "delay": round(decision.delay, 3),
+                "audio_p": audio_p,
+                "reason": decision.reason,
+            },
+        )
+        if self._opts.min_delay < decision.delay < self._opts.max_delay:
+            # the session waits min_delay after the speech itself; the range above it is ours to hold
+            wait = speech_end + decision.delay - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+        return decision.probability

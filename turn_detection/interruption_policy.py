@@ -1,0 +1,262 @@
+"""Interruption policy: is what the caller said over the agent a backchannel or a real barge-in?
+
+"mm-hmm", "yeah", "okay", "right" (Korean "네", "응") while the agent talks are the caller listening, not
+taking the floor, and must not stop the agent. "wait", "stop", "no, ...", a question or anything with real
+content is a barge-in. Unknown speech counts as a barge-in: cutting the agent off wrongly costs a repeat,
+talking over a caller who wants the floor costs the call. Pure logic: no livekit.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+from .text_cues import Language, detect_language
+
+_TOKEN = re.compile(r"[\w']+(?:-[\w']+)*", re.UNICODE)
+
+
+class OverlapVerdict(enum.Enum):
+    EMPTY = "empty"  # nothing recognisable yet: wait for words before deciding anything
+    BACKCHANNEL = "backchannel"  # the caller is listening: keep talking
+    BARGE_IN = "barge_in"  # the caller takes the floor: stop
+
+
+EN_BACKCHANNELS = frozenset(
+    {
+        "mm",
+        "mmm",
+        "mhm",
+        "mm-hmm",
+        "mm-hm",
+        "mhmm",
+        "hmm",
+        "hm",
+        "uh-huh",
+        "uh-hum",
+        "uhhuh",
+        "uh",
+        "um",
+        "yeah",
+        "yea",
+        "yep",
+        "yup",
+        "yes",
+        "ya",
+        "okay",
+        "ok",
+        "k",
+        "right",
+        "alright",
+        "all",
+        "sure",
+        "i",
+        "see",
+        "got",
+        "it",
+        "gotcha",
+        "cool",
+        "great",
+        "nice",
+        "good",
+        "fine",
+        "perfect",
+        "wow",
+        "oh",
+        "ah",
+        "aha",
+        "true",
+        "exactly",
+        "totally",
+        "definitely",
+        "absolutely",
+        "makes",
+        "sense",
+        "sounds",
+        "huh",
+        "indeed",
+        "fair",
+        "enough",
+        "thanks",
+        "thank",
+        "you",
+    }
+)
+# Phrases made only of backchannel words that still mean "listening" ("i see", "got it", "sounds good",
+# "all right", "makes sense", "thank you"). A lone "i" or "all" is not a backchannel, so whole utterances
+# are checked against these shapes rather than word by word.
+EN_BACKCHANNEL_PHRASES = frozenset(
+    {
+        "i see",
+        "got it",
+        "gotcha",
+        "sounds good",
+        "sounds great",
+        "all right",
+        "makes sense",
+        "thank you",
+        "thanks",
+        "oh okay",
+        "oh ok",
+        "ah okay",
+        "okay okay",
+        "yeah yeah",
+        "yes yes",
+        "right right",
+        "uh huh",
+        "mm hmm",
+        "mhm mhm",
+        "okay great",
+        "okay cool",
+        "oh nice",
+        "fair enough",
+        "oh wow",
+        "i got it",
+        "okay got it",
+        "yeah right",
+        "oh i see",
+        "ah i see",
+        "oh right",
+        "ok ok",
+        "yeah okay",
+        "okay yeah",
+        "yeah sure",
+        "sure sure",
+        "oh yeah",
+        "very good",
+        "that's right",
+        "that makes sense",
+        "uh huh uh huh",
+        "mm hmm mm hmm",
+    }
+)
+EN_SINGLE_BACKCHANNELS = EN_BACKCHANNELS - {
+    "i",
+    "all",
+    "got",
+    "it",
+    "see",
+    "makes",
+    "sense",
+    "sounds",
+    "enough",
+    "fair",
+    "thank",
+    "you",
+}
+# Words that always mean the caller wants the floor, even alone.
+EN_BARGE_IN_WORDS = frozenset(
+    {
+        "wait",
+        "stop",
+        "no",
+        "nope",
+        "hold",
+        "hang",
+        "sorry",
+        "excuse",
+        "pardon",
+        "actually",
+        "but",
+        "what",
+        "hey",
+        "cancel",
+        "quiet",
+    }
+)
+
+KO_BACKCHANNELS = frozenset(
+    {
+        "네",
+        "예",
+        "응",
+        "어",
+        "음",
+        "아",
+        "네네",
+        "예예",
+        "응응",
+        "그래",
+        "그래요",
+        "그렇죠",
+        "그렇구나",
+        "맞아",
+        "맞아요",
+        "맞습니다",
+        "알겠어요",
+        "알겠습니다",
+        "알았어",
+        "좋아요",
+        "좋아",
+        "오",
+        "아하",
+        "흠",
+        "그렇군요",
+        "네에",
+        "으응",
+        "어어",
+        "음음",
+        "아아",
+        "진짜",
+        "정말",
+    }
+)
+KO_BARGE_IN_WORDS = frozenset(
+    {
+        "잠깐",
+        "잠깐만",
+        "잠깐만요",
+        "아니",
+        "아니요",
+        "아뇨",
+        "그만",
+        "멈춰",
+        "멈춰요",
+        "스톱",
+        "근데",
+        "저기요",
+        "여보세요",
+        "뭐라고요",
+        "뭐라고",
+        "다시",
+    }
+)
+
+
+def _tokens(text: str) -> list[str]:
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+def classify_overlap(text: str, language: Language | None = None) -> OverlapVerdict:
+    """Classify what the caller said while the agent was speaking (interim or final transcript)."""
+    stripped = text.strip()
+    tokens = _tokens(stripped)
+    if not tokens:
+        return OverlapVerdict.EMPTY
+    lang = language or detect_language(stripped)
+    if lang == "ko":
+        return _classify_korean(stripped, tokens)
+    return _classify_english(stripped, tokens)
+
+
+def _classify_english(text: str, tokens: list[str]) -> OverlapVerdict:
+    if any(t in EN_BARGE_IN_WORDS for t in tokens):
+        return OverlapVerdict.BARGE_IN
+    if text.rstrip().endswith("?") and len(tokens) > 1:
+        return OverlapVerdict.BARGE_IN  # "right?" is a backchannel; "is it open on sunday?" is not
+    normalised = " ".join(t.replace("-", " ") for t in tokens)
+    if normalised in EN_BACKCHANNEL_PHRASES:
+        return OverlapVerdict.BACKCHANNEL
+    if len(tokens) <= 3 and all(t in EN_SINGLE_BACKCHANNELS for t in tokens):
+        return OverlapVerdict.BACKCHANNEL
+    return OverlapVerdict.BARGE_IN
+
+
+def _classify_korean(text: str, tokens: list[str]) -> OverlapVerdict:
+    if any(t in KO_BARGE_IN_WORDS or t.startswith(("잠깐", "아니", "그만", "멈춰")) for t in tokens):
+        return OverlapVerdict.BARGE_IN
+    if text.rstrip().endswith("?") and len(tokens) > 1:
+        return OverlapVerdict.BARGE_IN
+    if len(tokens) <= 3 and all(t in KO_BACKCHANNELS for t in tokens):
+        return OverlapVerdict.BACKCHANNEL
+    return OverlapVerdict.BARGE_IN

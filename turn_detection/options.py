@@ -1,0 +1,127 @@
+"""Turn-taking options: the two call profiles (web, telephony) and the settings the worker exposes.
+
+Web callers come in wideband through a browser with its own echo cancellation; phone callers come through
+livekit-sip at 8 kHz, noisier, with codec artefacts, so the VAD is stricter and the waits longer.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from .endpoint_policy import EndpointOptions
+
+SIP_PARTICIPANT_KIND = 3
+"""livekit rtc ParticipantKind.PARTICIPANT_KIND_SIP (kept as a number so this module needs no livekit)."""
+
+
+class Profile(enum.Enum):
+    WEB = "web"
+    TELEPHONY = "telephony"
+
+
+@dataclass(frozen=True)
+class VadParams:
+    """Silero VAD settings (livekit-plugins-silero `VAD.load` arguments)."""
+
+    activation_threshold: float
+    min_speech_duration: float
+    min_silence_duration: float
+    prefix_padding_duration: float
+    sample_rate: Literal[8000, 16000]
+
+
+@dataclass(frozen=True)
+class ProfileParams:
+    vad: VadParams
+    endpoint: EndpointOptions
+    interrupt_min_speech_s: float
+    """VAD speech (with a non-backchannel transcript) before the agent pauses for a barge-in."""
+    false_interruption_timeout_s: float
+    """Silence after a pause with no real words before the agent resumes where it stopped."""
+    aec_warmup_s: float
+    """Start of each agent turn during which caller audio cannot interrupt (echo canceller settling)."""
+
+
+WEB = ProfileParams(
+    vad=VadParams(
+        activation_threshold=0.5,
+        min_speech_duration=0.05,
+        min_silence_duration=0.2,
+        prefix_padding_duration=0.3,
+        sample_rate=16000,
+    ),
+    endpoint=EndpointOptions(min_delay=0.2, hesitation_delay=1.3, max_delay=2.0, audio_weight=0.4),
+    interrupt_min_speech_s=0.3,
+    false_interruption_timeout_s=1.0,
+    aec_warmup_s=0.5,
+)
+
+TELEPHONY = ProfileParams(
+    vad=VadParams(
+        activation_threshold=0.6,
+        min_speech_duration=0.1,
+        min_silence_duration=0.3,
+        prefix_padding_duration=0.3,
+        sample_rate=8000,
+    ),
+    endpoint=EndpointOptions(min_delay=0.3, hesitation_delay=1.5, max_delay=2.5, audio_weight=0.25),
+    interrupt_min_speech_s=0.4,
+    false_interruption_timeout_s=1.5,
+    aec_warmup_s=0.5,
+)
+
+PROFILES: dict[Profile, ProfileParams] = {Profile.WEB: WEB, Profile.TELEPHONY: TELEPHONY}
+
+
+@dataclass(frozen=True)
+class TurnOptions:
+    """What the worker can set (from worker/settings.py); everything else lives in the profile tables."""
+
+    language: Literal["en", "ko"] = "en"
+    """Language assumed for text cues when the transcript does not show it (Hangul means Korean)."""
+    use_audio_model: bool = True
+    """Blend in LiveKit's local audio end-of-turn model (v1-mini, bundled in livekit-agents)."""
+    ignore_backchannels: bool = True
+    """Keep talking over "mm-hmm", "yeah", "okay", "네", "응"; False makes any words a barge-in."""
+    delay_scale: float = 1.0
+    """Multiplies every endpoint delay: >1 is more patient, <1 snappier."""
+    overrides: dict[Profile, ProfileParams] = field(default_factory=dict)
+    """Replace a profile's whole table (tests, experiments)."""
+
+    def __post_init__(self) -> None:
+        if self.language not in ("en", "ko"):
+            raise ValueError(f"turn language must be 'en' or 'ko', got {self.language!r}")
+        if not 0.25 <= self.delay_scale <= 4.0:
+            raise ValueError(f"turn delay_scale must be within [0.25, 4], got {self.delay_scale}")
+
+
+def params_for(profile: Profile, options: TurnOptions) -> ProfileParams:
+    """The profile's table with the options applied."""
+    params = options.overrides.get(profile, PROFILES[profile])
+    if options.delay_scale == 1.0:
+        return params
+    ep = params.endpoint
+    s = options.delay_scale
+    return replace(
+        params,
+        endpoint=replace(
+            ep,
+            min_delay=ep.min_delay * s,
+            hesitation_delay=ep.hesitation_delay * s,
+            max_delay=ep.max_delay * s,
+        ),
+    )
+
+
+def profile_for_participant(participant_or_kind: Any) -> Profile:
+    """TELEPHONY for a SIP participant (livekit-sip caller), WEB for anything else.
+
+    Accepts an `rtc.RemoteParticipant` (its `.kind`), a ParticipantKind value, or None (no caller yet).
+    """
+    kind = getattr(participant_or_kind, "kind", participant_or_kind)
+    try:
+        return Profile.TELEPHONY if kind is not None and int(kind) == SIP_PARTICIPANT_KIND else Profile.WEB
+    except (TypeError, ValueError):
+        return Profile.WEB

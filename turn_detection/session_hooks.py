@@ -1,0 +1,105 @@
+"""What the turn detector needs from a live AgentSession, and the backchannel filter in the STT path.
+
+`TurnHooks.attach(session)` follows the caller's and the agent's states (public session events), so the
+detector knows when the last speech ended and whether the caller started talking over the agent.
+`TurnHooks.stt_node(...)` wraps the agent's STT node: it taps the caller audio into the buffer the audio
+end-of-turn model reads, and drops transcripts that are only a backchannel said over the agent — so the
+framework never sees words, never pauses or interrupts the agent, and never commits a turn for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Any
+
+import numpy as np
+from livekit import rtc
+from livekit.agents import stt
+
+from .audio_eot import AudioTurnBuffer
+from .interruption_policy import OverlapVerdict, classify_overlap
+from .options import ProfileParams, TurnOptions
+
+logger = logging.getLogger("parley.turns")
+
+_TEXT_EVENTS = (
+    stt.SpeechEventType.INTERIM_TRANSCRIPT,
+    stt.SpeechEventType.PREFLIGHT_TRANSCRIPT,
+    stt.SpeechEventType.FINAL_TRANSCRIPT,
+)
+
+
+class TurnHooks:
+    """Per-session turn state shared by the detector and the STT-node filter (one per AgentSession)."""
+
+    def __init__(self, options: TurnOptions, params: ProfileParams) -> None:
+        self.options = options
+        self.params = params
+        self.audio = AudioTurnBuffer()
+        self.last_speech_end: float | None = None
+        self.agent_speaking = False
+        self.overlapping = False
+        """True while the caller's current utterance started over the agent's speech."""
+        self.backchannels_ignored = 0
+        self._attached = False
+
+    # -- session events ------------------------------------------------------------------------------------
+    def attach(self, session: Any) -> None:
+        """Follow `user_state_changed` / `agent_state_changed` of an AgentSession (call before start)."""
+        if self._attached:
+            return
+        session.on("user_state_changed", self.on_user_state)
+        session.on("agent_state_changed", self.on_agent_state)
+        self._attached = True
+
+    def on_user_state(self, ev: Any) -> None:
+        if ev.new_state == "speaking":
+            self.overlapping = self.agent_speaking
+        elif ev.old_state == "speaking":
+            # the framework back-dates this event to the end of the speech (VAD silence subtracted)
+            self.last_speech_end = float(ev.created_at)
+
+    def on_agent_state(self, ev: Any) -> None:
+        self.agent_speaking = ev.new_state == "speaking"
+
+    # -- STT path ------------------------------------------------------------------------------------------
+    def should_drop(self, ev: stt.SpeechEvent) -> bool:
+        """True for a transcript that is only a backchannel said over the agent."""
+        if not (self.options.ignore_backchannels and self.overlapping) or ev.type not in _TEXT_EVENTS:
+            return False
+        if not ev.alternatives:
+            return False
+        alt = ev.alternatives[0]
+        korean = str(alt.language or "").lower().startswith("ko")
+        verdict = classify_overlap(alt.text, "ko" if korean else None)
+        if verdict is OverlapVerdict.BACKCHANNEL:
+            if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
+                self.backchannels_ignored += 1
+                logger.debug("backchannel over agent speech ignored", extra={"words": len(alt.text.split())})
+            return True
+        return False
+
+    async def tap_audio(self, audio: AsyncIterable[rtc.AudioFrame]) -> AsyncIterator[rtc.AudioFrame]:
+        """Pass frames through unchanged, copying them (mono int16) into the end-of-turn audio buffer."""
+        async for frame in audio:
+            try:
+                pcm = np.frombuffer(frame.data, dtype=np.int16)
+                if frame.num_channels > 1:
+                    pcm = pcm.reshape(-1, frame.num_channels)[:, 0]
+                self.audio.push(pcm, frame.sample_rate, time.time())
+            except Exception as e:  # the tap must never break the STT path
+                logger.warning("audio tap failed: %s", e)
+            yield frame
+
+    async def stt_node(
+        self, agent: Any, audio: AsyncIterable[rtc.AudioFrame], model_settings: Any
+    ) -> AsyncIterator[stt.SpeechEvent]:
+        """Drop-in body for `Agent.stt_node`: the default STT node, tapped and backchannel-filtered."""
+        from livekit.agents import Agent
+
+        async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
+            if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
+                continue
+            yield ev
