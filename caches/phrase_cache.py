@@ -121,6 +121,13 @@ class PhraseCache:
         self.metrics.record_lookup(hit is not None)
         return hit
 
+    def frames_for(
+        self, text: str, voice: str, language: str, sample_rate: int | None = None
+    ) -> AsyncIterator[rtc.AudioFrame] | None:
+        """20 ms frames of `text` from cache, or None on a miss (then synthesise as usual)."""
+        hit = self.lookup(text, voice, language)
+        return hit.frames(sample_rate) if hit is not None else None
+
     def phrases(self, kind: str, voice: str, language: str) -> list[CachedPhrase]:
         """Every cached phrase of one kind for this voice and language (file order is not kept)."""
         return [
