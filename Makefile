@@ -24,7 +24,7 @@ lint:
 	$(PY) -m ruff check .
 
 typecheck:
-	$(PY) -m mypy worker plugins turn_detection caches benchmarks worker.py
+	$(PY) -m mypy worker plugins turn_detection caches benchmarks
 
 pytest:
 	$(PY) -m pytest -q

@@ -1,0 +1,3 @@
+"""Parley's LiveKit worker: settings, the agent, the pipeline builder and the AgentServer."""
+
+__version__ = "0.1.0"

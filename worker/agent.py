@@ -68,12 +68,17 @@ def count_sentence_ends(text: str) -> int:
 
 
 async def limit_sentences(
-    chunks: AsyncIterable[llm.ChatChunk | str], max_sentences: int
+    chunks: AsyncIterable[object], max_sentences: int
 ) -> AsyncIterator[str]:
     """Pass text through until `max_sentences` sentences are complete, then stop the LLM stream."""
     seen = ""
     async for chunk in chunks:
-        text = chunk if isinstance(chunk, str) else (chunk.delta.content if chunk.delta else None)
+        if isinstance(chunk, str):
+            text: str | None = chunk
+        elif isinstance(chunk, llm.ChatChunk) and chunk.delta:
+            text = chunk.delta.content
+        else:
+            continue  # flush markers and tool-call chunks carry no speech
         if not text:
             continue
         before = count_sentence_ends(seen + " ")

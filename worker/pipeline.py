@@ -48,14 +48,15 @@ def load_vad(profile: str = "web") -> vad.VAD:
 
 
 def load_stt(settings: Settings, vad_model: vad.VAD) -> stt.STT:
-    try:
-        from plugins.whisper import WhisperSTT  # type: ignore[attr-defined]
-    except ImportError:
-        # The streaming plugin lands separately; until then tiny.en runs behind the framework's adapter.
-        from benchmarks.stock import PlainWhisperSTT
+    from plugins.whisper import ModelOptions, WhisperSTT, WhisperSTTOptions
 
-        return stt.StreamAdapter(stt=PlainWhisperSTT(), vad=vad_model)
-    return WhisperSTT.from_settings(settings)  # type: ignore[no-any-return]
+    compute = settings.stt_compute_type or "default"
+    return WhisperSTT(
+        WhisperSTTOptions(
+            model=ModelOptions(model=settings.stt_model, device=settings.stt_device, compute_type=compute),
+            language=settings.effective_stt_language,
+        )
+    )
 
 
 def load_tts(settings: Settings) -> tuple[tts.TTS, str]:

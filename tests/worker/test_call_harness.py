@@ -1,0 +1,48 @@
+"""The whole pipeline through a real AgentSession (offline harness: scripted mic, real-time loudspeaker)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.call import run_one
+from worker.llm_server import EmbeddedLLM
+from worker.settings import load_settings
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def llm_url() -> Iterator[str]:
+    with EmbeddedLLM() as llm:
+        yield llm.base_url
+
+
+async def test_parley_call_answers_every_turn(llm_url: str, shared_audio: Path) -> None:
+    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:2]
+    res = await run_one("parley", load_settings(), llm_url, turns)
+    assert res.greeting_first_audio_ms is not None
+    assert not res.errors, res.errors
+    for tr in res.turns:
+        assert not tr.error, tr.error
+        assert tr.v2v_ms is not None and tr.v2v_ms > 0
+        assert tr.reply_text.strip()
+    heard = " ".join(t.user_text.lower() for t in res.turns)
+    assert "cleaning" in heard and "wednesday" in heard
+
+
+async def test_stock_pipeline_runs_the_same_script(llm_url: str, shared_audio: Path) -> None:
+    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:1]
+    res = await run_one("stock", load_settings(), llm_url, turns)
+    assert res.turns[0].v2v_ms is not None
+    assert "cleaning" in res.turns[0].user_text.lower()
+
+
+async def test_dead_llm_gets_a_spoken_apology_and_the_call_goes_on(shared_audio: Path) -> None:
+    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:2]
+    res = await run_one("parley", load_settings(), "http://127.0.0.1:9/v1", turns)
+    for tr in res.turns:
+        assert tr.v2v_ms is not None, "the caller heard nothing"
+        assert "sorry" in tr.reply_text.lower()

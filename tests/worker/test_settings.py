@@ -1,0 +1,80 @@
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from worker.settings import Settings, SettingsError, load_settings
+
+
+def test_defaults_are_offline_and_private(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = load_settings()
+    assert s.llm_base_url == ""  # embedded LLM
+    assert s.log_transcripts is False
+    assert s.record_audio is False
+    assert s.language == "en"
+
+
+def test_livekit_names_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIVEKIT_URL", "wss://example.invalid")
+    monkeypatch.setenv("LIVEKIT_API_KEY", "k")
+    monkeypatch.setenv("LIVEKIT_API_SECRET", "s3cret")
+    s = Settings()
+    assert s.livekit_url == "wss://example.invalid"
+    assert s.livekit_api_key == "k"
+    assert "s3cret" not in repr(s)  # secrets never printed
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "needle"),
+    [
+        ("PARLEY_LANGUAGE", "fr", "PARLEY_LANGUAGE"),
+        ("PARLEY_LLM_BASE_URL", "ftp://x", "PARLEY_LLM_BASE_URL"),
+        ("PARLEY_ENGINE_ADDRESS", "tcp://1.2.3.4", "PARLEY_ENGINE_ADDRESS"),
+        ("PARLEY_LLM_MAX_TOKENS", "-3", "PARLEY_LLM_MAX_TOKENS"),
+        ("PARLEY_TTS_VOICE", "nobody", "PARLEY_TTS_VOICE"),
+        ("PARLEY_MAX_ENDPOINTING_DELAY_S", "0.01", "PARLEY_MAX_ENDPOINTING_DELAY_S"),
+    ],
+)
+def test_bad_setting_is_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, needle: str
+) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert needle in msg
+    assert "\n" not in msg
+
+
+def test_orpheus_backend_needs_an_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_TTS_BACKEND", "orpheus")
+    with pytest.raises(SettingsError, match="PARLEY_ENGINE_ADDRESS"):
+        load_settings()
+
+
+def _run_worker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    full = {**os.environ, **env}
+    return subprocess.run(
+        [sys.executable, "worker.py", *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"PARLEY_LANGUAGE": "xx"}, "PARLEY_LANGUAGE"),
+        ({"PARLEY_STT_MODEL": "/no/such/model"}, "PARLEY_STT_MODEL"),
+        ({"PARLEY_LANGUAGE": "ko"}, "English-only"),
+        ({"PARLEY_LLM_BASE_URL": "http://127.0.0.1:9/v1"}, "no LLM answers"),
+    ],
+)
+def test_worker_start_fails_with_one_clear_line(env: dict[str, str], needle: str) -> None:
+    proc = _run_worker(env, "start")
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert needle in err
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err

@@ -1,0 +1,47 @@
+from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
+
+
+def stream(text: str, step: int = 3) -> list[str]:
+    c = SpeechChunker()
+    out: list[str] = []
+    for i in range(0, len(text), step):
+        out += c.push(text[i : i + step])
+    return out + c.flush()
+
+
+def test_first_piece_leaves_at_the_first_clause() -> None:
+    pieces = stream("Okay, so let me check the calendar for you, and then we can pick a time.")
+    assert pieces[0] == "Okay, so let me check the calendar for you,"
+    assert pieces[1] == "and then we can pick a time."
+
+
+def test_decimals_and_abbreviations_do_not_cut() -> None:
+    pieces = stream("Your slot is at 3.30 with Dr. Smith today. See you then!")
+    assert pieces == ["Your slot is at 3.30 with Dr. Smith today.", "See you then!"]
+
+
+def test_thousands_separator_is_not_a_clause() -> None:
+    assert stream("That will be 1,250 dollars in total.") == ["That will be 1,250 dollars in total."]
+
+
+def test_tags_stay_with_their_words() -> None:
+    pieces = split_text("That is funny. <laugh> Anyway, what time works for you?")
+    assert pieces[1].startswith("<laugh> Anyway")
+    assert all(p != "<laugh>" for p in pieces)
+
+
+def test_run_on_text_is_cut_at_max_words() -> None:
+    words = " ".join(f"w{i}" for i in range(70))
+    pieces = split_text(words, ChunkerOptions(max_words=30))
+    assert len(pieces) == 3
+    assert " ".join(pieces) == words
+
+
+def test_nothing_speakable_gives_nothing() -> None:
+    assert split_text("   ") == []
+    assert split_text("<sigh>") == []
+
+
+def test_nothing_is_lost_or_duplicated() -> None:
+    text = "Hi there! I can help, of course. Which day, Monday or Tuesday? Great: see you at 10.15 then."
+    assert " ".join(stream(text, step=1)) == text

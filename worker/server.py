@@ -1,0 +1,181 @@
+"""The LiveKit AgentServer: prewarm loads the models once per job process, each call gets an AgentSession.
+
+One host process runs the embedded LLM (when no LLM URL is configured) and LiveKit's job processes; every
+job process inherits the LLM URL through the environment. The load reported to LiveKit is the larger of the
+CPU load and the TTS engine's fill, so LiveKit stops sending calls to a host whose engine is full.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from livekit import rtc
+from livekit.agents import AgentServer, JobContext, JobProcess, cli
+
+from .settings import Settings, SettingsError, get_settings
+
+log = logging.getLogger("parley.worker")
+
+_RUN_COMMANDS = {"dev", "start", "console", "connect"}
+
+
+def prewarm(proc: JobProcess) -> None:
+    """Runs once per job process before any call: VAD, STT, TTS (and its engine connection), phrase cache."""
+    from .pipeline import load_components
+
+    settings = get_settings()
+    comp = load_components(settings, settings.llm_base_url)
+    proc.userdata["components"] = comp
+    try:
+        from caches import PhraseCache  # type: ignore[attr-defined]
+
+        proc.userdata["phrases"] = PhraseCache.load(settings.phrase_cache_dir)
+    except Exception as e:  # a missing cache only costs synthesis time
+        log.info("phrase cache not loaded", extra={"reason": str(e)[:200]})
+
+
+def participant_profile(participant: rtc.RemoteParticipant | None) -> str:
+    if participant is not None and participant.kind == rtc.ParticipantKind.PARTICIPANT_KIND_SIP:
+        return "telephony"
+    return "web"
+
+
+async def entrypoint(ctx: JobContext) -> None:
+    from .pipeline import build_agent, build_session, load_components
+
+    settings = get_settings()
+    comp = ctx.proc.userdata.get("components") or load_components(settings, settings.llm_base_url)
+    await ctx.connect()
+    participant = await ctx.wait_for_participant()
+    profile = settings.turn_profile if settings.turn_profile != "auto" else participant_profile(participant)
+    session = build_session(settings, comp, profile)
+    agent = build_agent(settings)
+    log.info("call started", extra={"room": ctx.room.name, "profile": profile})
+    await session.start(agent, room=ctx.room, record=settings.record_audio)
+
+
+def engine_load() -> float:
+    """The TTS engine's fill (0..1), or 0 when there is no engine."""
+    try:
+        from plugins.orpheus.tts import engine_fill  # type: ignore[import-not-found]
+    except ImportError:
+        return 0.0
+    try:
+        return float(engine_fill())
+    except Exception:
+        return 1.0  # an engine we cannot ask is treated as full
+
+
+def compute_load(server: AgentServer) -> float:
+    from livekit.agents.worker import _DefaultLoadCalc
+
+    return max(_DefaultLoadCalc.get_load(server), engine_load())
+
+
+def build_server(settings: Settings) -> AgentServer:
+    server = AgentServer(
+        setup_fnc=prewarm,
+        load_fnc=compute_load,
+        load_threshold=settings.load_threshold,
+        num_idle_processes=settings.num_idle_processes,
+        ws_url=settings.livekit_url,
+        api_key=settings.livekit_api_key,
+        api_secret=settings.livekit_api_secret.get_secret_value(),
+        port=settings.http_port,
+    )
+    server.rtc_session(entrypoint, agent_name=settings.agent_name)
+    return server
+
+
+def _start_embedded_llm(settings: Settings) -> Any:
+    from .llm_server import EmbeddedLLM, EmbeddedLLMError, EmbeddedLLMOptions
+
+    llm = EmbeddedLLM(
+        EmbeddedLLMOptions(port=settings.llm_embedded_port, threads=settings.llm_embedded_threads)
+    )
+    try:
+        url = llm.start()
+    except EmbeddedLLMError as e:
+        raise SettingsError(f"embedded LLM: {e}") from None
+    os.environ["PARLEY_LLM_BASE_URL"] = url  # inherited by LiveKit's job processes
+    get_settings.cache_clear()
+    return llm
+
+
+def live_line(settings: Settings) -> str:
+    tts = (
+        f"orpheus:{settings.tts_voice} via {settings.engine_address} (fallback {settings.cpu_voice})"
+        if settings.engine_address and settings.tts_backend != "cpu"
+        else f"cpu-voice:{settings.cpu_voice}"
+    )
+    return (
+        f"parley live: llm={settings.llm_model} @ {settings.llm_base_url or 'embedded'}; "
+        f"stt=faster-whisper:{settings.stt_model} ({settings.stt_device}); tts={tts}; "
+        f"language={settings.language}; agent={settings.agent_name}; livekit={settings.livekit_url}"
+    )
+
+
+def check_llm_reachable(base_url: str, api_key: str, timeout_s: float = 3.0) -> None:
+    """GET {base}/models: any HTTP answer means something is listening; no answer is a startup error."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(f"{base_url}/models", headers={"Authorization": f"Bearer {api_key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s):
+            return
+    except urllib.error.HTTPError:
+        return  # it answered (401/404 are the server's business, not reachability)
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        reason = getattr(e, "reason", e)
+        raise SettingsError(f"PARLEY_LLM_BASE_URL: no LLM answers at {base_url} ({reason})") from None
+
+
+def preflight(settings: Settings) -> None:
+    """Fail before registering with LiveKit, in one line, when a configured model cannot work."""
+    from plugins.whisper import WhisperModelError, resolve_model_path
+
+    try:
+        resolve_model_path(settings.stt_model)
+    except WhisperModelError as e:
+        raise SettingsError(f"PARLEY_STT_MODEL: {e}") from None
+    if settings.llm_base_url:
+        check_llm_reachable(settings.llm_base_url, settings.llm_api_key.get_secret_value())
+    lang = settings.effective_stt_language
+    if settings.stt_model.endswith(".en") and lang != "en":
+        raise SettingsError(
+            f"PARLEY_STT_MODEL: {settings.stt_model} is English-only but the language is {lang!r}; "
+            "use a multilingual model (e.g. small) or PARLEY_LANGUAGE=en"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv if argv is None else argv)
+    command = argv[1] if len(argv) > 1 else ""
+    try:
+        settings = get_settings()
+        llm = None
+        if command in _RUN_COMMANDS:
+            preflight(settings)
+        if command in _RUN_COMMANDS and not settings.llm_base_url:
+            llm = _start_embedded_llm(settings)
+            settings = get_settings()
+        if command == "download-files":
+            from .downloads import register
+
+            register()
+        if command in _RUN_COMMANDS:
+            print(live_line(settings), flush=True)
+        server = build_server(settings)
+    except SettingsError as e:
+        print(str(e), file=sys.stderr)
+        sys.exit(2)
+    try:
+        sys.argv = argv
+        cli.run_app(server)
+    finally:
+        if llm is not None:
+            llm.close()
