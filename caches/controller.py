@@ -88,6 +88,7 @@ class FillerController:
         self._current: TurnRecord | None = None
         self._user_stopped_at: float | None = None
         self._apologised_turn = -1
+        self._failed_turn = -1  # the turn whose reply failed (LLM or TTS error): no filler for it
         self._attached = False
 
     # --- wiring ----------------------------------------------------------------------------------------
@@ -239,7 +240,9 @@ class FillerController:
         return h is not None and not h.done() and h.id in self._ready_ids
 
     def _reply_gone(self) -> bool:
-        """The reply for this turn exists and already ended (failed or interrupted) without audio."""
+        """The reply for this turn failed, or ended (interrupted) without audio: nothing left to mask."""
+        if self._failed_turn == self.policy.turn:
+            return True
         h = self._latest_reply
         return h is not None and h.done() and h.id not in self._ready_ids and self._reply_is_current(h)
 
@@ -290,6 +293,8 @@ class FillerController:
         kind = getattr(err, "type", "")
         if kind in ("llm_error", "tts_error") and not getattr(err, "recoverable", True):
             log.warning("reply failed (%s); playing an apology from cache", kind)
+            self._failed_turn = self.policy.turn
+            self._wake.set()
             try:
                 self.apologise()
             except RuntimeError:  # the session is closing; nothing can be said any more

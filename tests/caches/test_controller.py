@@ -1,0 +1,251 @@
+"""FillerController through a real AgentSession (no server): custom audio output, the real CPU voice as TTS,
+and a scripted LLM whose first token can be made late or fail (the one thing these tests must control)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import numpy as np
+import pytest
+from livekit import rtc
+from livekit.agents import APIConnectionError, APIConnectOptions, llm
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
+from livekit.agents.voice import AgentSession, io
+
+from caches import (
+    BuildOptions,
+    CacheStore,
+    FillerAgent,
+    FillerController,
+    FillerControllerOptions,
+    FillerOptions,
+    FillerPolicy,
+    Phrase,
+    PhraseCache,
+    build_cache,
+)
+from plugins.cpu_voice import CpuVoiceTTS
+
+pytestmark = pytest.mark.slow
+
+OUT_RATE = 48_000  # not the voice's 24 kHz: frames must be served resampled
+PHRASES = [
+    Phrase("Hi, thanks for calling. How can I help you today?", "greeting", "en"),
+    Phrase("Okay.", "acknowledgement", "en"),
+    Phrase("Let me see.", "acknowledgement", "en"),
+    Phrase("One moment.", "acknowledgement", "en"),
+    Phrase("Let me check that for you.", "hold", "en"),
+    Phrase("Sorry, something went wrong. Could you say that again?", "apology", "en"),
+]
+
+
+class ScriptedLLM(llm.LLM):
+    """Replies with `reply` after `delay_s`, or fails without retry when `fail` is set."""
+
+    def __init__(self, reply: str = "Sure thing.", delay_s: float = 0.0, fail: bool = False) -> None:
+        super().__init__()
+        self.reply, self.delay_s, self.fail = reply, delay_s, fail
+
+    def chat(
+        self,
+        *,
+        chat_ctx: llm.ChatContext,
+        tools: list | None = None,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        **_: object,
+    ) -> llm.LLMStream:
+        return _ScriptedStream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
+
+
+class _ScriptedStream(llm.LLMStream):
+    async def _run(self) -> None:
+        scripted: ScriptedLLM = self._llm  # type: ignore[assignment]
+        await asyncio.sleep(scripted.delay_s)
+        if scripted.fail:
+            raise APIConnectionError("llm down", retryable=False)
+        for word in scripted.reply.split(" "):
+            delta = llm.ChoiceDelta(role="assistant", content=word + " ")
+            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
+
+
+class RecordingSpeaker(io.AudioOutput):
+    """Plays captured audio in real time and keeps each played segment's samples."""
+
+    def __init__(self, sample_rate: int) -> None:
+        super().__init__(
+            label="rec", capabilities=io.AudioOutputCapabilities(pause=False), sample_rate=sample_rate
+        )
+        self.segments: list[tuple[float, list[np.ndarray]]] = []  # (time of first frame, frames)
+        self._open = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
+        await super().capture_frame(frame)
+        assert frame.sample_rate == self.sample_rate
+        if not self._open:
+            self._open = True
+            self.segments.append((time.time(), []))
+            self.on_playback_started(created_at=time.time())
+        self.segments[-1][1].append(np.frombuffer(frame.data, np.int16).copy())
+
+    def flush(self) -> None:
+        super().flush()
+        if self._open:
+            self._open = False
+            n = sum(len(f) for f in self.segments[-1][1])
+            self._task = asyncio.create_task(self._finish(n / self.sample_rate))
+
+    async def _finish(self, duration: float) -> None:
+        await asyncio.sleep(duration)
+        self.on_playback_finished(playback_position=duration, interrupted=False)
+
+    def clear_buffer(self) -> None:
+        if self._open:
+            self._open = False
+            self.on_playback_finished(playback_position=0.0, interrupted=True)
+
+    def samples(self, i: int) -> int:
+        return sum(len(f) for f in self.segments[i][1])
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("phrase-cache")
+
+    async def build() -> None:
+        tts = CpuVoiceTTS(voice="heart")
+        report = await build_cache(CacheStore(root), tts, PHRASES, BuildOptions("heart", "en", "fp"))
+        assert report.ok
+
+    asyncio.run(build())
+    return root
+
+
+@pytest.fixture
+def cache(cache_dir) -> PhraseCache:
+    return PhraseCache.load(cache_dir, voice="heart", language="en", sample_rates=[OUT_RATE])
+
+
+def clip_samples(cache: PhraseCache, kind: str) -> set[int]:
+    """Length of each clip of a kind at the output rate, padded to whole 20 ms frames."""
+    spf = OUT_RATE // 50
+    return {-(-len(p.pcm_at(OUT_RATE)) // spf) * spf for p in cache.phrases(kind, "heart", "en")}
+
+
+async def start(cache: PhraseCache, llm_: ScriptedLLM, threshold_ms: float = 300, **policy_kw):
+    session = AgentSession(llm=llm_, tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None)
+    speaker = RecordingSpeaker(OUT_RATE)
+    session.output.audio = speaker
+    policy = FillerPolicy(FillerOptions(late_threshold_ms=threshold_ms, seed=3, **policy_kw))
+    controller = FillerController(
+        session, cache, policy, FillerControllerOptions(voice="heart", language="en")
+    )
+    agent = FillerAgent(instructions="Be brief.", fillers=controller)
+    controller.attach()
+    await session.start(agent, record=False)
+    return session, speaker, controller
+
+
+async def caller_turn(session: AgentSession, controller: FillerController, text: str = "Hello?") -> None:
+    """What the framework does when a caller turn ends: the hook, then the reply is scheduled."""
+    controller.on_user_turn_completed()
+    handle = session.generate_reply(user_input=text)
+    await asyncio.wait_for(handle.wait_for_playout(), 20)
+    await asyncio.sleep(0.05)
+
+
+async def test_greeting_plays_from_cache(cache: PhraseCache) -> None:
+    session, speaker, controller = await start(cache, ScriptedLLM())
+    try:
+        handle = controller.greet()
+        assert handle is not None
+        await asyncio.wait_for(handle.wait_for_playout(), 20)
+        assert len(speaker.segments) == 1
+        assert speaker.samples(0) in clip_samples(cache, "greeting")
+        played = np.concatenate(speaker.segments[0][1])
+        greeting = cache.pick("greeting", "heart", "en")
+        assert greeting is not None
+        assert np.array_equal(played[: len(greeting.pcm_at(OUT_RATE))], greeting.pcm_at(OUT_RATE))
+        assert controller.greet("A greeting nobody cached.") is None
+    finally:
+        await session.aclose()
+
+
+async def test_late_reply_gets_a_filler_first(cache: PhraseCache) -> None:
+    session, speaker, controller = await start(cache, ScriptedLLM(delay_s=1.2), threshold_ms=300)
+    try:
+        await caller_turn(session, controller)
+        assert len(speaker.segments) == 2, "a filler, then the reply"
+        assert speaker.samples(0) in clip_samples(cache, "acknowledgement")
+        assert speaker.samples(1) not in clip_samples(cache, "acknowledgement")
+        rec = controller.metrics.turns[0]
+        assert rec.filler_text is not None and controller.metrics.fillers == 1
+        assert rec.first_audible_ms is not None and rec.reply_ms is not None
+        assert rec.first_audible_ms < rec.reply_ms
+        assert controller.metrics.filler_rate == 1.0
+    finally:
+        await session.aclose()
+
+
+async def test_prompt_reply_gets_no_filler(cache: PhraseCache) -> None:
+    session, speaker, controller = await start(cache, ScriptedLLM(delay_s=0.0), threshold_ms=3000)
+    try:
+        await caller_turn(session, controller)
+        assert len(speaker.segments) == 1
+        assert speaker.samples(0) not in clip_samples(cache, "acknowledgement")
+        assert controller.metrics.fillers == 0 and controller.metrics.turns[0].filler_text is None
+        assert controller.metrics.turns[0].reply_ms is not None
+    finally:
+        await session.aclose()
+
+
+async def test_never_two_turns_in_a_row(cache: PhraseCache) -> None:
+    session, speaker, controller = await start(
+        cache, ScriptedLLM(delay_s=0.8), threshold_ms=200, predict=False
+    )
+    try:
+        await caller_turn(session, controller, "One.")
+        await caller_turn(session, controller, "Two.")
+        await caller_turn(session, controller, "Three.")
+        fillers = [t.filler_text is not None for t in controller.metrics.turns]
+        assert fillers == [True, False, True]
+        assert len(speaker.segments) == 5
+        texts = [t.filler_text for t in controller.metrics.turns if t.filler_text]
+        assert texts[0] != texts[1], "the same line is not reused within N turns"
+    finally:
+        await session.aclose()
+
+
+async def test_failed_llm_plays_a_cached_apology(cache: PhraseCache) -> None:
+    session, speaker, controller = await start(cache, ScriptedLLM(fail=True), threshold_ms=2000)
+    try:
+        controller.on_user_turn_completed()
+        session.generate_reply(user_input="Hello?")
+        for _ in range(200):
+            if controller.metrics.apologies and speaker.segments:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        assert controller.metrics.apologies == 1
+        assert controller.metrics.fillers == 0, "a failed reply is not masked with a filler"
+        assert [
+            speaker.samples(i) in clip_samples(cache, "apology") for i in range(len(speaker.segments))
+        ] == [True]
+        assert controller.metrics.turns[0].failed
+    finally:
+        await session.aclose()
+
+
+async def test_tool_wait_hold_line(cache: PhraseCache) -> None:
+    session, speaker, controller = await start(cache, ScriptedLLM())
+    try:
+        handle = controller.tool_filler(0)
+        assert handle is not None
+        await asyncio.wait_for(handle.wait_for_playout(), 20)
+        assert speaker.samples(0) in clip_samples(cache, "hold")
+        assert controller.tool_filler(1) is None, "no second hold line right after the first"
+        assert controller.metrics.hold_lines == 1
+    finally:
+        await session.aclose()
