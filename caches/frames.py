@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import numpy as np
 import soxr
@@ -28,7 +28,7 @@ def samples_per_frame(sample_rate: int, frame_ms: int = FRAME_MS) -> int:
 
 async def iter_frames(
     pcm: np.ndarray, sample_rate: int, frame_ms: int = FRAME_MS
-) -> AsyncIterator[rtc.AudioFrame]:
+) -> AsyncGenerator[rtc.AudioFrame, None]:
     """Every frame is exactly `frame_ms` long; the last one is padded with silence."""
     spf = samples_per_frame(sample_rate, frame_ms)
     for start in range(0, len(pcm), spf):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,7 +54,7 @@ class CachedPhrase:
 
     def frames(
         self, sample_rate: int | None = None, frame_ms: int = FRAME_MS
-    ) -> AsyncIterator[rtc.AudioFrame]:
+    ) -> AsyncGenerator[rtc.AudioFrame, None]:
         """A fresh async iterator of `frame_ms` frames (default 20 ms) at `sample_rate` (default: native)."""
         rate = sample_rate or self.sample_rate
         return iter_frames(self.pcm_at(rate), rate, frame_ms)
@@ -123,7 +123,7 @@ class PhraseCache:
 
     def frames_for(
         self, text: str, voice: str, language: str, sample_rate: int | None = None
-    ) -> AsyncIterator[rtc.AudioFrame] | None:
+    ) -> AsyncGenerator[rtc.AudioFrame, None] | None:
         """20 ms frames of `text` from cache, or None on a miss (then synthesise as usual)."""
         hit = self.lookup(text, voice, language)
         return hit.frames(sample_rate) if hit is not None else None
