@@ -5,9 +5,9 @@ UV ?= uv
 UV_VERSION := 0.13.8
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: setup setup-python setup-system setup-livekit demo dev test lint typecheck pytest bench clean
+.PHONY: setup setup-python setup-system setup-livekit setup-e2e demo dev test lint typecheck pytest bench clean
 
-setup: setup-python setup-system setup-livekit
+setup: setup-python setup-system setup-livekit setup-e2e
 
 setup-python:
 	@command -v $(UV) >/dev/null 2>&1 || pip install -q "uv==$(UV_VERSION)"
@@ -18,6 +18,9 @@ setup-system:
 
 setup-livekit:
 	@bash scripts/setup_livekit.sh
+
+setup-e2e:
+	@bash scripts/setup_e2e.sh
 
 lint:
 	$(PY) -m ruff format --check .

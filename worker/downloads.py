@@ -27,18 +27,21 @@ class ParleyModels(Plugin):
         for name, fetch in _fetchers():
             try:
                 fetch(settings)
-            except OSError as e:
+            except Exception as e:  # offline hosts: say so in one line and keep going
                 print(f"parley: {name}: cannot download now ({e}); the bundled offline defaults still work")
 
 
-def _fetchers() -> list[tuple[str, Callable[[Settings], object]]]:
-    out: list[tuple[str, Callable[[Settings], object]]] = []
-    try:
-        from plugins.whisper import download_for_settings as whisper_dl  # type: ignore[attr-defined]
+def _whisper(settings: Settings) -> object:
+    from plugins.whisper import BUNDLED_MODEL, download_model
 
-        out.append(("whisper", whisper_dl))
-    except ImportError:
-        pass
+    if settings.stt_model == BUNDLED_MODEL:
+        print(f"parley: whisper {BUNDLED_MODEL} is bundled with the package; nothing to download")
+        return None
+    return download_model(settings.stt_model, progress=True)
+
+
+def _fetchers() -> list[tuple[str, Callable[[Settings], object]]]:
+    out: list[tuple[str, Callable[[Settings], object]]] = [("whisper", _whisper)]
     try:
         from plugins.orpheus.download import download_for_settings as orpheus_dl  # type: ignore[import-not-found]
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentServer, JobContext, JobProcess, cli
+from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers for download-files)
+from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
 from .settings import Settings, SettingsError, get_settings
 
@@ -152,12 +154,26 @@ def preflight(settings: Settings) -> None:
         )
 
 
+def check_audio_devices() -> None:
+    """`console` talks through this machine's microphone and speaker; say so plainly when there are none."""
+    try:
+        import sounddevice as sd
+
+        sd.query_devices(kind="input")
+        sd.query_devices(kind="output")
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SettingsError(f"console needs a microphone and a speaker on this machine ({first})") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv if argv is None else argv)
     command = argv[1] if len(argv) > 1 else ""
     try:
         settings = get_settings()
         llm = None
+        if command == "console":
+            check_audio_devices()
         if command in _RUN_COMMANDS:
             preflight(settings)
         if command in _RUN_COMMANDS and not settings.llm_base_url:
