@@ -1,0 +1,133 @@
+"""Backchannels, barge-in and false-interruption resume through a real AgentSession (no server).
+
+The session runs with Parley's turn handling (Silero VAD, ParleyTurnDetector, VAD interruption with the
+backchannel filter in the STT node), a real-time scripted mic carrying synthesized caller speech, a pausable
+real-time speaker and a scripted STT (words from the script, timing from the audio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+import soxr
+from livekit import rtc
+from livekit.agents import Agent, AgentSession, StopResponse
+
+from plugins.cpu_voice.voice import CpuVoice
+from turn_detection import Profile, TurnOptions, build_turn_handling
+
+from .session_io import MIC_RATE, PacedSpeaker, ScriptedMic, ScriptedSTT, ScriptLine
+
+pytestmark = pytest.mark.slow
+
+AGENT_RATE = 24000
+AGENT_SPEECH_S = 6.0
+
+
+@pytest.fixture(scope="module")
+def voice() -> CpuVoice:
+    return CpuVoice()
+
+
+def caller_track(voice: CpuVoice, lines: list[tuple[float, str]], total_s: float = 9.0) -> np.ndarray:
+    """Silence with the synthesized `text` starting at each offset (seconds after the session starts)."""
+    track = np.zeros(int(total_s * MIC_RATE), dtype=np.int16)
+    for at, text in lines:
+        speech = soxr.resample(voice.synthesize(text), AGENT_RATE, MIC_RATE).astype(np.int16)
+        i = int(at * MIC_RATE)
+        track[i : i + len(speech)] = speech[: len(track) - i]
+    return track
+
+
+async def agent_audio() -> AsyncIterator[rtc.AudioFrame]:
+    """The agent's 'speech': a quiet tone; what it sounds like does not matter to turn taking."""
+    n = AGENT_RATE // 50
+    t = np.arange(int(AGENT_SPEECH_S * AGENT_RATE)) / AGENT_RATE
+    pcm = (0.1 * np.sin(2 * np.pi * 220 * t) * 32767).astype(np.int16)
+    for i in range(0, len(pcm), n):
+        yield rtc.AudioFrame(pcm[i : i + n].tobytes(), AGENT_RATE, 1, len(pcm[i : i + n]))
+
+
+class RecordingAgent(Agent):
+    def __init__(self, setup) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(instructions="test agent")
+        self.setup = setup
+        self.user_turns: list[str] = []
+
+    async def stt_node(self, audio, model_settings):  # type: ignore[no-untyped-def]
+        async for ev in self.setup.hooks.stt_node(self, audio, model_settings):
+            yield ev
+
+    async def on_user_turn_completed(self, turn_ctx, new_message) -> None:  # type: ignore[no-untyped-def]
+        self.user_turns.append(new_message.text_content or "")
+        raise StopResponse()
+
+
+async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOptions) -> dict:
+    setup = build_turn_handling(options, Profile.WEB)
+    session = AgentSession(stt=ScriptedSTT(script), **setup.session_kwargs)
+    setup.attach(session)
+    false_interruptions: list[bool] = []
+    session.on("agent_false_interruption", lambda ev: false_interruptions.append(ev.resumed))
+    mic, speaker = ScriptedMic(track), PacedSpeaker()
+    session.input.audio = mic
+    session.output.audio = speaker
+    agent = RecordingAgent(setup)
+    await session.start(agent)
+    try:
+        handle = session.say("Let me read you the full list of our opening hours.", audio=agent_audio())
+        await asyncio.wait_for(handle.wait_for_playout(), timeout=20)
+        await asyncio.sleep(1.5)  # let a trailing user turn commit
+        return {
+            "interrupted": handle.interrupted,
+            "finished": list(speaker.finished),
+            "pauses": speaker.pauses,
+            "resumes": speaker.resumes,
+            "user_turns": list(agent.user_turns),
+            "ignored": setup.hooks.backchannels_ignored,
+            "false_interruptions": false_interruptions,
+        }
+    finally:
+        await session.aclose()
+        await speaker.aclose()
+
+
+async def test_backchannels_do_not_interrupt_the_agent(voice: CpuVoice) -> None:
+    track = caller_track(voice, [(1.8, "Yeah."), (3.6, "Okay.")])
+    script = [ScriptLine("yeah", "Yeah."), ScriptLine("okay", "Okay.")]
+    r = await run_call(track, script, TurnOptions())
+    assert not r["interrupted"]
+    assert r["pauses"] == 0
+    assert r["finished"][-1][1] is False and r["finished"][-1][0] == pytest.approx(AGENT_SPEECH_S, abs=0.3)
+    assert r["user_turns"] == []
+    assert r["ignored"] == 2
+
+
+async def test_same_words_interrupt_when_the_filter_is_off(voice: CpuVoice) -> None:
+    # control: the policy, not the script, is what keeps the agent talking
+    track = caller_track(voice, [(1.8, "Yeah.")])
+    r = await run_call(track, [ScriptLine("yeah", "Yeah.")], TurnOptions(ignore_backchannels=False))
+    assert r["interrupted"]
+    assert r["user_turns"] == ["Yeah."]
+
+
+async def test_barge_in_stops_the_agent_and_keeps_the_words(voice: CpuVoice) -> None:
+    track = caller_track(voice, [(1.8, "Wait, stop.")])
+    r = await run_call(track, [ScriptLine("wait", "Wait, stop.")], TurnOptions())
+    assert r["interrupted"]
+    assert r["finished"][-1][1] is True and r["finished"][-1][0] < 3.5
+    assert r["user_turns"] == ["Wait, stop."]
+
+
+async def test_false_interruption_resumes_the_agent(voice: CpuVoice) -> None:
+    # words appear (the agent pauses) but the utterance turns out to be a backchannel: resume, not restart
+    track = caller_track(voice, [(1.8, "Yeah, right. Okay.")])
+    r = await run_call(track, [ScriptLine("so the", "Yeah, right.")], TurnOptions())
+    assert r["pauses"] >= 1 and r["resumes"] >= 1
+    assert r["false_interruptions"] == [True]
+    assert not r["interrupted"]
+    assert r["finished"][-1][1] is False and r["finished"][-1][0] == pytest.approx(AGENT_SPEECH_S, abs=0.3)
+    assert r["user_turns"] == []

@@ -1,0 +1,161 @@
+"""Worker-facing wiring: local models pinned, profiles from the participant kind, detector timing."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from livekit import rtc
+from livekit.agents import AgentSession, llm, stt
+from livekit.agents.language import LanguageCode
+from livekit.plugins import silero
+
+from turn_detection import (
+    ParleyTurnDetector,
+    Profile,
+    TurnHooks,
+    TurnOptions,
+    build_turn_handling,
+    params_for,
+    profile_for_participant,
+)
+from turn_detection.audio_eot import AudioTurnBuffer, load_model, predict_window
+
+
+def test_sip_callers_get_the_telephony_profile() -> None:
+    assert profile_for_participant(rtc.ParticipantKind.PARTICIPANT_KIND_SIP) is Profile.TELEPHONY
+    assert profile_for_participant(rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD) is Profile.WEB
+    assert profile_for_participant(SimpleNamespace(kind=rtc.ParticipantKind.PARTICIPANT_KIND_SIP)) is (
+        Profile.TELEPHONY
+    )
+    assert profile_for_participant(None) is Profile.WEB
+
+
+def test_session_kwargs_pin_every_mode_to_local_models() -> None:
+    setup = build_turn_handling(TurnOptions(), Profile.TELEPHONY)
+    kw = setup.session_kwargs
+    assert isinstance(kw["vad"], silero.VAD)
+    th = kw["turn_handling"]
+    assert th["turn_detection"] is setup.detector
+    assert th["interruption"]["mode"] == "vad"  # "adaptive" is LiveKit Cloud
+    assert th["interruption"]["min_words"] == 1
+    session = AgentSession(**kw)
+    # the session took our detector and VAD instead of its cloud-capable defaults
+    assert session.turn_detection is setup.detector
+    assert session.interruption_detection == "vad"
+    assert session.vad is kw["vad"]
+    assert setup.params.vad.sample_rate == 8000
+
+
+def test_profiles_differ_and_delay_scale_applies() -> None:
+    web, tel = params_for(Profile.WEB, TurnOptions()), params_for(Profile.TELEPHONY, TurnOptions())
+    assert tel.vad.activation_threshold > web.vad.activation_threshold
+    assert tel.endpoint.max_delay >= web.endpoint.max_delay
+    slow = params_for(Profile.WEB, TurnOptions(delay_scale=2.0))
+    assert slow.endpoint.hesitation_delay == pytest.approx(2 * web.endpoint.hesitation_delay)
+    with pytest.raises(ValueError):
+        TurnOptions(delay_scale=10)
+    with pytest.raises(ValueError):
+        TurnOptions(language="fr")  # type: ignore[arg-type]
+
+
+def _ctx(*user_texts: str) -> llm.ChatContext:
+    ctx = llm.ChatContext.empty()
+    ctx.add_message(role="assistant", content="How can I help?")
+    for t in user_texts:
+        ctx.add_message(role="user", content=t)
+    return ctx
+
+
+def _detector() -> tuple[ParleyTurnDetector, TurnHooks]:
+    hooks = TurnHooks(TurnOptions(use_audio_model=False), params_for(Profile.WEB, TurnOptions()))
+    return ParleyTurnDetector(hooks), hooks
+
+
+async def test_complete_turn_answers_at_once_with_high_probability() -> None:
+    det, hooks = _detector()
+    hooks.last_speech_end = time.time()
+    t0 = time.monotonic()
+    p = await det.predict_end_of_turn(_ctx("What time do you open on Sunday?"))
+    assert p >= hooks.params.endpoint.confident_p
+    assert time.monotonic() - t0 < hooks.params.endpoint.hesitation_delay  # no hold for a clear end
+    assert await det.unlikely_threshold(None) == hooks.params.endpoint.unlikely_p
+
+
+async def test_trailing_conjunction_returns_below_the_unlikely_threshold() -> None:
+    det, hooks = _detector()
+    hooks.last_speech_end = time.time()
+    p = await det.predict_end_of_turn(_ctx("I want to book a table and"))
+    # below the threshold the session itself waits its max_delay: the detector must not also hold
+    assert p < await det.unlikely_threshold(None)
+
+
+async def test_ambiguous_turn_is_held_until_speech_end_plus_delay() -> None:
+    det, hooks = _detector()
+    hooks.last_speech_end = time.time()
+    p = await det.predict_end_of_turn(_ctx("I need two tickets"))
+    decision = det.last_decision
+    assert decision is not None
+    assert hooks.params.endpoint.min_delay < decision.delay < hooks.params.endpoint.max_delay
+    assert time.time() >= hooks.last_speech_end + decision.delay - 0.01
+    assert p == pytest.approx(decision.probability)
+
+
+def test_only_the_current_user_turn_is_read() -> None:
+    _detector()
+    ctx = llm.ChatContext.empty()
+    ctx.add_message(role="user", content="Old question?")
+    ctx.add_message(role="assistant", content="Answer.")
+    ctx.add_message(role="user", content="I'd like to book")
+    ctx.add_message(role="user", content="a table for")
+    from turn_detection.detector import _last_user_text
+
+    assert _last_user_text(ctx) == "I'd like to book a table for"
+
+
+def _speech_event(kind: stt.SpeechEventType, text: str) -> stt.SpeechEvent:
+    return stt.SpeechEvent(type=kind, alternatives=[stt.SpeechData(language=LanguageCode("en"), text=text)])
+
+
+def test_filter_drops_backchannels_only_over_agent_speech() -> None:
+    hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
+    final = stt.SpeechEventType.FINAL_TRANSCRIPT
+    hooks.on_agent_state(SimpleNamespace(new_state="speaking"))
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=1.0))
+    assert hooks.should_drop(_speech_event(final, "Mm-hmm."))
+    assert hooks.should_drop(_speech_event(stt.SpeechEventType.INTERIM_TRANSCRIPT, "yeah"))
+    assert not hooks.should_drop(_speech_event(final, "Wait, stop."))
+    assert not hooks.should_drop(stt.SpeechEvent(type=stt.SpeechEventType.START_OF_SPEECH))
+    hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=2.5))
+    assert hooks.last_speech_end == 2.5
+    # a "yeah" answering a question (agent silent) is a turn, not a backchannel
+    hooks.on_agent_state(SimpleNamespace(new_state="listening"))
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=3.0))
+    assert not hooks.should_drop(_speech_event(final, "Yeah."))
+    assert hooks.backchannels_ignored == 1
+
+
+async def test_audio_tap_passes_frames_and_fills_the_buffer() -> None:
+    hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
+    frames = [rtc.AudioFrame(np.full(480, 1000, np.int16).tobytes(), 48000, 1, 480) for _ in range(50)]
+
+    async def source():  # type: ignore[no-untyped-def]
+        for f in frames:
+            yield f
+
+    out = [f async for f in hooks.tap_audio(source())]
+    assert out == frames
+    window = hooks.audio.window(time.time() + 1)
+    assert 7000 <= window.size <= 8000  # 0.5 s at 16 kHz (resampler latency aside)
+
+
+def test_bundled_audio_model_runs_offline() -> None:
+    model = load_model()
+    assert model is not None
+    buf = AudioTurnBuffer()
+    buf.push(np.zeros(32000, np.int16), 16000, end_time=10.0)
+    assert buf.window(9.5).size == int(1.2 * 16000)
+    p = predict_window(model, buf.window(10.0))
+    assert p is not None and 0.0 <= p <= 1.0
