@@ -234,6 +234,8 @@ class StackOptions:
     web_port: int = 8080
     agent_name: str = "parley"
     worker_env: dict[str, str] = field(default_factory=dict)
+    # how to run the worker; None = `python worker.py start`
+    worker_cmd: list[str] | None = None
     ready_timeout_s: float = 60.0
     worker_ready_timeout_s: float = 120.0
 
@@ -456,9 +458,8 @@ class E2EStack:
         worker_py = REPO / "worker.py"
         if not worker_py.is_file():
             raise ComponentMissing("worker.py not present yet: the Parley worker is not in this checkout")
-        worker = self.spawn(
-            "worker", [str(PYTHON), str(worker_py), "start"], env=self.env(self.opts.worker_env)
-        )
+        cmd = self.opts.worker_cmd or [str(PYTHON), str(worker_py), "start"]
+        worker = self.spawn("worker", cmd, env=self.env(self.opts.worker_env))
         self.wait_log(worker, r"(?i)registered worker", self.opts.worker_ready_timeout_s)
         return worker
 
