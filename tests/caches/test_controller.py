@@ -12,7 +12,9 @@ import pytest
 from livekit import rtc
 from livekit.agents import APIConnectionError, APIConnectOptions, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
-from livekit.agents.voice import AgentSession, io
+from livekit.agents.voice import AgentSession, SpeechHandle, io
+from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
+from livekit.agents.voice.events import SpeechCreatedEvent
 
 from caches import (
     BuildOptions,
@@ -148,11 +150,34 @@ async def start(cache: PhraseCache, llm_: ScriptedLLM, threshold_ms: float = 300
     return session, speaker, controller
 
 
-async def caller_turn(session: AgentSession, controller: FillerController, text: str = "Hello?") -> None:
-    """What the framework does when a caller turn ends: the hook, then the reply is scheduled."""
-    controller.on_user_turn_completed()
-    handle = session.generate_reply(user_input=text)
-    await asyncio.wait_for(handle.wait_for_playout(), 20)
+def end_caller_turn(session: AgentSession, text: str) -> list[SpeechHandle]:
+    """Commit a caller turn through the framework's own end-of-turn path (what VAD/STT trigger in a call):
+    it runs `Agent.on_user_turn_completed`, then schedules the reply. Returns the reply handles as created."""
+    replies: list[SpeechHandle] = []
+
+    def on_created(ev: SpeechCreatedEvent) -> None:
+        if ev.source == "generate_reply":
+            replies.append(ev.speech_handle)
+
+    session.on("speech_created", on_created)
+    now = time.time()
+    metrics = _EndOfTurnMetrics(
+        started_speaking_at=now - 1.0, stopped_speaking_at=now, transcription_delay=0.0, end_of_turn_delay=0.0
+    )
+    info = _EndOfTurnInfo(skip_reply=False, new_transcript=text, transcript_confidence=1.0, metrics=metrics)
+    activity = session._activity
+    assert activity is not None and activity.on_end_of_turn(info)
+    return replies
+
+
+async def caller_turn(session: AgentSession, text: str = "Hello?") -> None:
+    replies = end_caller_turn(session, text)
+    for _ in range(400):
+        if replies:
+            break
+        await asyncio.sleep(0.01)
+    assert replies, "the framework scheduled no reply"
+    await asyncio.wait_for(replies[0].wait_for_playout(), 20)
     await asyncio.sleep(0.05)
 
 
@@ -176,7 +201,7 @@ async def test_greeting_plays_from_cache(cache: PhraseCache) -> None:
 async def test_late_reply_gets_a_filler_first(cache: PhraseCache) -> None:
     session, speaker, controller = await start(cache, ScriptedLLM(delay_s=1.2), threshold_ms=300)
     try:
-        await caller_turn(session, controller)
+        await caller_turn(session)
         assert len(speaker.segments) == 2, "a filler, then the reply"
         assert speaker.samples(0) in clip_samples(cache, "acknowledgement")
         assert speaker.samples(1) not in clip_samples(cache, "acknowledgement")
@@ -192,7 +217,7 @@ async def test_late_reply_gets_a_filler_first(cache: PhraseCache) -> None:
 async def test_prompt_reply_gets_no_filler(cache: PhraseCache) -> None:
     session, speaker, controller = await start(cache, ScriptedLLM(delay_s=0.0), threshold_ms=3000)
     try:
-        await caller_turn(session, controller)
+        await caller_turn(session)
         assert len(speaker.segments) == 1
         assert speaker.samples(0) not in clip_samples(cache, "acknowledgement")
         assert controller.metrics.fillers == 0 and controller.metrics.turns[0].filler_text is None
@@ -206,9 +231,9 @@ async def test_never_two_turns_in_a_row(cache: PhraseCache) -> None:
         cache, ScriptedLLM(delay_s=0.8), threshold_ms=200, predict=False
     )
     try:
-        await caller_turn(session, controller, "One.")
-        await caller_turn(session, controller, "Two.")
-        await caller_turn(session, controller, "Three.")
+        await caller_turn(session, "One.")
+        await caller_turn(session, "Two.")
+        await caller_turn(session, "Three.")
         fillers = [t.filler_text is not None for t in controller.metrics.turns]
         assert fillers == [True, False, True]
         assert len(speaker.segments) == 5
@@ -221,8 +246,7 @@ async def test_never_two_turns_in_a_row(cache: PhraseCache) -> None:
 async def test_failed_llm_plays_a_cached_apology(cache: PhraseCache) -> None:
     session, speaker, controller = await start(cache, ScriptedLLM(fail=True), threshold_ms=2000)
     try:
-        controller.on_user_turn_completed()
-        session.generate_reply(user_input="Hello?")
+        end_caller_turn(session, "Hello?")
         for _ in range(200):
             if controller.metrics.apologies and speaker.segments:
                 break
@@ -247,5 +271,24 @@ async def test_tool_wait_hold_line(cache: PhraseCache) -> None:
         assert speaker.samples(0) in clip_samples(cache, "hold")
         assert controller.tool_filler(1) is None, "no second hold line right after the first"
         assert controller.metrics.hold_lines == 1
+    finally:
+        await session.aclose()
+
+
+async def test_no_filler_when_the_caller_starts_speaking_during_the_wait(cache: PhraseCache) -> None:
+    session, speaker, controller = await start(cache, ScriptedLLM(delay_s=1.0), threshold_ms=400)
+    try:
+        replies = end_caller_turn(session, "Hello?")
+        await asyncio.sleep(0.1)
+        session._update_user_state("speaking")  # what VAD reports when the caller talks again
+        await asyncio.sleep(0.6)  # past the threshold
+        assert controller.metrics.fillers == 0
+        session._update_user_state("listening")
+        await asyncio.wait_for(replies[0].wait_for_playout(), 20)
+        assert controller.metrics.fillers == 0
+        assert all(
+            speaker.samples(i) not in clip_samples(cache, "acknowledgement")
+            for i in range(len(speaker.segments))
+        )
     finally:
         await session.aclose()
