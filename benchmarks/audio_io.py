@@ -169,6 +169,8 @@ class Loudspeaker(io.AudioOutput):
         self.segment_starts: list[float] = []
         self.idle = asyncio.Event()
         self.idle.set()
+        self.underruns: list[tuple[float, float]] = []  # (when, gap seconds) inside a started segment
+        self._starved_since: float | None = None
 
     async def capture_frame(self, frame: rtc.AudioFrame) -> None:
         await super().capture_frame(frame)
@@ -226,9 +228,16 @@ class Loudspeaker(io.AudioOutput):
             if not self._queue:
                 if self._segment_open and self._flushed:
                     self._finish(interrupted=False)
+                elif self._segment_open and self._started and self._paused.is_set():
+                    self._starved_since = next_t  # playing, not finished, nothing to play: a gap
                 self._wake.clear()
                 await self._wake.wait()
                 next_t = time.monotonic()
+                if self._starved_since is not None:
+                    gap = next_t - self._starved_since
+                    if gap > 0.03 and self._queue:
+                        self.underruns.append((self._starved_since, gap))
+                    self._starved_since = None
                 continue
             await self._paused.wait()
             now = time.monotonic()

@@ -229,6 +229,13 @@ async def run_call(
     rec.attach(session)
     if tts_hooks:
         tts_hooks(rec)
+    listeners = getattr(session.tts, "piece_listeners", None)
+
+    def on_piece(_text: str) -> None:
+        rec.mark("tts_piece")
+
+    if listeners is not None:
+        listeners.append(on_piece)
     mic = ScriptedMic()
     speaker = Loudspeaker()
     session.input.audio = mic
@@ -262,6 +269,8 @@ async def run_call(
     with contextlib.suppress(Exception):
         await asyncio.wait_for(session.aclose(), 10)
     await speaker.aclose()
+    if listeners is not None:
+        listeners.remove(on_piece)
     result = CallResult(
         pipeline=pipeline,
         t0=t0,

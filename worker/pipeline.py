@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2 as httpx
-from livekit.agents import llm, stt, tts, vad
+from livekit.agents import APIConnectOptions, llm, stt, tts, vad
 from livekit.agents.voice import AgentSession
+from livekit.agents.voice.agent_session import SessionConnectOptions
 
 from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
@@ -126,8 +127,19 @@ def turn_handling(settings: Settings, profile: str = "web") -> dict[str, Any]:
     }
 
 
+def connect_options(settings: Settings) -> SessionConnectOptions:
+    """Fail fast on the hot path: one quick retry, then the agent apologises instead of going silent."""
+    return SessionConnectOptions(
+        llm_conn_options=APIConnectOptions(max_retry=1, retry_interval=0.3, timeout=settings.llm_timeout_s),
+        tts_conn_options=APIConnectOptions(max_retry=1, retry_interval=0.2, timeout=5.0),
+        stt_conn_options=APIConnectOptions(max_retry=2, retry_interval=0.2, timeout=10.0),
+        max_unrecoverable_errors=20,
+    )
+
+
 def build_session(settings: Settings, comp: Components, profile: str = "web") -> AgentSession:
     return AgentSession(
+        conn_options=connect_options(settings),
         vad=comp.vad,
         stt=comp.stt,
         llm=comp.llm,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from livekit.agents import APIConnectionError, APIConnectOptions, tts
@@ -33,6 +34,8 @@ class CpuVoiceTTS(tts.TTS):
         )
         self._opts = CpuVoiceOptions(voice=voice)
         self._engine = engine
+        self.active_streams = 0  # open synthesis streams; a leak shows up here (load benchmark)
+        self.piece_listeners: list[Callable[[str], None]] = []  # told when a piece is sent for synthesis
 
     @property
     def model(self) -> str:
@@ -62,6 +65,8 @@ class CpuVoiceTTS(tts.TTS):
         return _CpuSynthesizeStream(tts=self, conn_options=conn_options)
 
     async def synth_piece(self, text: str) -> bytes:
+        for listener in self.piece_listeners:
+            listener(text)
         try:
             pcm = await asyncio.to_thread(self.engine.synthesize, text)
         except CpuVoiceError as e:
@@ -113,6 +118,7 @@ class _CpuSynthesizeStream(tts.SynthesizeStream):
 
         reader = asyncio.create_task(read_input())
         segment_started = False
+        self._voice.active_streams += 1
         try:
             while (piece := await pieces.get()) is not None:
                 if not segment_started:
@@ -124,5 +130,6 @@ class _CpuSynthesizeStream(tts.SynthesizeStream):
                 output_emitter.end_segment()
             await reader
         finally:
+            self._voice.active_streams -= 1
             if not reader.done():
                 reader.cancel()

@@ -1,0 +1,225 @@
+"""Many calls at once for minutes: does every call stay healthy, and does the host stay flat?
+
+    python -m benchmarks.load --calls 4 --minutes 10 [--data DIR] [--json PATH] [--out DIR]
+
+N scripted callers each repeat the conversation in DIR back to back until the time is up, all through the
+offline harness in this process (one shared set of models, as one job process would hold; the embedded LLM
+is a child process shared by all). Reported: errors, underruns after first audio (gaps inside a reply at the
+loudspeaker), v2v p50/p99, streams left open after the calls end, peak memory (this process + children) and
+CPU over time, plus a PNG of latency and memory over time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from worker.settings import SettingsError, load_settings
+
+from .harness import CallOptions, run_call
+
+log = logging.getLogger("parley.bench.load")
+
+
+@dataclass
+class LoadStats:
+    t0: float
+    v2v: list[tuple[float, float]] = field(default_factory=list)  # (time, ms)
+    errors: list[str] = field(default_factory=list)
+    underruns: list[tuple[float, float]] = field(default_factory=list)
+    samples: list[tuple[float, float, float]] = field(default_factory=list)  # (time, rss MB, cpu %)
+    conversations: int = 0
+
+
+def _rss_mb(proc: psutil.Process) -> float:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / 1e6
+
+
+async def _sample(stats: LoadStats, stop: asyncio.Event, every_s: float = 1.0) -> None:
+    proc = psutil.Process()
+    psutil.cpu_percent(None)
+    while not stop.is_set():
+        stats.samples.append((time.monotonic() - stats.t0, _rss_mb(proc), psutil.cpu_percent(None)))
+        try:
+            await asyncio.wait_for(stop.wait(), every_s)
+        except TimeoutError:
+            pass
+
+
+async def _caller(
+    idx: int, comp: Any, settings: Any, turns: list[Path], deadline: float, stats: LoadStats
+) -> None:
+    from worker.pipeline import build_agent, build_session
+
+    await asyncio.sleep(idx * 2.5)  # stagger the calls like real arrivals
+    while time.monotonic() < deadline:
+        session = build_session(settings, comp)
+        agent = build_agent(settings)
+        try:
+            res = await run_call(f"call{idx}", session, agent, turns, CallOptions(settle_s=0.4))
+        except Exception as e:
+            stats.errors.append(f"call{idx}: {type(e).__name__}: {str(e)[:160]}")
+            continue
+        stats.conversations += 1
+        stats.errors += [f"call{idx}: {e}" for e in res.errors]
+        for tr in res.turns:
+            if tr.error:
+                stats.errors.append(f"call{idx} {tr.file}: {tr.error}")
+            if tr.v2v_ms is not None:
+                stats.v2v.append((tr.speech_end - stats.t0, tr.v2v_ms))
+        stats.underruns += res.speaker.underruns
+
+
+def _pct(vals: list[float], q: float) -> float | None:
+    return round(float(np.percentile(vals, q)), 1) if vals else None
+
+
+def _png(stats: LoadStats, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    if stats.v2v:
+        t, v = zip(*stats.v2v, strict=True)
+        a.plot(np.array(t) / 60, v, ".", ms=4)
+    a.set_ylabel("v2v ms")
+    a.set_title("Parley load: voice-to-voice per turn and host memory")
+    if stats.samples:
+        t2, rss, cpu = zip(*stats.samples, strict=True)
+        b.plot(np.array(t2) / 60, rss, label="RSS MB (all processes)")
+        b2 = b.twinx()
+        b2.plot(np.array(t2) / 60, cpu, color="tab:orange", lw=0.5, alpha=0.6, label="CPU %")
+        b2.set_ylabel("CPU %")
+    b.set_ylabel("MB")
+    b.set_xlabel("minutes")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(str(path), dpi=100)
+    plt.close(fig)
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
+    from worker.pipeline import load_components
+
+    settings = load_settings()
+    turns = sorted(Path(args.data).glob("*.wav"))
+    if not turns:
+        raise SystemExit(f"error: no *.wav turns in {args.data}")
+    llm_server = None
+    llm_url = settings.llm_base_url
+    if not llm_url:
+        llm_server = EmbeddedLLM(
+            EmbeddedLLMOptions(n_parallel=max(4, args.calls), threads=settings.llm_embedded_threads)
+        )
+        llm_url = await asyncio.to_thread(llm_server.start)
+    try:
+        comp = load_components(settings, llm_url)  # main thread: LiveKit plugins register on import
+        baseline_tasks = len(asyncio.all_tasks())
+        stats = LoadStats(t0=time.monotonic())
+        stop = asyncio.Event()
+        sampler = asyncio.create_task(_sample(stats, stop))
+        deadline = stats.t0 + args.minutes * 60
+        await asyncio.gather(*(_caller(i, comp, settings, turns, deadline, stats) for i in range(args.calls)))
+        await asyncio.sleep(2.0)  # let closing sessions finish their cleanup
+        leaked_tasks = max(0, len(asyncio.all_tasks()) - baseline_tasks - 1)
+        leaked_tts = int(getattr(comp.tts, "active_streams", 0))
+        stop.set()
+        await sampler
+    finally:
+        if llm_server:
+            llm_server.close()
+    v2v = [v for _, v in stats.v2v]
+    rss = [r for _, r, _ in stats.samples]
+    third = max(1, len(rss) // 3)
+    report = {
+        "calls": args.calls,
+        "minutes": args.minutes,
+        "conversations": stats.conversations,
+        "turns": len(v2v),
+        "errors": len(stats.errors),
+        "error_list": stats.errors[:50],
+        "underruns": len(stats.underruns),
+        "v2v_ms": {"p50": _pct(v2v, 50), "p99": _pct(v2v, 99)},
+        "leaked_streams": leaked_tts,
+        "leaked_tasks": leaked_tasks,
+        "rss_mb_max": round(max(rss), 1) if rss else None,
+        "rss_mb_first_third_median": round(float(np.median(rss[:third])), 1) if rss else None,
+        "rss_mb_last_third_median": round(float(np.median(rss[-third:])), 1) if rss else None,
+        "cpu_pct_mean": round(float(np.mean([c for *_, c in stats.samples])), 1) if stats.samples else None,
+        "rss_curve_mb": [
+            [round(t, 1), round(r, 1)] for t, r, _ in stats.samples[:: max(1, len(stats.samples) // 120)]
+        ],
+    }
+    out = Path(args.out)
+    _png(stats, out / "load.png")
+    report["png"] = str(out / "load.png")
+    return report
+
+
+def _print(report: dict[str, Any]) -> None:
+    rows = [
+        ("calls × minutes", f"{report['calls']} × {report['minutes']}"),
+        ("conversations / turns", f"{report['conversations']} / {report['turns']}"),
+        ("errors", report["errors"]),
+        ("underruns after first audio", report["underruns"]),
+        ("v2v p50 / p99 ms", f"{report['v2v_ms']['p50']} / {report['v2v_ms']['p99']}"),
+        ("leaked streams / tasks", f"{report['leaked_streams']} / {report['leaked_tasks']}"),
+        ("RSS max MB", report["rss_mb_max"]),
+        (
+            "RSS median first → last third MB",
+            f"{report['rss_mb_first_third_median']} → {report['rss_mb_last_third_median']}",
+        ),
+        ("CPU mean %", report["cpu_pct_mean"]),
+    ]
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k.ljust(w)}  {v}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=4)
+    ap.add_argument("--minutes", type=float, default=1.0)
+    ap.add_argument(
+        "--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "audio" / "conversation")
+    )
+    ap.add_argument("--json")
+    ap.add_argument("--out", default="out/load")
+    ap.add_argument("--log-level", default="WARNING")
+    args = ap.parse_args(argv)
+    if args.calls < 1 or args.minutes <= 0:
+        print("error: --calls must be ≥ 1 and --minutes > 0", file=sys.stderr)
+        sys.exit(2)
+    logging.basicConfig(level=args.log_level)
+    try:
+        report = asyncio.run(main_async(args))
+    except SettingsError as e:
+        print(e, file=sys.stderr)
+        sys.exit(2)
+    _print(report)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
