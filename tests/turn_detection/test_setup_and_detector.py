@@ -33,7 +33,7 @@ def test_sip_callers_get_the_telephony_profile() -> None:
     assert profile_for_participant(None) is Profile.WEB
 
 
-def test_session_kwargs_pin_every_mode_to_local_models() -> None:
+async def test_session_kwargs_pin_every_mode_to_local_models() -> None:
     setup = build_turn_handling(TurnOptions(), Profile.TELEPHONY)
     kw = setup.session_kwargs
     assert isinstance(kw["vad"], silero.VAD)
