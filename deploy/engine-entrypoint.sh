@@ -4,15 +4,20 @@
 #   serve    prepare (a no-op when the pod's init container already did it), then run the engine
 # Anything else runs `python -m plugins.orpheus <args>` (synth, make-test-model, ...).
 set -euo pipefail
-cd /app
+cd "$(dirname "$0")/.."  # /app in the image, the repository root elsewhere
 
 cache="${PARLEY_MODEL_CACHE:-/models}"
 key="${PARLEY_ENGINE_KEY:-default}"
 max_batch="${PARLEY_ENGINE_MAX_STREAMS:-32}"
 socket="${PARLEY_ENGINE_SOCKET:-/run/parley/orpheus.sock}"
+http_port="${PARLEY_ENGINE_HTTP_PORT:-9101}"
+runtime="${PARLEY_TRTLLM_RUNTIME:-pytorch}"
 
 prepare() {
-  python deploy/engine_prepare.py --cache-dir "$cache" --engine-key "$key" --max-batch "$max_batch" "$@"
+  local build=()
+  if [ -n "${PARLEY_ENGINE_BUILD_COMMAND:-}" ]; then build=(--build-command "$PARLEY_ENGINE_BUILD_COMMAND"); fi
+  python deploy/engine_prepare.py --cache-dir "$cache" --engine-key "$key" --max-batch "$max_batch" \
+    "${build[@]}" "$@"
 }
 
 case "${1:-serve}" in
@@ -24,13 +29,17 @@ case "${1:-serve}" in
     shift || true
     env_lines="$(prepare --print-env)"
     eval "$env_lines"
+    # The build output is self-contained (FP8 weights or TensorRT engine, plus the tokenizer): the
+    # engine loads it directly; "pytorch" = TensorRT-LLM's PyTorch runtime, "engine" = a built engine.
     exec python -m plugins.orpheus serve \
       --backend trtllm \
-      --model "$PARLEY_ORPHEUS_CHECKPOINT" \
-      --engine-dir "$PARLEY_TRTLLM_ENGINE_DIR" \
-      --snac "$PARLEY_SNAC_DIR" \
-      --listen "unix://$socket" \
+      --trtllm-runtime "$runtime" \
+      --model-dir "$PARLEY_TRTLLM_ENGINE_DIR" \
+      --snac-dir "$PARLEY_SNAC_DIR" \
+      --device cuda \
       --max-streams "$max_batch" \
+      --address "unix://$socket" \
+      --http-port "$http_port" \
       "$@"
     ;;
   *)

@@ -114,3 +114,31 @@ def test_cli_reports_a_failing_build_in_one_line(tmp_path: Path, capsys: pytest.
     assert main([*argv, "--build-command", f"{sys.executable} -c 'raise SystemExit(3)'"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("engine_prepare:") and "exit status 3" in err[0]
+
+
+def test_image_entrypoint_prepare_runs_the_configured_build_once(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    cache = tmp_path / "models"
+    for repo in ("canopylabs--orpheus-3b-0.1-ft", "hubertsiuzdak--snac_24khz"):  # weights already fetched
+        (cache / "hf" / repo).mkdir(parents=True)
+        (cache / "hf" / repo / ".parley-complete").write_text("x")
+    script = "import sys, pathlib; pathlib.Path(sys.argv[1], 'built').write_text(sys.argv[2])"
+    env = {
+        **os.environ,
+        "PARLEY_MODEL_CACHE": str(cache),
+        "PARLEY_ENGINE_KEY": "test-slice",
+        "PARLEY_ENGINE_MAX_STREAMS": "7",
+        "PARLEY_ENGINE_BUILD_COMMAND": f"{sys.executable} -c {script!r} {{engine_dir}} {{max_batch}}",
+    }
+    entry = root / "deploy" / "engine-entrypoint.sh"
+    for _ in range(2):
+        res = subprocess.run(
+            ["bash", str(entry), "prepare"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert res.returncode == 0, res.stderr
+    (built,) = (cache / "engines").glob("test-slice-*/built")
+    assert built.read_text() == "7"
+    assert not list((cache / "engines").glob("*.partial"))
