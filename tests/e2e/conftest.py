@@ -73,6 +73,14 @@ def run_rtc_call(stack: E2EStack, out: Path, max_turns: int = 0, timeout: float 
     return json.loads((out / "result.json").read_text())
 
 
+def close_and_check_sealed(stack: E2EStack) -> None:
+    """Stop the stack, then fail if its capture holds any packet to or from an address not its own."""
+    stack.close()
+    assert stack.packet_count() > 100, "the capture saw no traffic: is it on the right namespace?"
+    leaks = stack.foreign_packets()
+    assert not leaks, f"{len(leaks)} packets left the namespace, first: {leaks[:3]}"
+
+
 def record_figure(name: str, value: object) -> None:
     """Append a measured figure to $PARLEY_E2E_FIGURES (JSON lines) when set; tests never assert on time."""
     path = os.environ.get("PARLEY_E2E_FIGURES")

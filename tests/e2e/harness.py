@@ -464,6 +464,7 @@ class E2EStack:
         return worker
 
     def close(self) -> None:
+        """Stop everything this stack started and delete the namespace (safe to call twice)."""
         for proc in reversed(self.procs):
             if proc is not self._capture:
                 proc.stop()

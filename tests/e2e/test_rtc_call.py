@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.e2e.conftest import record_figure, run_rtc_call
+from tests.e2e.conftest import close_and_check_sealed, record_figure, run_rtc_call
 from tests.e2e.harness import E2EStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -46,5 +46,6 @@ def test_worker_greets_and_answers_every_turn_with_speech(worker_stack: E2EStack
     # both sides' transcripts reached the caller through the room
     who = {t["who"] for t in result["transcripts"] if t["text"].strip()}
     assert who == {"caller", "agent"}, result["transcripts"]
+    close_and_check_sealed(worker_stack)
     record_figure("rtc_v2v_ms", result["v2v_ms"])
     record_figure("rtc_turns", [t["v2v_ms"] for t in turns])

@@ -25,7 +25,8 @@ interface TranscriptLine {
 
 interface TurnMetrics {
   turn: number;
-  v2v_ms?: number;
+  v2v_ms?: number; // measured by the worker at its audio output, when it does
+  e2e_ms?: number; // LiveKit's agent-side e2e_latency
   stt_final_ms?: number;
   llm_ttft_ms?: number;
   tts_ttfb_ms?: number;
@@ -108,7 +109,7 @@ function renderMetrics(): void {
   $('metrics').replaceChildren(
     ...state.metrics.map((m) => {
       const tr = document.createElement('tr');
-      for (const v of [m.turn, m.v2v_ms, m.stt_final_ms, m.llm_ttft_ms, m.tts_ttfb_ms]) {
+      for (const v of [m.turn, m.v2v_ms ?? m.e2e_ms, m.stt_final_ms, m.llm_ttft_ms, m.tts_ttfb_ms]) {
         const td = document.createElement('td');
         td.textContent = fmt(v);
         tr.append(td);
@@ -166,13 +167,13 @@ function levelMeter(stream: MediaStream): () => number {
   };
 }
 
-function startLevelLog(micStream: MediaStream | undefined): void {
-  const mic = micStream ? levelMeter(micStream) : undefined;
+function startLevelLog(micTrack: MediaStreamTrack | undefined): void {
+  const mic = micTrack ? levelMeter(new MediaStream([micTrack])) : undefined;
   const agents: Array<() => number> = [];
-  for (const t of agentTracks) if (t.mediaStream) agents.push(levelMeter(t.mediaStream));
   const watchAgent = (t: RemoteAudioTrack) => {
-    if (t.mediaStream) agents.push(levelMeter(t.mediaStream));
+    agents.push(levelMeter(new MediaStream([t.mediaStreamTrack])));
   };
+  for (const t of agentTracks) watchAgent(t);
   onAgentTrack = watchAgent;
   window.clearInterval(levelTimer);
   levelTimer = window.setInterval(() => {
@@ -250,7 +251,7 @@ async function join(): Promise<void> {
     await room.localParticipant.setMicrophoneEnabled(true);
     $('mic').textContent = 'Mute';
     const micTrack = room.localParticipant.getTrackPublication(Track.Source.Microphone)?.track;
-    startLevelLog(micTrack?.mediaStream);
+    startLevelLog(micTrack?.mediaStreamTrack);
   } catch (e) {
     showError(`could not join: ${e instanceof Error ? e.message : String(e)}`);
     await room?.disconnect();
