@@ -5,7 +5,7 @@ UV ?= uv
 UV_VERSION := 0.13.8
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: setup setup-python setup-system setup-livekit setup-e2e demo dev test lint typecheck pytest bench clean
+.PHONY: setup setup-python setup-system setup-livekit setup-e2e demo dev test lint typecheck audit pytest bench load clean
 
 setup: setup-python setup-system setup-livekit setup-e2e
 
@@ -29,10 +29,13 @@ lint:
 typecheck:
 	$(PY) -m mypy worker plugins turn_detection caches benchmarks
 
+audit:
+	@bash scripts/audit.sh
+
 pytest:
 	$(PY) -m pytest -q
 
-test: setup lint typecheck pytest
+test: setup lint typecheck audit pytest
 
 demo: setup
 	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline parley --out out/demo --demo
@@ -42,6 +45,9 @@ dev: setup
 
 bench: setup
 	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline both --out out/bench --json out/bench/call.json
+
+load: setup
+	$(PY) -m benchmarks.load --calls 4 --minutes 10 --json out/load/load.json --out out/load
 
 clean:
 	rm -rf out .pytest_cache .mypy_cache .ruff_cache
