@@ -40,9 +40,8 @@ _SPECIALS = {
 
 
 def build_tokenizer():  # type: ignore[no-untyped-def]
-    """A byte-level tokenizer with Orpheus's id layout (156 940 entries), as a transformers fast tokenizer."""
+    """A byte-level `tokenizers.Tokenizer` with Orpheus's id layout (156 940 entries)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab: dict[str, int] = {ch: i for i, ch in enumerate(sorted(alphabet))}
@@ -59,12 +58,20 @@ def build_tokenizer():  # type: ignore[no-untyped-def]
     tok.post_processor = processors.TemplateProcessing(
         single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", ids.BOS)]
     )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<|begin_of_text|>",
-        eos_token="<|eot_id|>",
-        pad_token="<|end_of_text|>",
-    )
+    return tok
+
+
+def save_tokenizer(directory: Path) -> None:
+    """tokenizer.json + tokenizer_config.json, readable by tokenizers and by transformers' AutoTokenizer."""
+    build_tokenizer().save(str(directory / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "pad_token": "<|end_of_text|>",
+        "model_max_length": 131072,
+    }
+    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
 
 
 def make_test_model(out_dir: str | Path, options: TestModelOptions = TestModelOptions()) -> Path:
@@ -92,7 +99,7 @@ def make_test_model(out_dir: str | Path, options: TestModelOptions = TestModelOp
         pad_token_id=ids.PAD,
     )
     LlamaForCausalLM(config).save_pretrained(llm_dir)
-    build_tokenizer().save_pretrained(llm_dir)
+    save_tokenizer(llm_dir)
 
     snac_config = dict(SNAC_24KHZ_CONFIG)
     snac_config.update(

@@ -64,12 +64,14 @@ class TorchBackend(TokenBackend):
     def _load(self) -> None:
         import torch
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
 
         from plugins.orpheus.engine.tokenizer import load_encoder
 
         if self.options.device == "cpu":
             torch.set_num_threads(max(1, self.options.threads))
         self._torch = torch
+        hf_logging.disable_progress_bar()
         self._encode = load_encoder(self.options.model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(
             self.options.model_dir, local_files_only=True, dtype=getattr(torch, self.options.dtype)
