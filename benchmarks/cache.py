@@ -1,13 +1,19 @@
 """Phrase-cache micro-benchmark: cache hit → first 20 ms frame in hand, per output sample rate.
 
     python -m benchmarks.cache [--dir DIR] [--voice heart] [--language en] [--iterations 2000]
-                               [--rates 24000,48000,16000] [--json PATH]
+                               [--rates 24000,48000,16000] [--gate-turns 12] [--json PATH]
 
 Without --dir the default phrase set is built with the CPU voice into a temporary directory first.
 Each iteration looks up a phrase by a differently-spelled text (normalisation is part of the hit path), opens
 its frame iterator and awaits the first frame, inside a running event loop. Target: p99 ≤ 5 ms.
 JSON: phrases, load_ms, first_frame_ms {<rate>: {p50, p95, p99, max}}, first_frame_ms_p99 (worst rate),
 cold_rate_first_frame_ms (first use of a rate not prepared at load), lookup_us {p50, p99}, target_ms, pass.
+
+With --gate-turns N (default 12, 0 = skip) it also measures what the FillerController's gate costs a reply
+that is NOT late: caller turns are committed through the framework's end-of-turn path in a real AgentSession
+(zero-cost LLM stand-in, the CPU voice, a real-time loudspeaker), and the time from the reply's first TTS
+audio being ready to its first frame at the output is compared with and without the gate. JSON: gate_queued_ms
+{with_gate: {p50, p95}, without_gate: {p50, p95}}.
 """
 
 from __future__ import annotations
@@ -122,6 +128,70 @@ async def measure(root: Path, voice: str, language: str, rates: list[int], itera
     }
 
 
+async def gate_cost(root: Path, voice: str, language: str, turns: int) -> dict[str, dict[str, float]]:
+    """Reply ready → reply at the output, with the gate (threshold never reached) and without it."""
+    import uuid
+
+    from livekit.agents import llm
+    from livekit.agents.voice import AgentSession, SpeechHandle
+    from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
+
+    from benchmarks.audio_io import Loudspeaker
+    from caches import FillerAgent, FillerController, FillerControllerOptions, FillerOptions, FillerPolicy
+    from plugins.cpu_voice import CpuVoiceTTS
+
+    class InstantLLM(llm.LLM):
+        def chat(self, *, chat_ctx: llm.ChatContext, tools: Any = None, conn_options: Any = None, **_: Any):
+            return _InstantStream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
+
+    class _InstantStream(llm.LLMStream):
+        async def _run(self) -> None:
+            delta = llm.ChoiceDelta(role="assistant", content="Sure.")
+            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
+
+    cache = PhraseCache.load(root, voice=voice, language=language, sample_rates=[48_000])
+    out: dict[str, dict[str, float]] = {}
+    for arm, fillers_on in (("without_gate", False), ("with_gate", True)):
+        tts = CpuVoiceTTS(voice=voice)
+        tts.prewarm()
+        session: AgentSession = AgentSession(llm=InstantLLM(), tts=tts, user_away_timeout=None)
+        speaker = Loudspeaker(sample_rate=48_000)
+        session.output.audio = speaker
+        policy = FillerPolicy(FillerOptions(late_threshold_ms=60_000, predict=False))
+        opts = FillerControllerOptions(voice=voice, language=language, fillers=fillers_on)
+        controller = FillerController(session, cache, policy, opts)
+        agent = FillerAgent(instructions="Be brief.", fillers=controller)
+        controller.attach()
+        await session.start(agent, record=False)
+        try:
+            for i in range(turns + 1):  # the first turn warms up and is not counted
+                replies: list[SpeechHandle] = []
+
+                def on_created(ev: Any, replies: list[SpeechHandle] = replies) -> None:
+                    if ev.source == "generate_reply":
+                        replies.append(ev.speech_handle)
+
+                session.on("speech_created", on_created)
+                now = time.time()
+                m = _EndOfTurnMetrics(now - 1.0, now, 0.0, 0.0)
+                activity = session._activity
+                assert activity is not None
+                activity.on_end_of_turn(_EndOfTurnInfo(False, f"Question {i}?", 1.0, m))
+                while not replies:
+                    await asyncio.sleep(0.005)
+                await replies[0].wait_for_playout()
+                session.off("speech_created", on_created)
+            queued = [t.queued_ms for t in controller.metrics.turns[1:] if t.queued_ms is not None]
+            if not queued:
+                raise RuntimeError("no reply timings were recorded")
+            s = stats(queued, 1)
+            out[arm] = {"p50": s["p50"], "p95": s["p95"]}
+        finally:
+            await session.aclose()
+            await speaker.aclose()
+    return out
+
+
 def table(r: dict[str, Any]) -> str:
     lines = [
         f"phrase cache: {r['phrases']} phrases, loaded in {r['load_ms']} ms, {r['iterations']} hits per rate",
@@ -134,6 +204,13 @@ def table(r: dict[str, Any]) -> str:
         f"{c['rate']:>8} {c['p50']:>8.3f} {c['p95']:>8.3f} {c['p99']:>8.3f} {c['max']:>8.3f}  (not prepared)"
     )
     lines.append(f"lookup alone: p50 {r['lookup_us']['p50']} µs, p99 {r['lookup_us']['p99']} µs")
+    if "gate_queued_ms" in r:
+        g = r["gate_queued_ms"]
+        lines.append(
+            f"reply ready → at output (not late): without gate p50 {g['without_gate']['p50']} / p95 "
+            f"{g['without_gate']['p95']} ms; "
+            f"with gate p50 {g['with_gate']['p50']} / p95 {g['with_gate']['p95']} ms"
+        )
     verdict = "PASS" if r["pass"] else "FAIL"
     lines.append(
         f"cache hit → first frame p99 {r['first_frame_ms_p99']} ms (target ≤ {r['target_ms']} ms): {verdict}"
@@ -150,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--language", default="en")
     ap.add_argument("--iterations", type=int, default=2000)
     ap.add_argument("--rates", default="24000,48000,16000", help="comma-separated output sample rates")
+    ap.add_argument("--gate-turns", type=int, default=12, help="turns per arm for the gate cost (0 = skip)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     try:
@@ -161,12 +239,18 @@ def main(argv: list[str] | None = None) -> int:
         print("error: need at least one iteration and one rate", file=sys.stderr)
         return 2
 
+    async def run_in(root: Path) -> dict[str, Any]:
+        result = await measure(root, args.voice, args.language, rates, args.iterations)
+        if args.gate_turns > 0:
+            result["gate_queued_ms"] = await gate_cost(root, args.voice, args.language, args.gate_turns)
+        return result
+
     async def run() -> dict[str, Any]:
         if args.dir is not None:
-            return await measure(args.dir, args.voice, args.language, rates, args.iterations)
+            return await run_in(args.dir)
         with tempfile.TemporaryDirectory(prefix="parley-cache-bench-") as tmp:
             await build_default(Path(tmp), args.voice, args.language)
-            return await measure(Path(tmp), args.voice, args.language, rates, args.iterations)
+            return await run_in(Path(tmp))
 
     try:
         result = asyncio.run(run())

@@ -166,6 +166,12 @@ class FillerController:
         rec = TurnRecord(self.policy.turn, user_stopped_at=self._user_stopped_at or now, committed_at=now)
         self.metrics.turns.append(rec)
         self._current = rec
+        pre = self._latest_reply
+        if pre is not None and not pre.done() and not pre.scheduled:
+            # a preemptive reply (made before the turn was committed) answers this turn
+            self._reply_turn[pre.id] = rec.index
+            if pre.id in self._ready_ids:
+                rec.reply_ready_at = now
         if not self.opts.fillers:
             return
         decision = self.policy.on_commit(user_speaking=self._user_speaking(), reply_ready=self._reply_ready())
@@ -254,6 +260,9 @@ class FillerController:
         if handle is None or handle.id in self._own:
             return
         self._ready_ids.add(handle.id)
+        rec = self._current
+        if rec is not None and rec.reply_ready_at is None and self._reply_turn.get(handle.id) == rec.index:
+            rec.reply_ready_at = time.time()
         self._wake.set()
 
     # --- session events --------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ class TurnRecord:
     committed_at: float
     filler_text: str | None = None
     filler_started_at: float | None = None  # first filler frame handed to the audio output
+    reply_ready_at: float | None = None  # the reply's first TTS audio was ready (before any queueing)
     reply_started_at: float | None = None  # first frame of the real reply at the audio output
     failed: bool = False  # the reply failed and an apology was played instead
 
@@ -42,6 +43,13 @@ class TurnRecord:
         """End of caller speech → first agent audio, counting a filler."""
         starts = [t for t in (self.filler_started_at, self.reply_started_at) if t is not None]
         return 1000.0 * (min(starts) - self.user_stopped_at) if starts else None
+
+    @property
+    def queued_ms(self) -> float | None:
+        """Reply audio ready → at the output: what the speech queue (and a filler or gate) added."""
+        if self.reply_ready_at is None or self.reply_started_at is None:
+            return None
+        return 1000.0 * (self.reply_started_at - self.reply_ready_at)
 
     @property
     def reply_ms(self) -> float | None:
@@ -56,6 +64,7 @@ class TurnRecord:
             "filler": self.filler_text is not None,
             "first_audible_ms": self.first_audible_ms,
             "reply_ms": self.reply_ms,
+            "queued_ms": self.queued_ms,
             "failed": self.failed,
         }
 
