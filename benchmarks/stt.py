@@ -1,0 +1,286 @@
+"""Streaming STT benchmark (DESIGN §6): WER, end of speech -> FINAL delay, transcripts from noise.
+
+Each WAV is pushed frame by frame, paced like a live call (`--speed 1`), then silence continues and a flush
+is sent `--flush-delay-ms` after the last voiced sample, as AgentSession does when its VAD ends the turn
+(Silero's default min_silence_duration is 0.55 s). The same model's whole-file WER is reported beside the
+streaming WER.
+No-speech inputs: every file whose .txt is empty, `--noise DIR`, plus generated silence/noise files.
+
+    python -m benchmarks.stt --data ../shared/audio/asr --json out/stt.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+from livekit import rtc
+from livekit.agents import stt as lkstt
+
+from benchmarks.text_norm import normalize, wer
+from plugins.whisper.model import SAMPLE_RATE, DecodeRequest, ModelOptions, WhisperModelError, shared_runner
+from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
+
+VOICED_DBFS = -50.0
+
+
+@dataclass
+class FileResult:
+    file: str
+    ref: str
+    hyp: str
+    speech: bool
+    final_delay_ms: float | None = None
+    final_after_flush_ms: float | None = None
+    preflight_before_flush: bool = False
+    interims: int = 0
+    events: list[str] = field(default_factory=list)
+
+
+def load_audio(path: Path) -> np.ndarray:
+    """16 kHz mono int16, whatever the file holds."""
+    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    mono = data.mean(axis=1)
+    if sr != SAMPLE_RATE:
+        import soxr
+
+        mono = soxr.resample(mono, sr, SAMPLE_RATE)
+    return (np.clip(mono, -1.0, 1.0) * 32767).astype(np.int16)
+
+
+def last_voiced_s(pcm: np.ndarray) -> float:
+    """Time just after the last sample above -50 dBFS (0 for silence)."""
+    loud = np.nonzero(np.abs(pcm.astype(np.int32)) > 32767 * 10 ** (VOICED_DBFS / 20))[0]
+    return float(loud[-1] + 1) / SAMPLE_RATE if len(loud) else 0.0
+
+
+def make_noise_files(folder: Path, seconds: float = 3.0, seed: int = 7) -> list[Path]:
+    """Silence and noises that must produce no transcript: digital silence, white, pink, hum, clicks."""
+    rng = np.random.default_rng(seed)
+    n = int(seconds * SAMPLE_RATE)
+    t = np.arange(n) / SAMPLE_RATE
+    white = rng.standard_normal(n)
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    pink = np.fft.irfft(spectrum / np.sqrt(np.maximum(np.arange(len(spectrum)), 1)), n)
+    hum = sum(np.sin(2 * np.pi * 50 * k * t) / k for k in range(1, 6))
+    clicks = np.zeros(n)
+    clicks[rng.integers(0, n - 80, 12)[:, None] + np.arange(80)] = rng.standard_normal((12, 80))
+    sources = {
+        "silence": np.zeros(n),
+        "white_noise": white,
+        "pink_noise": pink,
+        "mains_hum": hum + 0.05 * white,
+        "clicks": clicks + 0.01 * white,
+    }
+    out = []
+    for name, x in sources.items():
+        peak = float(np.max(np.abs(x))) or 1.0
+        level = 0.0 if name == "silence" else 10 ** (-12 / 20)
+        path = folder / f"noise_{name}.wav"
+        sf.write(str(path), (x / peak * level).astype(np.float32), SAMPLE_RATE, subtype="PCM_16")
+        path.with_suffix(".txt").write_text("")
+        out.append(path)
+    return out
+
+
+def _frame(pcm: np.ndarray) -> rtc.AudioFrame:
+    return rtc.AudioFrame(pcm.tobytes(), SAMPLE_RATE, 1, len(pcm))
+
+
+async def stream_file(
+    stt: WhisperSTT, pcm: np.ndarray, *, speed: float, frame_ms: int, flush_delay_s: float
+) -> tuple[str, dict[str, float], list[str]]:
+    """Push one file like a live call; returns FINAL text, timings (perf_counter s) and event names."""
+    stream = stt.stream()
+    step = SAMPLE_RATE * frame_ms // 1000
+    marks: dict[str, float] = {}
+    names: list[str] = []
+    final = asyncio.get_running_loop().create_future()
+
+    async def consume() -> None:
+        async for ev in stream:
+            names.append(ev.type.value)
+            if ev.type == lkstt.SpeechEventType.PREFLIGHT_TRANSCRIPT:
+                marks.setdefault("preflight", time.perf_counter())
+            if ev.type == lkstt.SpeechEventType.FINAL_TRANSCRIPT and not final.done():
+                marks["final"] = time.perf_counter()
+                final.set_result(ev.alternatives[0].text if ev.alternatives else "")
+
+    consumer = asyncio.create_task(consume())
+    speech_end = last_voiced_s(pcm)
+    flush_at = (speech_end if speech_end > 0 else len(pcm) / SAMPLE_RATE) + flush_delay_s
+    silence = np.zeros(step, dtype=np.int16)
+    t0 = time.perf_counter()
+    marks["speech_end"] = t0 + speech_end / speed
+    i = 0
+    try:
+        while not final.done():
+            audio_t = i * step / SAMPLE_RATE
+            if audio_t > flush_at + 3.0:
+                break
+            chunk = pcm[i * step : (i + 1) * step]
+            stream.push_frame(_frame(chunk if len(chunk) == step else silence))
+            i += 1
+            if "flush" not in marks and i * step / SAMPLE_RATE >= flush_at:
+                stream.flush()
+                marks["flush"] = time.perf_counter()
+            delay = t0 + i * step / SAMPLE_RATE / speed - time.perf_counter()
+            await asyncio.sleep(max(0.0, delay))
+        text = final.result() if final.done() else ""
+    finally:
+        await stream.aclose()
+        consumer.cancel()
+    return text, marks, names
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p95": None}
+    return {
+        "p50": round(float(np.percentile(values, 50)), 1),
+        "p95": round(float(np.percentile(values, 95)), 1),
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, object]:
+    options = WhisperSTTOptions(
+        model=ModelOptions(model=args.model, device=args.device, compute_type=args.compute_type),
+        language=args.language,
+        streaming=StreamingOptions(final_beam_size=args.final_beam, partial_interval_s=args.partial_interval),
+    )
+    stt = WhisperSTT(options)
+    stt.prewarm()
+    runner = shared_runner(options.model)
+
+    wavs = sorted(Path(args.data).glob("*.wav"))
+    if not wavs:
+        raise SystemExit(f"no .wav files in {args.data}")
+    noise_wavs = sorted(Path(args.noise).glob("*.wav")) if args.noise else []
+    tmp = tempfile.TemporaryDirectory(prefix="parley-stt-noise-")
+    if not args.no_generated_noise:
+        noise_wavs += make_noise_files(Path(tmp.name))
+
+    results: list[FileResult] = []
+    whole_refs: list[str] = []
+    whole_hyps: list[str] = []
+    for path in wavs + noise_wavs:
+        txt = path.with_suffix(".txt")
+        ref = txt.read_text().strip() if txt.exists() else ""
+        pcm = load_audio(path)
+        text, marks, names = await stream_file(
+            stt, pcm, speed=args.speed, frame_ms=args.frame_ms, flush_delay_s=args.flush_delay_ms / 1000
+        )
+        r = FileResult(file=path.name, ref=ref, hyp=text, speech=bool(ref), events=names)
+        r.interims = names.count("interim_transcript")
+        if "final" in marks and ref:
+            r.final_delay_ms = (marks["final"] - marks["speech_end"]) * 1000
+            if "flush" in marks:
+                r.final_after_flush_ms = max(0.0, marks["final"] - marks["flush"]) * 1000
+            r.preflight_before_flush = marks.get("preflight", float("inf")) < marks.get("flush", 0.0)
+        results.append(r)
+        if ref:
+            whole = runner.decode(
+                pcm.astype(np.float32) / 32768.0, DecodeRequest(language="en", beam_size=args.final_beam)
+            )
+            whole_refs.append(ref)
+            whole_hyps.append(whole.text)
+        if not args.quiet:
+            delay = f"{r.final_delay_ms:7.0f} ms" if r.final_delay_ms is not None else "      - "
+            print(f"{path.name:28s} final {delay}  {normalize(text)[:60]!r}", file=sys.stderr)
+    tmp.cleanup()
+    runner.close()
+
+    speech = [r for r in results if r.speech]
+    delays = [r.final_delay_ms for r in speech if r.final_delay_ms is not None]
+    after_flush = [r.final_after_flush_ms for r in speech if r.final_after_flush_ms is not None]
+    return {
+        "wer": round(wer([r.ref for r in speech], [r.hyp for r in speech]), 4),
+        "whole_file_wer": round(wer(whole_refs, whole_hyps), 4),
+        "final_delay_ms": percentiles(delays),
+        "final_after_flush_ms": percentiles(after_flush),
+        "preflight_before_flush_rate": round(sum(r.preflight_before_flush for r in speech) / len(speech), 3)
+        if speech
+        else None,
+        "noise_transcripts": sum(1 for r in results if not r.speech and normalize(r.hyp)),
+        "noise_files": sum(1 for r in results if not r.speech),
+        "missing_finals": sum(1 for r in speech if r.final_delay_ms is None),
+        "flush_delay_ms": args.flush_delay_ms,
+        "speed": args.speed,
+        "model": runner.model_name,
+        "files": [
+            {
+                "file": r.file,
+                "ref": r.ref,
+                "hyp": r.hyp,
+                "final_delay_ms": None if r.final_delay_ms is None else round(r.final_delay_ms, 1),
+                "final_after_flush_ms": None
+                if r.final_after_flush_ms is None
+                else round(r.final_after_flush_ms, 1),
+                "interims": r.interims,
+            }
+            for r in results
+        ],
+    }
+
+
+def print_table(report: dict[str, object]) -> None:
+    fd = report["final_delay_ms"]
+    ff = report["final_after_flush_ms"]
+    assert isinstance(fd, dict) and isinstance(ff, dict)
+    rows = [
+        ("streaming WER", f"{float(report['wer']) * 100:.1f} %"),  # type: ignore[arg-type]
+        ("whole-file WER (same model)", f"{float(report['whole_file_wer']) * 100:.1f} %"),  # type: ignore[arg-type]
+        ("end of speech -> FINAL p50 / p95", f"{fd['p50']} / {fd['p95']} ms"),
+        ("flush -> FINAL p50 / p95", f"{ff['p50']} / {ff['p95']} ms"),
+        ("PREFLIGHT before flush", f"{report['preflight_before_flush_rate']}"),
+        ("noise transcripts", f"{report['noise_transcripts']} of {report['noise_files']} no-speech files"),
+        ("flush after last voiced sample", f"{report['flush_delay_ms']} ms"),
+    ]
+    for name, value in rows:
+        print(f"{name:36s} {value}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.stt", description=__doc__.split("\n")[0])
+    p.add_argument("--data", required=True, help="folder of 16 kHz mono *.wav + same-name *.txt")
+    p.add_argument("--json", help="write the report here")
+    p.add_argument("--noise", help="extra folder of no-speech *.wav files")
+    p.add_argument("--no-generated-noise", action="store_true", help="skip the generated silence/noise files")
+    p.add_argument("--model", default="tiny.en")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
+    p.add_argument("--compute-type", default="default")
+    p.add_argument("--language", default="en")
+    p.add_argument("--final-beam", type=int, default=1)
+    p.add_argument(
+        "--partial-interval", type=float, default=0.5, help="seconds of new audio between partials"
+    )
+    p.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = real time)")
+    p.add_argument("--frame-ms", type=int, default=20)
+    p.add_argument("--flush-delay-ms", type=float, default=550.0, help="last voiced sample -> flush")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    if not Path(args.data).is_dir():
+        print(f"error: --data {args.data!r} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(run(args))
+    except (WhisperModelError, WhisperConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_table(report)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Transcript normalisation and word error rate, shared by the speech benchmarks.
+
+Whisper writes "$25", "3.30" and "12th" where the references say "twenty five dollars", "three thirty" and
+"twelfth". Both sides go through `normalize` (lower case, numbers, currency, ordinals and times written out as
+words, punctuation stripped) before words are compared, so WER counts recognition errors, not formatting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_ONES = (
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+)
+_TENS = ("_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_SCALES = ((10**12, "trillion"), (10**9, "billion"), (10**6, "million"), (1000, "thousand"))
+_ORDINAL_WORDS = {
+    "one": "first",
+    "two": "second",
+    "three": "third",
+    "five": "fifth",
+    "eight": "eighth",
+    "nine": "ninth",
+    "twelve": "twelfth",
+}
+_CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents")}
+_CURRENCIES["£"] = ("pound", "pounds", "penny", "pence")
+
+
+def number_to_words(n: int) -> str:
+    """Cardinal words for a non-negative integer: 325 -> "three hundred twenty five"."""
+    if n < 0:
+        return "minus " + number_to_words(-n)
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        tens, ones = divmod(n, 10)
+        return _TENS[tens] + (" " + _ONES[ones] if ones else "")
+    if n < 1000:
+        hundreds, rest = divmod(n, 100)
+        return _ONES[hundreds] + " hundred" + (" " + number_to_words(rest) if rest else "")
+    for scale, name in _SCALES:
+        if n >= scale:
+            high, rest = divmod(n, scale)
+            return number_to_words(high) + " " + name + (" " + number_to_words(rest) if rest else "")
+    raise AssertionError("unreachable")
+
+
+def ordinal_to_words(n: int) -> str:
+    """Ordinal words: 12 -> "twelfth", 21 -> "twenty first"."""
+    words = number_to_words(n).split()
+    last = words[-1]
+    if last in _ORDINAL_WORDS:
+        words[-1] = _ORDINAL_WORDS[last]
+    elif last.endswith("y"):
+        words[-1] = last[:-1] + "ieth"
+    else:
+        words[-1] = last + "th"
+    return " ".join(words)
+
+
+def _digits_after_point(digits: str) -> str:
+    return " ".join(_ONES[int(d)] for d in digits)
+
+
+def _currency(m: re.Match[str]) -> str:
+    one, many, sub_one, sub_many = _CURRENCIES[m.group(1)]
+    whole = int(m.group(2).replace(",", ""))
+    words = number_to_words(whole) + " " + (one if whole == 1 else many)
+    scale = m.group(4)
+    if scale:
+        words = number_to_words(whole) + " " + scale.lower() + " " + many
+    cents = m.group(3)
+    if cents:
+        c = int(cents.ljust(2, "0"))
+        if c:
+            words += " " + number_to_words(c) + " " + (sub_one if c == 1 else sub_many)
+    return f" {words} "
+
+
+def _time(m: re.Match[str]) -> str:
+    hour, minute = int(m.group(1)), int(m.group(2))
+    if minute == 0:
+        return f" {number_to_words(hour)} o'clock "
+    if minute < 10:
+        return f" {number_to_words(hour)} oh {number_to_words(minute)} "
+    return f" {number_to_words(hour)} {number_to_words(minute)} "
+
+
+def _ordinal(m: re.Match[str]) -> str:
+    return f" {ordinal_to_words(int(m.group(1)))} "
+
+
+def _decimal(m: re.Match[str]) -> str:
+    whole = number_to_words(int(m.group(1).replace(",", "")))
+    return f" {whole} point {_digits_after_point(m.group(2))} "
+
+
+def _cardinal(m: re.Match[str]) -> str:
+    return f" {number_to_words(int(m.group(0).replace(',', '')))} "
+
+
+_NUM = r"\d{1,3}(?:,\d{3})+|\d+"
+_RULES: tuple[tuple[re.Pattern[str], object], ...] = (
+    (re.compile(r"([$€£])\s?(" + _NUM + r")(?:\.(\d{1,2}))?(?:\s?(thousand|million|billion)\b)?"), _currency),
+    (re.compile(r"\b(\d{1,2})[:.]([0-5]\d)\b(?!\.\d)"), _time),
+    (re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE), _ordinal),
+    (re.compile(r"\b(\d+)%"), lambda m: f" {number_to_words(int(m.group(1)))} percent "),
+    (re.compile(r"\b(" + _NUM + r")\.(\d+)\b"), _decimal),
+    (re.compile(_NUM), _cardinal),
+)
+
+
+def normalize(text: str) -> str:
+    """Lower-case words with numbers spelled out and punctuation removed, one space between words."""
+    t = text.lower().replace("&", " and ")
+    t = re.sub(r"\b([ap])\.\s?m\b\.?", r"\1m", t)  # "p.m." -> "pm"
+    for pattern, repl in _RULES:
+        t = pattern.sub(repl, t)  # type: ignore[call-overload]
+    t = re.sub(r"['’]", "", t)  # "I'm" -> "im", "o'clock" -> "oclock" on both sides
+    t = re.sub(r"[^\w\s]|_", " ", t)
+    return " ".join(t.split())
+
+
+def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
+    """Word-level Levenshtein distance (substitutions + deletions + insertions)."""
+    prev = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        cur = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
+        prev = cur
+    return prev[-1]
+
+
+def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
+    """Corpus WER (total edits / total reference words) after normalising both sides."""
+    if len(refs) != len(hyps):
+        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    edits = words = 0
+    for ref, hyp in zip(refs, hyps, strict=True):
+        r, h = normalize(ref).split(), normalize(hyp).split()
+        edits += edit_distance(r, h)
+        words += len(r)
+    return edits / words if words else 0.0

@@ -1,0 +1,37 @@
+"""Streaming faster-whisper STT for LiveKit Agents (see stt.py for the streaming policy)."""
+
+from .guard import GuardOptions
+from .model import (
+    BUNDLED_MODEL,
+    DecodeRequest,
+    DecodeResult,
+    ModelOptions,
+    Transcriber,
+    WhisperModelError,
+    WhisperModelRunner,
+    download_model,
+    resolve_model_path,
+    shared_runner,
+)
+from .speech_gate import GateOptions
+from .stt import StreamingOptions, WhisperConfigError, WhisperStream, WhisperSTT, WhisperSTTOptions
+
+__all__ = [
+    "BUNDLED_MODEL",
+    "DecodeRequest",
+    "DecodeResult",
+    "GateOptions",
+    "GuardOptions",
+    "ModelOptions",
+    "StreamingOptions",
+    "Transcriber",
+    "WhisperConfigError",
+    "WhisperModelError",
+    "WhisperModelRunner",
+    "WhisperSTT",
+    "WhisperSTTOptions",
+    "WhisperStream",
+    "download_model",
+    "resolve_model_path",
+    "shared_runner",
+]

@@ -1,0 +1,107 @@
+"""Local agreement: which words of a growing utterance's transcript have stopped changing.
+
+Each re-decode of the utterance gives a hypothesis. Words at the start of two consecutive hypotheses that
+agree are confirmed and never taken back from interim text; the rest is tentative. Pure logic (no model, no
+livekit) so the policy is tested on scripted hypotheses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .model import Segment
+
+_SENTENCE_END = re.compile(r"[.?!][\"')\]]*$")
+
+
+def word_key(word: str) -> str:
+    """Compare words without case or punctuation: "Tuesday," agrees with "tuesday"."""
+    return re.sub(r"[^\w']+", "", word.lower())
+
+
+def common_prefix_len(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if word_key(x) != word_key(y):
+            break
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class Interim:
+    confirmed: str
+    tentative: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.confirmed} {self.tentative}".strip()
+
+
+class LocalAgreement:
+    """Confirms the words that consecutive hypotheses of the same audio agree on."""
+
+    def __init__(self) -> None:
+        self._confirmed: list[str] = []
+        self._previous: list[str] | None = None
+
+    @property
+    def confirmed_words(self) -> list[str]:
+        return list(self._confirmed)
+
+    def update(self, hypothesis: str) -> Interim:
+        """Feed the newest whole-utterance hypothesis; get confirmed + tentative text back."""
+        words = hypothesis.split()
+        if self._previous is not None:
+            agreed = common_prefix_len(self._previous, words)
+            if agreed > len(self._confirmed) and common_prefix_len(self._confirmed, words) == len(
+                self._confirmed
+            ):
+                # the newest surface form wins ("3" then "3.30" keeps the later spelling)
+                self._confirmed = words[:agreed]
+        self._previous = words
+        skip = common_prefix_len(self._confirmed, words)
+        if skip < len(self._confirmed):
+            # the new hypothesis rewrote confirmed words: keep them for display, show the rest after them
+            skip = min(len(self._confirmed), len(words))
+        return Interim(" ".join(self._confirmed), " ".join(words[skip:]))
+
+    def drop_prefix(self, n_words: int) -> None:
+        """Forget the first n confirmed words (they were committed and their audio trimmed)."""
+        self._confirmed = self._confirmed[n_words:]
+        self._previous = self._previous[n_words:] if self._previous is not None else None
+
+    def reset(self) -> None:
+        self._confirmed = []
+        self._previous = None
+
+
+@dataclass(frozen=True)
+class Commit:
+    text: str
+    end_s: float
+    """Where the committed audio ends, relative to the decoded audio."""
+    n_words: int
+
+
+def find_sentence_commit(
+    segments: Sequence[Segment], confirmed_words: Sequence[str], *, audio_s: float, min_keep_s: float = 1.0
+) -> Commit | None:
+    """The longest run of whole sentences at the start of a timestamped decode whose words are all confirmed.
+
+    The last segment is never committed (its end is still moving), nor one ending within `min_keep_s` of the
+    decoded audio's end (`audio_s`). Returns None when there is no such sentence.
+    """
+    if len(segments) < 2:
+        return None
+    words: list[str] = []
+    best: Commit | None = None
+    for seg in segments[:-1]:
+        words += seg.text.split()
+        if common_prefix_len(words, confirmed_words) < len(words):
+            break
+        if _SENTENCE_END.search(seg.text.strip()) and seg.end <= audio_s - min_keep_s:
+            best = Commit(" ".join(words), seg.end, len(words))
+    return best

@@ -1,0 +1,93 @@
+"""Hallucination guard: Whisper invents text for silence and noise; this decides what to throw away.
+
+Three checks, cheapest first, on each decoded segment: the model's own no-speech probability, the gzip
+compression ratio (loops like "the the the" compress far too well), and a blocklist of the phrases Whisper is
+known to produce from nothing (subtitle credits, "thanks for watching", music notes). Phrases a caller might
+really say ("thank you", "bye") are only dropped when the audio evidence is weak.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .model import DecodeResult, Segment
+
+# Never plausible from a caller talking to a voice agent.
+PHANTOM_PHRASES = frozenset(
+    {
+        "thanks for watching",
+        "thank you for watching",
+        "thanks for watching and see you next time",
+        "please subscribe",
+        "subscribe to my channel",
+        "like and subscribe",
+        "dont forget to like and subscribe",
+        "see you in the next video",
+        "subtitles by the amaraorg community",
+        "transcription by castingwords",
+        "translated by",
+        "www mooji org",
+        "music",
+        "applause",
+        "laughter",
+        "silence",
+        "blank audio",
+        "no speech",
+    }
+)
+# Real replies sometimes, but also the commonest inventions on near-silence: need good evidence.
+WEAK_PHRASES = frozenset(
+    {"thank you", "thanks", "you", "bye", "bye bye", "okay", "oh", "so", "i", "uh", "um", "hmm"}
+)
+
+_ANNOTATION = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*|[♪♫♬]+")
+
+
+@dataclass(frozen=True)
+class GuardOptions:
+    no_speech_threshold: float = 0.6
+    """Drop a segment above this no-speech probability when its log-probability is also poor."""
+    logprob_threshold: float = -0.8
+    no_speech_hard: float = 0.9
+    """Drop above this no-speech probability whatever the log-probability."""
+    min_logprob: float = -1.6
+    """Drop segments the model itself barely believes."""
+    max_compression_ratio: float = 2.4
+    weak_phrase_min_speech_s: float = 0.35
+    """A weak phrase needs at least this much detected speech and a confident decode to survive."""
+    weak_phrase_min_logprob: float = -0.5
+
+
+def phrase_key(text: str) -> str:
+    """Lower-case letters and spaces only, for blocklist lookups."""
+    t = re.sub(r"['’]", "", text.lower())
+    return " ".join(re.sub(r"[^a-z0-9 ]+", " ", t).split())
+
+
+def _segment_ok(seg: Segment, opts: GuardOptions) -> bool:
+    if seg.no_speech_prob >= opts.no_speech_hard:
+        return False
+    if seg.no_speech_prob > opts.no_speech_threshold and seg.avg_logprob < opts.logprob_threshold:
+        return False
+    if seg.avg_logprob < opts.min_logprob:
+        return False
+    return seg.compression_ratio <= opts.max_compression_ratio
+
+
+def clean_text(result: DecodeResult, *, speech_s: float, opts: GuardOptions = GuardOptions()) -> str:
+    """The text worth showing for a decode, or "" when it looks invented.
+
+    `speech_s` is how much of the audio the speech gate classed as speech.
+    """
+    kept = [s for s in result.segments if _segment_ok(s, opts)]
+    text = " ".join(_ANNOTATION.sub(" ", s.text).strip() for s in kept)
+    text = " ".join(text.split())
+    key = phrase_key(text)
+    if not key or key in PHANTOM_PHRASES:
+        return ""
+    if key in WEAK_PHRASES:
+        logprob = min(s.avg_logprob for s in kept)
+        if speech_s < opts.weak_phrase_min_speech_s or logprob < opts.weak_phrase_min_logprob:
+            return ""
+    return text

