@@ -49,7 +49,8 @@ class PrepareOptions:
     max_batch: int = 32  # streams the engine is built for; matches the engine's admission limit
     build_command: str = DEFAULT_BUILD_COMMAND  # placeholders: {checkpoint} {engine_dir} {max_batch}
     fetch_only: bool = False
-    lock_timeout_s: float = 3 * 3600.0
+    lock_timeout_s: float = 3 * 3600.0  # a first build can take tens of minutes; waiters give up after this
+    lock_poll_s: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def mark_done(path: Path) -> None:
 
 
 @contextmanager
-def exclusive(lock_path: Path, timeout_s: float) -> Iterator[None]:
+def exclusive(lock_path: Path, timeout_s: float, poll_s: float = 2.0) -> Iterator[None]:
     """Hold an exclusive lock shared through the cache volume, polling so a stuck holder cannot hang us."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
@@ -92,7 +93,7 @@ def exclusive(lock_path: Path, timeout_s: float) -> Iterator[None]:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{lock_path} still held after {timeout_s:.0f} s") from None
-                time.sleep(2.0)
+                time.sleep(poll_s)
         try:
             yield
         finally:
@@ -124,7 +125,7 @@ def prepare(
     checkpoint = repo_dir(opts.cache_dir, opts.checkpoint_repo)
     snac = repo_dir(opts.cache_dir, opts.snac_repo)
     target = None if opts.fetch_only else engine_dir(opts)
-    with exclusive(opts.cache_dir / ".prepare.lock", opts.lock_timeout_s):
+    with exclusive(opts.cache_dir / ".prepare.lock", opts.lock_timeout_s, opts.lock_poll_s):
         for repo, dest in ((opts.checkpoint_repo, checkpoint), (opts.snac_repo, snac)):
             if is_done(dest):
                 continue

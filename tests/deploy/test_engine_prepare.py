@@ -76,7 +76,7 @@ def test_fetch_only_builds_nothing(tmp_path: Path) -> None:
 
 
 def test_pods_sharing_the_cache_build_once(tmp_path: Path) -> None:
-    opts = PrepareOptions(cache_dir=tmp_path)
+    opts = PrepareOptions(cache_dir=tmp_path, lock_poll_s=0.05)
     rec = Recorder(build_s=0.3)
     results = []
     threads = [
