@@ -157,7 +157,20 @@ class FillerController:
             return None
         self.policy.on_filler_played(text, now_ms)
         self.metrics.hold_lines += 1
-        return self._say(options[text], add_to_chat_ctx=False)
+        phrase = options[text]
+        return self._say_raw(phrase.text, self._hold_audio(phrase), add_to_chat_ctx=False)
+
+    async def _hold_audio(self, phrase: CachedPhrase) -> AsyncIterator[rtc.AudioFrame]:
+        first = True
+        async for frame in phrase.frames(self._rate()):
+            if first:
+                first = False
+                self._window(phrase)
+            yield frame
+
+    def _window(self, phrase: CachedPhrase) -> None:
+        start = time.monotonic()
+        self.metrics.filler_windows.append((start, start + phrase.duration_ms / 1000))
 
     def on_user_turn_completed(self) -> None:
         """Call from `Agent.on_user_turn_completed` (just before the reply is scheduled); never blocks."""
@@ -236,6 +249,7 @@ class FillerController:
                 if first:
                     first = False
                     rec.filler_started_at = time.time()
+                    self._window(phrase)
                 yield frame
         finally:
             if not chosen.done():

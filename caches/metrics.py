@@ -75,6 +75,9 @@ class FillerMetrics:
     fillers: int = 0  # late-reply acknowledgements
     hold_lines: int = 0  # tool-wait lines
     apologies: int = 0
+    # (start, end) in time.monotonic() seconds of each filler or hold line, from its first frame handed to the
+    # audio output; lets a harness tell filler audio from reply audio on its own timeline
+    filler_windows: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def filler_rate(self) -> float:

@@ -210,6 +210,8 @@ async def test_late_reply_gets_a_filler_first(cache: PhraseCache) -> None:
         assert rec.first_audible_ms is not None and rec.reply_ms is not None
         assert rec.first_audible_ms < rec.reply_ms
         assert controller.metrics.filler_rate == 1.0
+        ((a, b),) = controller.metrics.filler_windows
+        assert 0.1 < b - a < 2.0
     finally:
         await session.aclose()
 
@@ -271,6 +273,7 @@ async def test_tool_wait_hold_line(cache: PhraseCache) -> None:
         assert speaker.samples(0) in clip_samples(cache, "hold")
         assert controller.tool_filler(1) is None, "no second hold line right after the first"
         assert controller.metrics.hold_lines == 1
+        assert len(controller.metrics.filler_windows) == 1
     finally:
         await session.aclose()
 
@@ -290,5 +293,20 @@ async def test_no_filler_when_the_caller_starts_speaking_during_the_wait(cache: 
             speaker.samples(i) not in clip_samples(cache, "acknowledgement")
             for i in range(len(speaker.segments))
         )
+    finally:
+        await session.aclose()
+
+
+async def test_predicted_late_reply_gets_a_filler_at_once(cache: PhraseCache) -> None:
+    session, speaker, controller = await start(
+        cache, ScriptedLLM(delay_s=0.0), threshold_ms=600, min_history=1
+    )
+    controller.policy.observe_reply_latency(1500)  # earlier replies in this call were slow
+    try:
+        await caller_turn(session)
+        rec = controller.metrics.turns[0]
+        assert rec.filler_text is not None, "predicted late: the filler does not wait for the threshold"
+        assert speaker.samples(0) in clip_samples(cache, "acknowledgement")
+        assert rec.filler_started_at is not None and rec.filler_started_at - rec.committed_at < 0.5
     finally:
         await session.aclose()
