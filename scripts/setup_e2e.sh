@@ -28,9 +28,10 @@ mkdir -p bin
 if [ -x bin/livekit-sip ] && [ "$(cat bin/.livekit-sip.version 2>/dev/null)" = "$LIVEKIT_SIP_VERSION" ]; then
   :
 elif ! command -v go >/dev/null 2>&1; then
-  echo "setup-e2e: go not found; livekit-sip not installed (SIP end-to-end test will skip)"
+  echo "livekit-sip not installed: go not found" | tee bin/.livekit-sip.missing | sed 's/^/setup-e2e: /'
 elif ! pkg-config --exists opus opusfile soxr 2>/dev/null; then
-  echo "setup-e2e: opus/opusfile/soxr development files missing; livekit-sip not built (SIP test will skip)"
+  echo "livekit-sip not built: opus/opusfile/soxr development files missing" \
+    | tee bin/.livekit-sip.missing | sed 's/^/setup-e2e: /'
 else
   echo "setup-e2e: building livekit-sip $LIVEKIT_SIP_VERSION with cgo (first time only, several minutes)"
   if CGO_ENABLED=1 GOBIN="$PWD/bin" go install "github.com/livekit/sip/cmd/livekit-sip@$LIVEKIT_SIP_VERSION" \
@@ -38,9 +39,14 @@ else
     echo "$LIVEKIT_SIP_VERSION" > bin/.livekit-sip.version
     rm -f out.livekit-sip-build.log
   else
-    echo "setup-e2e: livekit-sip $LIVEKIT_SIP_VERSION could not be built: $(tail -1 out.livekit-sip-build.log)"
+    status="$(grep -m1 -oE ': [0-9]{3} [A-Za-z ]+$' out.livekit-sip-build.log | sed 's/^: //')"
+    detail="$(grep -m1 -E 'server response:|error|cannot|not found' out.livekit-sip-build.log | sed 's/^[[:space:]]*//')"
+    why="${status:+module proxy answered $status, }$detail"
+    echo "livekit-sip $LIVEKIT_SIP_VERSION could not be installed: ${why:-$(tail -1 out.livekit-sip-build.log)}" \
+      | tee bin/.livekit-sip.missing | sed 's/^/setup-e2e: /'
   fi
 fi
+[ -x bin/livekit-sip ] && rm -f bin/.livekit-sip.missing
 
 if [ -f web/package-lock.json ]; then
   if ! command -v npm >/dev/null 2>&1; then

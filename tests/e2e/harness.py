@@ -86,6 +86,9 @@ def missing_reason(*components: str) -> str | None:
             continue
         exe, how = _REQUIREMENTS[comp]
         if _which(exe) is None:
+            recorded = BIN / f".{comp}.missing"  # the setup script's own one-line reason, when it left one
+            if recorded.is_file() and recorded.read_text().strip():
+                return recorded.read_text().strip().splitlines()[0]
             return f"{comp} not installed: {how}"
     return None
 
@@ -220,7 +223,8 @@ class Netns:
 @dataclass
 class StackOptions:
     out_dir: Path
-    with_sip: bool = False
+    with_sip: bool = False  # livekit-sip (implies Redis)
+    with_redis: bool = False  # Redis for livekit-server (its SIP API needs it)
     with_worker: bool = False
     with_web: bool = False
     capture: bool = True
@@ -237,11 +241,16 @@ class StackOptions:
     # how to run the worker; None = `python worker.py start`
     worker_cmd: list[str] | None = None
     ready_timeout_s: float = 60.0
+
+    @property
+    def redis(self) -> bool:
+        return self.with_sip or self.with_redis
+
     worker_ready_timeout_s: float = 120.0
 
 
 def livekit_server_config(opts: StackOptions, ns: Netns) -> str:
-    redis = f"redis:\n  address: 127.0.0.1:{opts.redis_port}\n" if opts.with_sip else ""
+    redis = f"redis:\n  address: 127.0.0.1:{opts.redis_port}\n" if opts.redis else ""
     return f"""\
 port: {opts.livekit_port}
 bind_addresses: ["127.0.0.1", "{ns.host_ip}"]
@@ -263,6 +272,7 @@ logging:
 
 
 def livekit_sip_config(opts: StackOptions, ns: Netns) -> str:
+    # No use_external_ip (it would ask a STUN server); the namespace address is announced as is.
     return f"""\
 api_key: {API_KEY}
 api_secret: {API_SECRET}
@@ -271,9 +281,10 @@ redis:
   address: 127.0.0.1:{opts.redis_port}
 sip_port: {opts.sip_port}
 rtp_port: {opts.sip_rtp_start}-{opts.sip_rtp_end}
-use_external_ip: false
+listen_ip: {ns.host_ip}
 nat_1_to_1_ip: {ns.host_ip}
-local_net: {ns.host_ip}/32
+local_net: {ns.host_ip}/{ns.prefix}
+use_external_ip: false
 max_cpu_utilization: 0.99
 logging:
   level: info
@@ -402,8 +413,10 @@ class E2EStack:
         needed = ["netns", "livekit-server"]
         if self.opts.capture:
             needed.append("tshark")
+        if self.opts.redis:
+            needed.append("redis-server")
         if self.opts.with_sip:
-            needed += ["redis-server", "livekit-sip"]
+            needed.append("livekit-sip")
         if self.opts.with_web:
             needed += ["web-page"]
         reason = missing_reason(*needed)
@@ -419,7 +432,7 @@ class E2EStack:
             self.wait_log(self._capture, r"Capturing on", 20)
         cfg = self.opts.out_dir / "livekit.yaml"
         cfg.write_text(livekit_server_config(self.opts, self.ns))
-        if self.opts.with_sip:
+        if self.opts.redis:
             redis = self.spawn(
                 "redis",
                 [

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-from livekit import rtc
+from livekit import api, rtc
 
 from web.tokens import TokenOptions, issue_call_token
 
@@ -347,10 +347,23 @@ async def wait_until_voiced(listener: Listener, after: float, timeout: float) ->
     return found[0] if found else None
 
 
+async def rooms(args: argparse.Namespace) -> dict[str, object]:
+    """The rooms the server has now (to see a hang-up end the call's room)."""
+    http = args.url.replace("ws://", "http://", 1)
+    async with api.LiveKitAPI(http, args.api_key, args.api_secret) as lkapi:
+        listed = await lkapi.room.list_rooms(api.ListRoomsRequest())
+        result: dict[str, object] = {"rooms": []}
+        for room in listed.rooms:
+            people = await lkapi.room.list_participants(api.ListParticipantsRequest(room=room.name))
+            kinds = [api.ParticipantInfo.Kind.Name(p.kind) for p in people.participants]
+            result["rooms"].append({"name": room.name, "participants": kinds})  # type: ignore[attr-defined]
+        return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.e2e.rtc_peer")
     sub = parser.add_subparsers(dest="mode", required=True)
-    for name in ("loopback", "call"):
+    for name in ("loopback", "call", "rooms"):
         p = sub.add_parser(name)
         p.add_argument("--url", default="ws://127.0.0.1:7880")
         p.add_argument("--api-key", required=True)
@@ -367,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--quiet-s", type=float, default=1.5)
     args = parser.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    fn = loopback if args.mode == "loopback" else call
+    fn = {"loopback": loopback, "call": call, "rooms": rooms}[args.mode]
     result = asyncio.run(fn(args))
     (Path(args.out) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps({k: v for k, v in result.items() if k not in ("transcripts", "metrics")}))
