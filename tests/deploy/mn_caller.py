@@ -1,8 +1,9 @@
 """One caller for the multi-node test, run inside the test's network namespace.
 
-Joins one room through one livekit-server node with the Parley agent dispatched in its token, reports when
-the agent joins (one JSON line on stdout), stays in the call, and on SIGTERM (the test's "hang up") deletes
-the room through the server API, which ends the agent's job. It also reports if the agent leaves early.
+Joins one room through one livekit-server node with the Parley agent dispatched in its token. Reports (one
+JSON line each on stdout) when the agent joins and when it publishes its voice track, stays in the call,
+and on SIGTERM (the test's "hang up") deletes the room through the server API, which ends the agent's job.
+It also reports if the agent leaves early.
 
     python -m tests.deploy.mn_caller --url ws://10.77.0.1:7880 --room mn-01 --api-key K --api-secret S
 """
@@ -44,18 +45,28 @@ async def run(args: argparse.Namespace) -> int:
             agent_seen.set()
             emit("agent", room=args.room, identity=p.identity)
 
+    audio_seen = asyncio.Event()
+
+    def on_publish(pub: rtc.RemoteTrackPublication, p: rtc.RemoteParticipant) -> None:
+        if is_agent(p) and pub.kind == rtc.TrackKind.KIND_AUDIO and not audio_seen.is_set():
+            audio_seen.set()
+            emit("agent_audio", room=args.room, identity=p.identity)
+
     def on_leave(p: rtc.RemoteParticipant) -> None:
         if is_agent(p) and not hangup.is_set():
             emit("agent_left", room=args.room, identity=p.identity)
 
     room.on("participant_connected", on_join)
     room.on("participant_disconnected", on_leave)
+    room.on("track_published", on_publish)
     started = time.monotonic()
     options = rtc.RoomOptions(auto_subscribe=False, rtc_config=rtc.RtcConfiguration(ice_servers=[]))
     await room.connect(args.url, call.token, options=options)
     emit("joined", room=args.room)
     for p in room.remote_participants.values():
         on_join(p)
+        for pub in p.track_publications.values():
+            on_publish(pub, p)
     try:
         await asyncio.wait_for(agent_seen.wait(), args.agent_timeout)
     except TimeoutError:

@@ -6,9 +6,10 @@ test creates (tests/e2e/harness.py: lo + a veth pair, no route out). Two Parley 
 node A and host-b through node B. Callers join rooms through both nodes with the agent dispatched in their
 token. The load each host reports is set by the test (tests/deploy/mn_host.py says why).
 
-Checked: every call gets exactly one agent; calls spread over both hosts; while host-a reports full, new
-calls go to host-b; after SIGTERM host-a drains (its calls keep their agent, new calls land on host-b) and
-exits once its last call has ended. The distribution and drain times are printed and recorded as figures.
+Checked: every call gets exactly one agent, which publishes its voice track; calls spread over both
+hosts; while host-a reports full, new calls go to host-b; after SIGTERM host-a drains (its calls keep
+their agent, new calls land on host-b) and exits once its last call has ended. The distribution and drain
+times are printed and recorded as figures.
 """
 
 from __future__ import annotations
@@ -312,6 +313,8 @@ def test_calls_spread_skip_a_full_host_and_drain_on_stop(cluster: Cluster) -> No
             cluster.hang_up(c)
     early = [c.room for c in cluster.callers if c.event("agent_left")]
     assert not early, f"agents left calls before hang-up: {early}"
+    mute = [c.room for c in cluster.callers if not c.event("agent_audio")]
+    assert not mute, f"the agent never published its voice in: {mute}"  # a real session ran on the host
 
     host_node = {"host-a": "A", "host-b": "B"}
     room_node = cluster.room_nodes()
