@@ -90,6 +90,8 @@ class FillerController:
         self._apologised_turn = -1
         self._failed_turn = -1  # the turn whose reply failed (LLM or TTS error): no filler for it
         self._attached = False
+        self._saw_reply_audio = False  # watch_reply_audio has seen a reply: the tts_node hook is wired
+        self._hook_missing = False
 
     # --- wiring ----------------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -185,7 +187,7 @@ class FillerController:
             self._reply_turn[pre.id] = rec.index
             if pre.id in self._ready_ids:
                 rec.reply_ready_at = now
-        if not self.opts.fillers:
+        if not self.opts.fillers or self._hook_missing:
             return
         decision = self.policy.on_commit(user_speaking=self._user_speaking(), reply_ready=self._reply_ready())
         log.debug("filler decision", extra={"turn": rec.index, "plan": decision.plan.value})
@@ -200,6 +202,7 @@ class FillerController:
     async def watch_reply_audio(self, frames: AsyncIterable[rtc.AudioFrame]) -> AsyncIterator[rtc.AudioFrame]:
         """Wrap the agent's `tts_node` output so the gate knows when the reply has audio to play."""
         handle = _speech_handle_in_context()
+        self._saw_reply_audio = True
         marked = False
         async for frame in frames:
             if not marked:
@@ -305,6 +308,10 @@ class FillerController:
         if item.role == "user" and (stopped := metrics.get("stopped_speaking_at")):
             rec.user_stopped_at = float(stopped)
         elif item.role == "assistant" and (started := metrics.get("started_speaking_at")):
+            if not self._saw_reply_audio and not self._hook_missing:
+                # without the tts_node hook every reply looks late: fillers would delay prompt replies
+                self._hook_missing = True
+                log.warning("late-reply fillers off: the agent's tts_node is not wrapped (use FillerAgent)")
             if rec.reply_started_at is None:
                 rec.reply_started_at = float(started)
                 if rec.reply_ms is not None:

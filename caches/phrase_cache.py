@@ -110,6 +110,8 @@ class PhraseCache:
         if skipped:
             log.warning("skipped %d damaged phrase-cache files; run `python -m caches build`", skipped)
         cache = cls(phrases)
+        if not cache:
+            log.warning("phrase cache at %s holds nothing for this voice; run `python -m caches build`", root)
         log.info("phrase cache loaded", extra={"phrases": len(cache), "dir": str(root)})
         return cache
 

@@ -10,7 +10,7 @@ import uuid
 import numpy as np
 import pytest
 from livekit import rtc
-from livekit.agents import APIConnectionError, APIConnectOptions, llm
+from livekit.agents import Agent, APIConnectionError, APIConnectOptions, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 from livekit.agents.voice import AgentSession, SpeechHandle, io
 from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
@@ -310,5 +310,25 @@ async def test_predicted_late_reply_gets_a_filler_at_once(cache: PhraseCache) ->
         assert speaker.samples(0) in clip_samples(cache, "acknowledgement")
         assert rec.filler_started_at is not None and rec.reply_started_at is not None
         assert rec.filler_started_at < rec.reply_started_at
+    finally:
+        await session.aclose()
+
+
+async def test_missing_tts_hook_turns_late_fillers_off(cache: PhraseCache) -> None:
+    """A plain Agent (no watch_reply_audio): after the first reply the controller stops guessing."""
+    session = AgentSession(llm=ScriptedLLM(), tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None)
+    session.output.audio = RecordingSpeaker(OUT_RATE)
+    policy = FillerPolicy(FillerOptions(late_threshold_ms=200, min_turn_gap=0, seed=1))
+    controller = FillerController(
+        session, cache, policy, FillerControllerOptions(voice="heart", language="en")
+    )
+    controller.attach()
+    await session.start(Agent(instructions="Be brief."), record=False)
+    try:
+        for text in ("One.", "Two."):
+            controller.on_user_turn_completed()
+            await asyncio.wait_for(session.generate_reply(user_input=text).wait_for_playout(), 20)
+            await asyncio.sleep(0.05)
+        assert [t.filler_text is not None for t in controller.metrics.turns] == [True, False]
     finally:
         await session.aclose()
