@@ -102,6 +102,8 @@ class CaseResult:
     kind: str
     pipeline: str
     commits: list[Commit] = field(default_factory=list)
+    held: list[Commit] = field(default_factory=list)
+    """Decisions the caller's next words cancelled (a hesitation the detector waited out)."""
     false_cutoff: bool = False
     missed: bool = False
     endpoint_delay_ms: float | None = None
@@ -300,10 +302,11 @@ def _simulate(
     audio_at: Callable[[VadSegment], float | None],
     decider: Decider,
     prefix_s: float,
-) -> list[Commit]:
+) -> tuple[list[Commit], list[Commit]]:
     """LiveKit's commit rule over VAD segments: after EOS and a final transcript, no earlier than
-    speech_end + delay, cancelled by the next START_OF_SPEECH."""
+    speech_end + delay, cancelled by the next START_OF_SPEECH. Returns (commits, held decisions)."""
     commits: list[Commit] = []
+    held: list[Commit] = []
     turn_start: float | None = None
     for i, seg in enumerate(segments):
         if turn_start is None:
@@ -319,21 +322,21 @@ def _simulate(
             audio_p = predict_window(eot, _int16(case.audio[: int(audio_end * RATE)]))
         p, delay, reason = decider(text, audio_p)
         at = max(ready, seg.speech_end + delay)
+        decision = Commit(
+            at=round(at, 3),
+            ready=round(ready, 3),
+            text=text,
+            probability=p,
+            delay=round(delay, 3),
+            reason=reason,
+        )
         nxt = segments[i + 1].start if i + 1 < len(segments) else None
         if nxt is not None and nxt < at:
-            continue  # the caller spoke again: the end-of-turn task is cancelled
-        commits.append(
-            Commit(
-                at=round(at, 3),
-                ready=round(ready, 3),
-                text=text,
-                probability=p,
-                delay=round(delay, 3),
-                reason=reason,
-            )
-        )
+            held.append(decision)  # the caller spoke again: the end-of-turn task is cancelled
+            continue
+        commits.append(decision)
         turn_start = None
-    return commits
+    return commits, held
 
 
 def _int16(x: np.ndarray) -> np.ndarray:
@@ -355,8 +358,8 @@ def stock_decider(text: str, audio_p: float | None) -> tuple[float, float, str]:
     return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini"
 
 
-def score(case: Case, pipeline: str, commits: list[Commit]) -> CaseResult:
-    res = CaseResult(file=case.file, kind=case.kind, pipeline=pipeline, commits=commits)
+def score(case: Case, pipeline: str, commits: list[Commit], held: list[Commit]) -> CaseResult:
+    res = CaseResult(file=case.file, kind=case.kind, pipeline=pipeline, commits=commits, held=held)
     last = case.last_end
     if last is None:
         return res
@@ -389,7 +392,7 @@ def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, A
         "endpoint_delay_ms": _pct(delays),
         "decision_delay_ms": _pct(decisions),
         "noise_turns": sum(len(r.commits) for r in noise),
-        "cases": [{**asdict(r), "commits": [asdict(c) for c in r.commits]} for r in results + noise],
+        "cases": [asdict(r) for r in results + noise],
     }
 
 
@@ -419,7 +422,7 @@ async def run_benchmark(
         per_noise: list[CaseResult] = []
         for case in cases + noise:
             segs = await vad_segments(case.audio, vad)
-            commits = _simulate(
+            commits, held = _simulate(
                 case,
                 segs,
                 transcriber,
@@ -430,7 +433,7 @@ async def run_benchmark(
                 decider=decider,
                 prefix_s=vad.prefix_padding_duration,
             )
-            (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits))
+            (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits, held))
         out[name] = summarise(per_case, per_noise)
     parley = out["parley"]
     decode = transcriber.decode_s[1:] or transcriber.decode_s
@@ -476,7 +479,10 @@ def print_table(result: dict[str, Any]) -> None:
                 return f"{len(x['commits'])} turns"
             return "MISS" if x["missed"] else f"{x['endpoint_delay_ms']:.0f}"
 
-        why = "; ".join(f"{m['reason']} p={m['probability']:.2f} d={m['delay']:.2f}" for m in c["commits"])
+        why = "; ".join(
+            f"{'held ' if m in c['held'] else ''}{m['reason']} p={m['probability']:.2f} d={m['delay']:.2f}"
+            for m in c["held"] + c["commits"]
+        )
         print(f"{c['file']:<18}{fmt(c):>11}{fmt(s):>10}  {why}")
 
 
