@@ -27,7 +27,7 @@ lint:
 	$(PY) -m ruff check .
 
 typecheck:
-	$(PY) -m mypy worker plugins turn_detection caches benchmarks
+	$(PY) -m mypy worker plugins turn_detection caches benchmarks deploy
 
 audit:
 	@bash scripts/audit.sh

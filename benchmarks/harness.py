@@ -202,6 +202,7 @@ class CallOptions:
     reply_timeout_s: float = 25.0
     settle_s: float = 0.6  # quiet time after the agent finishes before the caller speaks again
     greeting_timeout_s: float = 10.0
+    mic_rate: int = 16_000  # the caller's device rate (8 kHz telephony, 48 kHz browsers)
 
 
 async def _wait_idle(rec: Recorder, speaker: Loudspeaker, timeout: float, since_voiced: float) -> bool:
@@ -236,7 +237,7 @@ async def run_call(
 
     if listeners is not None:
         listeners.append(on_piece)
-    mic = ScriptedMic()
+    mic = ScriptedMic(sample_rate=opt.mic_rate)
     speaker = Loudspeaker()
     session.input.audio = mic
     session.output.audio = speaker
@@ -252,7 +253,7 @@ async def run_call(
 
     results: list[TurnResult] = []
     for path in turns:
-        pcm = load_turn(path)
+        pcm = load_turn(path, opt.mic_rate)
         rec.mark("speech_start", path.name)
         start = time.monotonic()
         end = await mic.play(pcm)

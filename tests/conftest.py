@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,12 @@ def shared_audio() -> Path:
     if not SHARED_AUDIO.exists():
         pytest.fail(f"shared test audio not found at {SHARED_AUDIO} (set PARLEY_TEST_AUDIO)")
     return SHARED_AUDIO
+
+
+@pytest.fixture(scope="session")
+def embedded_llm_url() -> Iterator[str]:
+    """One real SmolLM2 server (llama.cpp on loopback) for every test that needs an LLM."""
+    from worker.llm_server import EmbeddedLLM
+
+    with EmbeddedLLM() as llm:
+        yield llm.base_url

@@ -87,6 +87,8 @@ def build_server(settings: Settings) -> AgentServer:
         api_key=settings.livekit_api_key,
         api_secret=settings.livekit_api_secret.get_secret_value(),
         port=settings.http_port,
+        drain_timeout=settings.drain_timeout_s,
+        prometheus_port=settings.prometheus_port or None,
     )
     server.rtc_session(entrypoint, agent_name=settings.agent_name)
     return server

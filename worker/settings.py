@@ -87,6 +87,8 @@ class Settings(BaseSettings):
     num_idle_processes: int = Field(1, ge=0)
     load_threshold: float = Field(0.8, gt=0.0, le=1.0)
     http_port: int = Field(0, ge=0, le=65535)
+    drain_timeout_s: int = Field(900, ge=0)  # SIGTERM lets running calls finish this long (k8s grace = this + 60)
+    prometheus_port: int = Field(0, ge=0, le=65535)  # 0 = off; exports lk_agents_worker_load for autoscaling
 
     # Logging and privacy
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from benchmarks.call import run_one
-from worker.llm_server import EmbeddedLLM
 from worker.settings import load_settings
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def llm_url() -> Iterator[str]:
-    with EmbeddedLLM() as llm:
-        yield llm.base_url
+def llm_url(embedded_llm_url: str) -> str:
+    return embedded_llm_url
 
 
 async def test_parley_call_answers_every_turn(llm_url: str, shared_audio: Path) -> None:
