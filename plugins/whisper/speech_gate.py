@@ -55,10 +55,10 @@ class SpeechGate:
         self.options = options
         self._floor = (10 ** (options.energy_floor_dbfs / 20)) ** 2
         self._pending = np.zeros(0, dtype=np.float32)
-        self._preroll: deque[np.ndarray] = deque(
-            maxlen=max(1, round(options.preroll_s * SAMPLE_RATE / WINDOW))
-        )
         self._min_speech = max(1, round(options.min_speech_s * SAMPLE_RATE / WINDOW))
+        # the pre-roll holds the windows that opened the gate plus `preroll_s` before them
+        preroll = round(options.preroll_s * SAMPLE_RATE / WINDOW) + self._min_speech
+        self._preroll: deque[np.ndarray] = deque(maxlen=preroll)
         self._pause = max(1, round(options.pause_s * SAMPLE_RATE / WINDOW))
         self._end = max(self._pause + 1, round(options.end_s * SAMPLE_RATE / WINDOW))
         self._tail = round(options.tail_s * SAMPLE_RATE)

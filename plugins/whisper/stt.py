@@ -265,7 +265,7 @@ class WhisperStream(stt.RecognizeStream):
         self._settled: _Settled | None = None
         self._committed: list[str] = []
         self._last_decode_len = 0
-        self._last_sent = ""
+        self._last_sent: dict[str, str] = {}
         self._finalizing = False
         self._request_id = uuid.uuid4().hex
         self._usage_samples = 0
@@ -290,9 +290,10 @@ class WhisperStream(stt.RecognizeStream):
 
     def _emit_text(self, kind: stt.SpeechEventType, text: str, result: DecodeResult) -> None:
         full = " ".join([*self._committed, text]).strip()
-        if full and full != self._last_sent:
+        # an unchanged INTERIM is not repeated; a PREFLIGHT goes out even when an INTERIM said the same
+        if full and full != self._last_sent.get(kind.value):
             self._emit(kind, full, result)
-            self._last_sent = full
+            self._last_sent[kind.value] = full
 
     def _emit_usage(self) -> None:
         if self._usage_samples <= 0:
@@ -460,8 +461,8 @@ class WhisperStream(stt.RecognizeStream):
         """Emit the FINAL for the current utterance (normally settled already) and start afresh."""
         gate = self._gate
         if not gate.active:
-            if flushed:
-                # nothing was said: an empty FINAL lets a waiting manual commit go on at once
+            if flushed and self._usage_samples > 0:
+                # audio but no speech: an empty FINAL lets a waiting manual commit go on at once
                 self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, "")
                 self._emit_usage()
             return
@@ -486,7 +487,7 @@ class WhisperStream(stt.RecognizeStream):
             self._committed = []
             self._settled = None
             self._last_decode_len = 0
-            self._last_sent = ""
+            self._last_sent = {}
 
     async def _final_text(self) -> tuple[str, DecodeResult | None]:
         """The settled text if current; else the running decode that covers everything; else decode now."""

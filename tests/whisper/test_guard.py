@@ -1,0 +1,60 @@
+"""Hallucination guard decisions on scripted decode results."""
+
+from __future__ import annotations
+
+from plugins.whisper.guard import clean_text, phrase_key
+from plugins.whisper.model import DecodeResult, Segment
+
+
+def result(*segs: tuple[str, float, float, float]) -> DecodeResult:
+    return DecodeResult(
+        segments=tuple(Segment(t, 0.0, 1.0, nsp, lp, cr) for t, nsp, lp, cr in segs),
+        language="en",
+        audio_s=2.0,
+        decode_s=0.1,
+    )
+
+
+def test_clean_speech_passes() -> None:
+    r = result((" Can you help me reset the password?", 0.02, -0.2, 1.1))
+    assert clean_text(r, speech_s=2.0) == "Can you help me reset the password?"
+
+
+def test_phantom_phrases_are_dropped_whatever_the_confidence() -> None:
+    for text in (" Thanks for watching!", " Please subscribe.", " [MUSIC]", " ♪♪", " (applause)"):
+        assert clean_text(result((text, 0.01, -0.1, 1.0)), speech_s=3.0) == "", text
+
+
+def test_weak_phrases_need_evidence() -> None:
+    confident = result((" Thank you.", 0.05, -0.2, 1.0))
+    assert clean_text(confident, speech_s=0.8) == "Thank you."
+    assert clean_text(confident, speech_s=0.2) == ""  # too little speech behind it
+    unsure = result((" Thank you.", 0.3, -0.9, 1.0))
+    assert clean_text(unsure, speech_s=0.8) == ""
+
+
+def test_no_speech_probability() -> None:
+    assert clean_text(result((" Okay then.", 0.95, -0.1, 1.0)), speech_s=1.0) == ""
+    assert clean_text(result((" Okay then.", 0.7, -1.0, 1.0)), speech_s=1.0) == ""
+    assert clean_text(result((" Okay then.", 0.7, -0.2, 1.0)), speech_s=1.0) == "Okay then."
+
+
+def test_loops_and_low_logprob_are_dropped() -> None:
+    loop = " I'd like. " * 20
+    assert clean_text(result((loop, 0.05, -0.1, 9.0)), speech_s=2.0) == ""
+    assert clean_text(result((" mumble", 0.1, -2.0, 1.0)), speech_s=2.0) == ""
+
+
+def test_only_bad_segments_are_removed() -> None:
+    r = result((" Move my appointment.", 0.02, -0.2, 1.0), (" Thanks for watching.", 0.95, -0.3, 1.0))
+    assert clean_text(r, speech_s=2.0) == "Move my appointment."
+
+
+def test_annotations_are_stripped_inside_text() -> None:
+    r = result((" [laughs] Yes, that works (coughs) for me.", 0.02, -0.2, 1.0))
+    assert clean_text(r, speech_s=2.0) == "Yes, that works for me."
+
+
+def test_phrase_key() -> None:
+    assert phrase_key(" Thanks for watching!") == "thanks for watching"
+    assert phrase_key("Don't forget") == "dont forget"

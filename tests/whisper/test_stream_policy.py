@@ -1,0 +1,221 @@
+"""The streaming policy, through the real LiveKit stream class, with a scripted model and speech detector.
+
+Speech is a tone; its frequency says which sentence is being spoken (sentence k = 200 + 50k Hz), and the
+scripted model "recognises" one segment per run of a frequency, so the tests can tell exactly which audio
+each decode saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from livekit import rtc
+from livekit.agents import stt
+
+from plugins.whisper.model import SAMPLE_RATE, DecodeRequest, DecodeResult, Segment
+from plugins.whisper.speech_gate import GateOptions
+from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
+
+CHUNK = SAMPLE_RATE // 4
+E = stt.SpeechEventType
+
+
+def loud_is_speech(w: np.ndarray) -> float:
+    return 1.0 if float(np.sqrt(np.mean(w * w))) > 0.05 else 0.0
+
+
+def sentence_audio(k: int, seconds: float) -> np.ndarray:
+    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    return (0.3 * np.sin(2 * np.pi * (200 + 50 * k) * t)).astype(np.float32)
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32)
+
+
+class ScriptedModel:
+    """Implements the Transcriber protocol; records every request and how many ran at once."""
+
+    multilingual = False
+    model_name = "scripted"
+
+    def __init__(self, delay_s: float = 0.01) -> None:
+        self.delay_s = delay_s
+        self.requests: list[tuple[int, DecodeRequest]] = []
+        self.running = 0
+        self.max_running = 0
+
+    async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
+        self.requests.append((len(audio), request))
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            await asyncio.sleep(self.delay_s)
+        finally:
+            self.running -= 1
+        runs: list[list[float]] = []  # [k, start, end]
+        for i in range(0, len(audio) - CHUNK + 1, CHUNK):
+            x = audio[i : i + CHUNK]
+            if np.sqrt(np.mean(x * x)) < 0.05:
+                continue
+            freq = np.argmax(np.abs(np.fft.rfft(x))) * SAMPLE_RATE / len(x)
+            k = round((freq - 200) / 50)
+            if runs and runs[-1][0] == k and abs(runs[-1][2] - i / SAMPLE_RATE) < 0.3:
+                runs[-1][2] = (i + CHUNK) / SAMPLE_RATE
+            else:
+                runs.append([k, i / SAMPLE_RATE, (i + CHUNK) / SAMPLE_RATE])
+        segs = tuple(Segment(f" Sentence {int(k)}.", s, e, 0.01, -0.1, 1.0) for k, s, e in runs)
+        if not request.with_timestamps and segs:
+            segs = (
+                Segment(
+                    " ".join(s.text.strip() for s in segs), 0.0, len(audio) / SAMPLE_RATE, 0.01, -0.1, 1.0
+                ),
+            )
+        return DecodeResult(segs, "en", len(audio) / SAMPLE_RATE, self.delay_s)
+
+
+def make_stt(model: ScriptedModel, **streaming: object) -> WhisperSTT:
+    opts = WhisperSTTOptions(streaming=replace(StreamingOptions(gate=GateOptions(end_s=5.0)), **streaming))  # type: ignore[arg-type]
+    return WhisperSTT(opts, transcriber=model, speech_prob_factory=lambda: loud_is_speech)
+
+
+async def push(
+    stream: stt.RecognizeStream, pcm: np.ndarray, frame_s: float = 0.02, pause_s: float = 0.002
+) -> None:
+    step = int(frame_s * SAMPLE_RATE)
+    for i in range(0, len(pcm), step):
+        chunk = (np.clip(pcm[i : i + step], -1, 1) * 32767).astype(np.int16)
+        stream.push_frame(rtc.AudioFrame(chunk.tobytes(), SAMPLE_RATE, 1, len(chunk)))
+        await asyncio.sleep(pause_s)
+
+
+async def collect(stream: stt.RecognizeStream, into: list[stt.SpeechEvent]) -> None:
+    async for ev in stream:
+        into.append(ev)
+
+
+def texts(events: list[stt.SpeechEvent], kind: stt.SpeechEventType) -> list[str]:
+    return [e.alternatives[0].text for e in events if e.type == kind]
+
+
+async def test_preflight_at_the_pause_and_final_already_computed_at_flush() -> None:
+    model = ScriptedModel()
+    s = make_stt(model)
+    stream = s.stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    await push(stream, np.concatenate([silence(0.3), sentence_audio(1, 1.5), silence(0.6)]))
+    await asyncio.sleep(0.05)
+    assert texts(events, E.PREFLIGHT_TRANSCRIPT) == ["Sentence 1."]
+    decodes_before_flush = len(model.requests)
+    stream.flush()
+    await push(stream, silence(0.1))
+    stream.end_input()
+    await asyncio.wait_for(reader, 5)
+
+    assert len(model.requests) == decodes_before_flush  # the FINAL did not need a decode
+    kinds = [e.type for e in events]
+    assert kinds[0] == E.START_OF_SPEECH
+    assert E.INTERIM_TRANSCRIPT in kinds
+    assert texts(events, E.FINAL_TRANSCRIPT)[0] == "Sentence 1."
+    final_at = kinds.index(E.FINAL_TRANSCRIPT)
+    assert kinds[final_at + 1 : final_at + 3] == [E.END_OF_SPEECH, E.RECOGNITION_USAGE]
+    usage = next(e for e in events if e.type == E.RECOGNITION_USAGE).recognition_usage
+    assert usage is not None and usage.audio_duration == pytest.approx(2.4, abs=0.05)
+    # partials: beam 1, short window; the settle decode: final settings, full window
+    partials = [r for _, r in model.requests if r.short_window]
+    assert partials and all(r.beam_size == 1 and not r.with_timestamps for r in partials)
+    assert any(not r.short_window for _, r in model.requests)
+    final = next(e for e in events if e.type == E.FINAL_TRANSCRIPT).alternatives[0]
+    assert final.start_time == pytest.approx(0.0, abs=0.1)  # 0.3 s of silence minus the 0.3 s pre-roll
+    assert final.end_time == pytest.approx(1.8, abs=0.1)
+
+
+async def test_speech_after_the_preflight_is_decoded_at_flush() -> None:
+    model = ScriptedModel()
+    stream = make_stt(model).stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    await push(stream, np.concatenate([sentence_audio(1, 1.0), silence(0.4)]))
+    await asyncio.sleep(0.05)
+    assert texts(events, E.PREFLIGHT_TRANSCRIPT) == ["Sentence 1."]
+    await push(stream, sentence_audio(2, 0.8))
+    stream.flush()  # flush while still speaking: a fresh final decode
+    stream.end_input()
+    await asyncio.wait_for(reader, 5)
+    assert texts(events, E.FINAL_TRANSCRIPT) == ["Sentence 1. Sentence 2."]
+    assert model.max_running <= 2  # at most a partial and a settle decode at once
+
+
+async def test_one_partial_at_a_time_and_bounded_cadence() -> None:
+    model = ScriptedModel(delay_s=0.3)  # slower than the audio arrives
+    stream = make_stt(model).stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    await push(stream, sentence_audio(3, 3.0), pause_s=0.004)
+    stream.end_input()
+    await asyncio.wait_for(reader, 5)
+    partials = [r for _, r in model.requests if r.short_window]
+    # 3 s at 0.5 s cadence would be 6 partials; a slow model gets fewer, never overlapping
+    assert 1 <= len(partials) <= 6
+    assert model.max_running <= 2
+
+
+async def test_silence_and_noise_produce_no_transcript_and_no_decode() -> None:
+    model = ScriptedModel()
+    stream = make_stt(model).stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    rng = np.random.default_rng(0)
+    await push(stream, np.concatenate([silence(1.0), 0.001 * rng.standard_normal(16000).astype(np.float32)]))
+    stream.flush()
+    stream.end_input()
+    await asyncio.wait_for(reader, 5)
+    assert model.requests == []
+    assert [e.type for e in events if e.type != E.RECOGNITION_USAGE] == [E.FINAL_TRANSCRIPT]
+    assert texts(events, E.FINAL_TRANSCRIPT) == [""]
+
+
+async def test_long_turn_commits_sentences_and_keeps_decodes_bounded() -> None:
+    model = ScriptedModel(delay_s=0.005)
+    stream = make_stt(model, commit_after_s=3.0, max_utterance_s=6.0).stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    speech = np.concatenate([sentence_audio(k, 1.0) for k in range(10)])
+    await push(stream, np.concatenate([speech, silence(0.5)]), pause_s=0.003)
+    stream.flush()
+    stream.end_input()
+    await asyncio.wait_for(reader, 10)
+    expected = " ".join(f"Sentence {k}." for k in range(10))
+    assert texts(events, E.FINAL_TRANSCRIPT) == [expected]
+    assert any(r.with_timestamps for _, r in model.requests)
+    longest = max(n for n, _ in model.requests) / SAMPLE_RATE
+    assert longest < 6.5  # 10 s of speech, but no decode saw much more than max_utterance_s
+    interims = texts(events, E.INTERIM_TRANSCRIPT)
+    assert interims and interims[-1].startswith("Sentence 0. Sentence 1.")
+
+
+async def test_language_checks() -> None:
+    with pytest.raises(WhisperConfigError, match="English-only"):
+        WhisperSTT(WhisperSTTOptions(language="ko"), transcriber=ScriptedModel())
+    with pytest.raises(WhisperConfigError, match="one of"):
+        WhisperSTT(WhisperSTTOptions(language="xx"), transcriber=ScriptedModel())
+    multi = ScriptedModel()
+    multi.multilingual = True
+    s = WhisperSTT(WhisperSTTOptions(language="auto"), transcriber=multi)
+    assert s._decode_language("ko") == "ko"
+
+
+async def test_recognize_whole_buffer() -> None:
+    model = ScriptedModel()
+    s = make_stt(model)
+    pcm = (np.concatenate([silence(0.5), sentence_audio(4, 1.0), silence(0.5)]) * 32767).astype(np.int16)
+    frame = rtc.AudioFrame(pcm.tobytes(), SAMPLE_RATE, 1, len(pcm))
+    ev = await s.recognize([frame])
+    assert ev.type == E.FINAL_TRANSCRIPT
+    assert ev.alternatives[0].text == "Sentence 4."
+    quiet = rtc.AudioFrame(np.zeros(16000, dtype=np.int16).tobytes(), SAMPLE_RATE, 1, 16000)
+    assert (await s.recognize([quiet])).alternatives[0].text == ""

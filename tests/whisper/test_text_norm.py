@@ -1,0 +1,60 @@
+"""The shared WER normalisation: formatting differences must not count as recognition errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.text_norm import edit_distance, normalize, number_to_words, ordinal_to_words, wer
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Please transfer $25 to my savings account.",
+            "please transfer twenty five dollars to my savings account",
+        ),
+        ("Next Tuesday at 3.30.", "next tuesday at three thirty"),
+        ("Next Tuesday at 3:30 p.m.", "next tuesday at three thirty pm"),
+        ("at 3:05", "at three oh five"),
+        ("at 4:00", "at four oclock"),
+        ("the 12th of March", "the twelfth of march"),
+        ("the 1st, 2nd, 3rd and 21st", "the first second third and twenty first"),
+        ("It costs $1,250.50", "it costs one thousand two hundred fifty dollars fifty cents"),
+        ("$1", "one dollar"),
+        ("£5", "five pounds"),
+        ("50% off", "fifty percent off"),
+        ("3.5 miles", "three point five miles"),
+        ("I'm locked out", "im locked out"),
+        ("twenty-five", "twenty five"),
+        ("David Chen, and I'm", "david chen and im"),
+        ("  Hello,   World! ", "hello world"),
+        ("", ""),
+    ],
+)
+def test_normalize(text: str, expected: str) -> None:
+    assert normalize(text) == expected
+
+
+def test_number_words() -> None:
+    assert number_to_words(0) == "zero"
+    assert number_to_words(105) == "one hundred five"
+    assert number_to_words(2024) == "two thousand twenty four"
+    assert number_to_words(3_000_001) == "three million one"
+    assert ordinal_to_words(12) == "twelfth"
+    assert ordinal_to_words(40) == "fortieth"
+    assert ordinal_to_words(103) == "one hundred third"
+
+
+def test_both_sides_normalised_before_counting() -> None:
+    refs = ["Please transfer twenty five dollars.", "Schedule it at three thirty"]
+    hyps = ["please transfer $25", "Schedule it at 3.30."]
+    assert wer(refs, hyps) == 0.0
+
+
+def test_wer_counts_substitutions_deletions_insertions() -> None:
+    assert edit_distance(["a", "b", "c"], ["a", "x", "c", "d"]) == 2
+    assert wer(["one two three four"], ["one three four five"]) == pytest.approx(0.5)
+    assert wer([], []) == 0.0
+    with pytest.raises(ValueError):
+        wer(["a"], [])
