@@ -71,6 +71,8 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
     session = AgentSession(stt=ScriptedSTT(script), **setup.session_kwargs)
     setup.attach(session)
     false_interruptions: list[bool] = []
+    user_states: list[str] = []
+    session.on("user_state_changed", lambda ev: user_states.append(ev.new_state))
     session.on("agent_false_interruption", lambda ev: false_interruptions.append(ev.resumed))
     mic, speaker = ScriptedMic(track), PacedSpeaker()
     session.input.audio = mic
@@ -89,6 +91,7 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
             "user_turns": list(agent.user_turns),
             "ignored": setup.hooks.backchannels_ignored,
             "false_interruptions": false_interruptions,
+            "user_states": user_states,
         }
     finally:
         await session.aclose()
@@ -120,6 +123,17 @@ async def test_barge_in_stops_the_agent_and_keeps_the_words(voice: CpuVoice) -> 
     assert r["interrupted"]
     assert r["finished"][-1][1] is True and r["finished"][-1][0] < 3.5
     assert r["user_turns"] == ["Wait, stop."]
+
+
+async def test_background_voice_without_words_does_not_pause_the_greeting(voice: CpuVoice) -> None:
+    # reversed speech: the VAD hears a voice (a TV, a colleague) but the STT gets no words out of it
+    speech = caller_track(voice, [(0.0, "I would like to hear about the opening hours please.")], 3.0)
+    track = np.zeros(int(9.0 * MIC_RATE), dtype=np.int16)
+    track[int(1.8 * MIC_RATE) : int(4.8 * MIC_RATE)] = speech[::-1]
+    r = await run_call(track, [ScriptLine("", "")], TurnOptions())
+    assert "speaking" in r["user_states"]  # the VAD did fire: the policy, not the VAD, kept the agent talking
+    assert not r["interrupted"] and r["pauses"] == 0
+    assert r["user_turns"] == []
 
 
 async def test_false_interruption_resumes_the_agent(voice: CpuVoice) -> None:
