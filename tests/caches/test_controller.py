@@ -10,7 +10,7 @@ import uuid
 import numpy as np
 import pytest
 from livekit import rtc
-from livekit.agents import Agent, APIConnectionError, APIConnectOptions, llm
+from livekit.agents import Agent, APIConnectionError, APIConnectOptions, RunContext, function_tool, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 from livekit.agents.voice import AgentSession, SpeechHandle, io
 from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
@@ -67,6 +67,12 @@ class _ScriptedStream(llm.LLMStream):
         await asyncio.sleep(scripted.delay_s)
         if scripted.fail:
             raise APIConnectionError("llm down", retryable=False)
+        answered = any(item.type == "function_call_output" for item in self._chat_ctx.items)
+        if self._tools and not answered:  # first call: ask for the tool
+            call = llm.FunctionToolCall(name="slow_lookup", arguments="{}", call_id="call_1")
+            delta = llm.ChoiceDelta(role="assistant", tool_calls=[call])
+            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
+            return
         for word in scripted.reply.split(" "):
             delta = llm.ChoiceDelta(role="assistant", content=word + " ")
             self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
@@ -330,5 +336,52 @@ async def test_missing_tts_hook_turns_late_fillers_off(cache: PhraseCache) -> No
             await asyncio.wait_for(session.generate_reply(user_input=text).wait_for_playout(), 20)
             await asyncio.sleep(0.05)
         assert [t.filler_text is not None for t in controller.metrics.turns] == [True, False]
+    finally:
+        await session.aclose()
+
+
+async def test_tool_call_wait_gets_a_hold_line(cache: PhraseCache) -> None:
+    """A real tool call through the framework; the tool wraps its wait in ctx.with_filler(tool_filler)."""
+    holder: dict[str, FillerController] = {}
+
+    @function_tool
+    async def slow_lookup(ctx: RunContext) -> str:
+        """Look up the order (slow)."""
+        async with ctx.with_filler(holder["c"].tool_filler, delay=0.2):
+            await asyncio.sleep(2.5)
+        return "The order ships tomorrow."
+
+    session = AgentSession(llm=ScriptedLLM(), tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None)
+    speaker = RecordingSpeaker(OUT_RATE)
+    session.output.audio = speaker
+    policy = FillerPolicy(FillerOptions(late_threshold_ms=300, hold_gap_ms=500, seed=2))
+    controller = FillerController(
+        session, cache, policy, FillerControllerOptions(voice="heart", language="en")
+    )
+    holder["c"] = controller
+    agent = FillerAgent(instructions="Be brief.", fillers=controller, tools=[slow_lookup])
+    controller.attach()
+    await session.start(agent, record=False)
+    try:
+        replies = end_caller_turn(session, "Where is my order?")
+        for _ in range(400):
+            if len(replies) >= 2 or (replies and replies[0].done() and len(speaker.segments) >= 3):
+                break
+            await asyncio.sleep(0.05)
+        for h in replies:
+            await asyncio.wait_for(h.wait_for_playout(), 20)
+        await asyncio.sleep(0.1)
+        kinds = []
+        for i in range(len(speaker.segments)):
+            n = speaker.samples(i)
+            kinds.append(
+                "ack"
+                if n in clip_samples(cache, "acknowledgement")
+                else "hold"
+                if n in clip_samples(cache, "hold")
+                else "reply"
+            )
+        assert kinds == ["ack", "hold", "reply"], kinds
+        assert controller.metrics.hold_lines == 1 and controller.metrics.fillers == 1
     finally:
         await session.aclose()
