@@ -358,8 +358,8 @@ def stock_decider(text: str, audio_p: float | None) -> tuple[float, float, str]:
     return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini"
 
 
-def score(case: Case, pipeline: str, commits: list[Commit], held: list[Commit]) -> CaseResult:
-    res = CaseResult(file=case.file, kind=case.kind, pipeline=pipeline, commits=commits, held=held)
+def score(case: Case, pipeline: str, commits: list[Commit], held: list[Commit] | None = None) -> CaseResult:
+    res = CaseResult(file=case.file, kind=case.kind, pipeline=pipeline, commits=commits, held=held or [])
     last = case.last_end
     if last is None:
         return res

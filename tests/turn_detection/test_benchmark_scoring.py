@@ -1,0 +1,108 @@
+"""benchmarks.turns: the commit rule replayed on the virtual clock, the scoring, and its CLI errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.turns import (
+    Case,
+    Commit,
+    VadSegment,
+    _simulate,
+    load_noise_cases,
+    main,
+    make_noise_files,
+    score,
+    stock_decider,
+    summarise,
+)
+
+
+class FixedTranscriber:
+    """Words by request time, fixed latency: the clock logic without a model."""
+
+    def __init__(self, texts: list[tuple[float, str]], latency: float) -> None:
+        self._texts, self._latency = texts, latency
+
+    def transcribe(self, key: str, audio: np.ndarray, t0: float, t1: float) -> tuple[str, float]:
+        text = next((t for until, t in self._texts if t1 <= until), self._texts[-1][1])
+        return text, self._latency
+
+
+def _case(kind: str, segments: list[tuple[float, float]]) -> Case:
+    return Case(file=f"{kind}.wav", kind=kind, segments=segments, audio=np.zeros(16000 * 6, np.float32))
+
+
+def _seg(start: float, end: float, eos_after: float = 0.2) -> VadSegment:
+    return VadSegment(
+        start=start, speech_end=end, eos=end + eos_after, silence_onset=end + 0.03, pred_at=None
+    )
+
+
+def _run(case: Case, segs: list[VadSegment], texts: list[tuple[float, str]], decider) -> list[Commit]:  # type: ignore[no-untyped-def]
+    commits, _ = _simulate(
+        case,
+        segs,
+        FixedTranscriber(texts, 0.3),  # type: ignore[arg-type]
+        None,
+        pipeline="t",
+        stt_request=lambda s: s.silence_onset,
+        audio_at=lambda s: None,
+        decider=decider,
+        prefix_s=0.3,
+    )
+    return commits
+
+
+def test_hesitation_held_past_the_pause_is_not_a_cutoff() -> None:
+    case = _case("pause", [(0.2, 1.6), (2.4, 3.5)])
+    segs = [_seg(0.2, 1.6), _seg(2.4, 3.5)]
+    texts = [(2.0, "I'd like a table for"), (9.0, "I'd like a table for four.")]
+    commits = _run(case, segs, texts, lambda text, p: (0.1, 2.0 if text.endswith("for") else 0.2, "x"))
+    res = score(case, "t", commits)
+    assert not res.false_cutoff and not res.missed
+    # transcript requested 30 ms after the speech, 300 ms to decode: the turn ends 330 ms after the words
+    assert res.endpoint_delay_ms == pytest.approx(330, abs=1)
+    assert res.decision_delay_ms == pytest.approx(0, abs=1)
+
+
+def test_committing_inside_the_pause_is_a_false_cutoff() -> None:
+    case = _case("pause", [(0.2, 1.6), (2.4, 3.5)])
+    segs = [_seg(0.2, 1.6), _seg(2.4, 3.5)]
+    commits = _run(case, segs, [(9.0, "words.")], lambda text, p: (0.9, 0.2, "x"))
+    res = score(case, "t", commits)
+    assert res.false_cutoff and res.endpoint_delay_ms is None
+
+
+def test_no_commit_within_three_seconds_is_missed_and_noise_turns_are_counted() -> None:
+    done = _case("done", [(0.2, 1.5)])
+    late = score(done, "t", [Commit(at=5.0, ready=1.8, text="x", probability=0.1, delay=3.5, reason="x")])
+    assert late.missed
+    noise = score(
+        _case("noise", []), "t", [Commit(at=1.0, ready=1.0, text="you", probability=1, delay=0, reason="")]
+    )
+    summary = summarise([late], [noise])
+    assert summary["missed_rate"] == 1.0 and summary["noise_turns"] == 1
+
+
+def test_stock_rule_uses_livekit_thresholds() -> None:
+    assert stock_decider("x", 0.2)[1] == 2.5  # below v1-mini's 0.36 for en: max_delay
+    assert stock_decider("x", 0.8)[1] == 0.3
+
+
+def test_generated_noise_files_load(tmp_path: Path) -> None:
+    make_noise_files(tmp_path, seconds=1.0)
+    cases = load_noise_cases(tmp_path)
+    assert len(cases) >= 6 and all(c.kind == "noise" and not c.segments for c in cases)
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--data", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err
+    (tmp_path / "labels.json").write_text("{not json")
+    assert main(["--data", str(tmp_path)]) == 2
+    assert "bad labels.json" in capsys.readouterr().err
