@@ -8,7 +8,7 @@
     async for item in stream:                                      # bytes (int16 PCM 24 kHz) or EngineEvent
         ...
     await stream.cancel()                                          # at any time (barge-in)
-    await client.capacity()                                        # {"ready", "active_streams", "max_streams", ...}
+    await client.capacity()                                        # {"ready", "active_streams", ...}
 
 Connections are persistent and pooled: streams are multiplexed over `pool_size` connections (opened up
 front by `connect()`), and a lost connection is re-established for the next stream. A lost connection ends
@@ -223,7 +223,7 @@ class EngineClient:
         return any(c.alive for c in self._pool)
 
     async def connect(self) -> None:
-        """Open (or re-open) the pooled connections and handshake. Raises EngineError / OSError / TimeoutError."""
+        """Open (or re-open) the pooled connections and handshake (EngineError, OSError, TimeoutError)."""
         async with self._lock:
             self._pool = [c for c in self._pool if c.alive]
             while len(self._pool) < self.pool_size:
@@ -246,7 +246,7 @@ class EngineClient:
     def open_stream(
         self, voice: str = "tara", request_id: str = "", language: str | None = None
     ) -> ClientStream:
-        """Start a stream on the least busy pooled connection (sent at once; refusal arrives as an error event)."""
+        """Start a stream on the least busy connection (sent at once; a refusal arrives as an error event)."""
         conn = self._conn()
         sid = next(self._sids)
         stream = ClientStream(conn, sid)
@@ -280,7 +280,7 @@ _END = object()
 
 
 class ClientStream:
-    """One synthesis stream. Iterate it for PCM `bytes` and `EngineEvent`s; iteration ends after done/error."""
+    """One synthesis stream. Iterate it for PCM `bytes` and `EngineEvent`s; it ends after done/error."""
 
     def __init__(self, conn: _Connection, sid: int) -> None:
         self._conn = conn

@@ -260,6 +260,8 @@ class EngineServer:
             if not options.secret:
                 raise ValueError("a WebSocket engine needs a shared secret")
         self._servers: list[Any] = []
+        self._conns: set[_Conn] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
         self._http: Any = None
         self.bound_address = options.address
 
@@ -277,10 +279,10 @@ class EngineServer:
             from websockets.asyncio.server import serve
 
             u = urlparse(self.target)
-            srv = await serve(self._ws_client, u.hostname, u.port or 0, max_size=protocol.MAX_FRAME)
-            port = next(iter(srv.sockets)).getsockname()[1]
+            wsrv = await serve(self._ws_client, u.hostname, u.port or 0, max_size=protocol.MAX_FRAME)
+            port = next(iter(wsrv.sockets)).getsockname()[1]
             self.bound_address = f"ws://{u.hostname}:{port}"
-            self._servers.append(srv)
+            self._servers.append(wsrv)
         if self.options.http_port:
             await self._start_http()
         log.info("orpheus engine listening on %s", self.bound_address)
@@ -290,6 +292,10 @@ class EngineServer:
     async def close(self) -> None:
         for srv in self._servers:
             srv.close()
+        for conn in list(self._conns):
+            conn.abort()
+        if self._handlers:
+            await asyncio.wait(self._handlers, timeout=2.0)
         await self.engine.close()
         if self._http is not None:
             await self._http.cleanup()
@@ -299,7 +305,7 @@ class EngineServer:
 
     async def _unix_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _UnixConn(self, writer)
-        self.metrics.connections.inc()
+        self._track(conn)
         try:
             while not conn.closed:
                 try:
@@ -319,13 +325,12 @@ class EngineServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
-            self.metrics.connections.dec()
-            conn.lost()
+            self._untrack(conn)
             writer.close()
 
     async def _ws_client(self, ws: Any) -> None:
         conn = _WsConn(self, ws)
-        self.metrics.connections.inc()
+        self._track(conn)
         writer = asyncio.create_task(conn.writer())
         try:
             async for message in ws:
@@ -343,11 +348,25 @@ class EngineServer:
         except Exception:
             pass
         finally:
-            self.metrics.connections.dec()
-            conn.lost()
+            self._untrack(conn)
             conn.queue.put_nowait(None)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer, 1.0)
+
+    def _track(self, conn: _Conn) -> None:
+        self.metrics.connections.inc()
+        self._conns.add(conn)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+
+    def _untrack(self, conn: _Conn) -> None:
+        self.metrics.connections.dec()
+        self._conns.discard(conn)
+        conn.lost()
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.discard(task)
 
     async def _start_http(self) -> None:
         from aiohttp import web

@@ -401,6 +401,7 @@ class EngineStream:
         self.dropped_partials = 0
         self.utterances = 0
         self.dropped_pieces = 0
+        self.loops = 0
         gate_on = engine.options.trim_leading_silence
         self._gate = LeadingSilenceGate(ids.SAMPLE_RATE, engine.options.gate) if gate_on else None
 
@@ -487,6 +488,8 @@ class EngineStream:
         slot = utt.slot
         self.bad_tokens += int(self.engine.assembler.bad_tokens[slot])
         self.dropped_partials += int(self.engine.assembler.dropped_partials[slot])
+        if utt.reason == "loop":
+            self.loops += 1
         if self._generating is utt:
             self._generating = None
         self._start_next()
@@ -551,6 +554,7 @@ class EngineStream:
                 "bad_tokens": self.bad_tokens,
                 "dropped_partial_frames": self.dropped_partials,
                 "dropped_pieces": self.dropped_pieces,
+                "loops_cut": self.loops,
                 "trimmed_ms": self._trimmed_ms(),
                 "rtf": round((now - ref) / audio_s, 4) if audio_s > 0 else None,
             }
