@@ -1,0 +1,240 @@
+"""The `--via plugin` half of `python -m benchmarks.tts`: N concurrent replies through the LiveKit plugin.
+
+    python -m benchmarks.tts_plugin --concurrency 4 [--rounds 5] [--address unix:///tmp/e.sock] [--json F]
+
+Each reply is a few sentences pushed into `OrpheusTTS.stream()` the way the agent does; its audio is
+consumed as LiveKit would. Plugin TTFB = first piece sent → first frame out of the plugin (what LiveKit's
+TTFB metric measures); engine TTFB = the engine's own first text → first audio, from its `first_audio`
+event; their difference is what the plugin costs. With no `--address` an engine is started on CPU with
+the tiny random test model (`python -m plugins.orpheus serve`) and stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPLIES = [
+    "Sure, I can help with that. Your table for two is booked at seven. Anything else?",
+    "Let me check. The store opens at nine tomorrow, and closes at six in the evening.",
+    "Thanks for waiting. Your order shipped this morning, so it should arrive on Friday.",
+    "Of course. I have moved your appointment to Tuesday afternoon. See you then!",
+]
+
+
+@dataclass(frozen=True)
+class PluginBenchOptions:
+    address: str
+    secret: str = ""
+    concurrency: int = 1
+    rounds: int = 5
+    voice: str = "tara"
+    stream_timeout_s: float = 120.0
+
+
+@dataclass
+class StreamResult:
+    plugin_ttfb_ms: float | None = None
+    engine_ttfb_ms: float | None = None
+    audio_s: float = 0.0
+    synth_s: float = 0.0
+    underruns: int = 0
+    error: str | None = None
+    arrivals: list[tuple[float, float]] = field(default_factory=list)  # (wall time, frame seconds)
+
+
+def count_underruns(arrivals: list[tuple[float, float]]) -> int:
+    """Gaps a real-time player would hear after the first frame: a frame arriving after the audio before it
+    has finished playing."""
+    if not arrivals:
+        return 0
+    play_end = arrivals[0][0]
+    gaps = 0
+    for t, dur in arrivals:
+        if t > play_end + 1e-3 and play_end > arrivals[0][0]:
+            gaps += 1
+        play_end = max(play_end, t) + dur
+    return gaps
+
+
+async def _one_reply(tts: Any, text: str, timeout_s: float) -> StreamResult:
+    from livekit.agents import APIConnectOptions
+
+    res = StreamResult()
+    stream = tts.stream(conn_options=APIConnectOptions(max_retry=0, timeout=timeout_s))
+    try:
+        stream.push_text(text)
+        stream.end_input()
+        first_at: float | None = None
+        async with asyncio.timeout(timeout_s):
+            async for ev in stream:
+                now = time.perf_counter()
+                if first_at is None:
+                    first_at = now
+                    if stream.piece_sent_at is not None:
+                        res.plugin_ttfb_ms = (now - stream.piece_sent_at) * 1000
+                res.arrivals.append((now, ev.frame.duration))
+                res.audio_s += ev.frame.duration
+        res.engine_ttfb_ms = stream.engine_ttfb_ms
+        if stream.piece_sent_at is not None:
+            res.synth_s = time.perf_counter() - stream.piece_sent_at
+        res.underruns = count_underruns(res.arrivals)
+    except Exception as e:  # one failed reply is counted, the run goes on
+        res.error = f"{type(e).__name__}: {e}".splitlines()[0]
+    finally:
+        await stream.aclose()
+    return res
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 2) if values else None
+
+
+async def run_plugin_bench(opts: PluginBenchOptions) -> dict[str, Any]:
+    """The benchmark's JSON keys (DESIGN §6) for `--via plugin`."""
+    from plugins.orpheus.tts import OrpheusOptions, OrpheusTTS
+
+    voice = OrpheusTTS(OrpheusOptions(address=opts.address, secret=opts.secret, voice=opts.voice))
+    await voice.warm_up()
+    await _one_reply(voice, "Warming up.", opts.stream_timeout_s)  # first-use costs are not the plugin's
+    results: list[StreamResult] = []
+    for r in range(opts.rounds):
+        batch = [
+            _one_reply(voice, REPLIES[(r + i) % len(REPLIES)], opts.stream_timeout_s)
+            for i in range(opts.concurrency)
+        ]
+        results += await asyncio.gather(*batch)
+    leaked = voice.active_streams
+    await voice.aclose()
+    ok = [x for x in results if x.error is None and x.plugin_ttfb_ms is not None]
+    plugin = [x.plugin_ttfb_ms for x in ok if x.plugin_ttfb_ms is not None]
+    engine = [x.engine_ttfb_ms for x in ok if x.engine_ttfb_ms is not None]
+    overhead = [
+        x.plugin_ttfb_ms - x.engine_ttfb_ms
+        for x in ok
+        if x.plugin_ttfb_ms is not None and x.engine_ttfb_ms is not None
+    ]
+    rtfs = [x.synth_s / x.audio_s for x in ok if x.audio_s > 0]
+    return {
+        "via": "plugin",
+        "concurrency": opts.concurrency,
+        "streams": len(results),
+        "ttfb_ms": {"p50": _pct(plugin, 50), "p99": _pct(plugin, 99)},
+        "engine_ttfb_ms": {"p50": _pct(engine, 50), "p99": _pct(engine, 99)},
+        "plugin_overhead_ms": {
+            "p50": _pct(overhead, 50),
+            "p95": _pct(overhead, 95),
+            "max": round(max(overhead), 2) if overhead else None,
+        },
+        "rtf": round(statistics.median(rtfs), 4) if rtfs else None,
+        "underruns": sum(x.underruns for x in ok),
+        "errors": sum(1 for x in results if x.error is not None),
+        "error_messages": sorted({x.error for x in results if x.error})[:5],
+        "leaked_streams": leaked,
+    }
+
+
+class _LocalEngine:
+    """`python -m plugins.orpheus serve` on CPU with the tiny random model, for a self-contained run."""
+
+    def __init__(self, max_streams: int) -> None:
+        self.address = f"unix:///tmp/parley-bench-tts-{os.getpid()}.sock"
+        cmd = [sys.executable, "-m", "plugins.orpheus", "serve", "--address", self.address]
+        cmd += ["--max-streams", str(max_streams)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def wait_ready(self, timeout_s: float = 300.0) -> None:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if line.startswith("ready"):
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        self.stop()
+        raise RuntimeError(
+            "the engine server did not start (run `python -m plugins.orpheus serve` to see why)"
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def print_table(report: dict[str, Any]) -> None:
+    rows = [
+        ("streams", report["streams"]),
+        ("plugin TTFB p50 / p99 ms", f"{report['ttfb_ms']['p50']} / {report['ttfb_ms']['p99']}"),
+        (
+            "engine TTFB p50 / p99 ms",
+            f"{report['engine_ttfb_ms']['p50']} / {report['engine_ttfb_ms']['p99']}",
+        ),
+        (
+            "plugin overhead p50 / p95 / max ms",
+            " / ".join(str(report["plugin_overhead_ms"][k]) for k in ("p50", "p95", "max")),
+        ),
+        ("rtf (median)", report["rtf"]),
+        ("underruns", report["underruns"]),
+        ("errors", report["errors"]),
+    ]
+    print(f"TTS via plugin, concurrency {report['concurrency']}")
+    for name, value in rows:
+        print(f"  {name:<36} {value}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tts_plugin", description=__doc__.splitlines()[0])
+    p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=5, help="replies per concurrent slot")
+    p.add_argument("--address", default="", help="a running engine (default: start one on CPU)")
+    p.add_argument("--secret", default="")
+    p.add_argument("--voice", default="tara")
+    p.add_argument("--json", default="", help="write the report here")
+    args = p.parse_args(argv)
+    if args.concurrency < 1 or args.rounds < 1:
+        print("error: --concurrency and --rounds must be at least 1", file=sys.stderr)
+        return 2
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    engine = None
+    address = args.address
+    try:
+        if not address:
+            engine = _LocalEngine(max_streams=max(2, args.concurrency))
+            engine.wait_ready()
+            address = engine.address
+        opts = PluginBenchOptions(address, args.secret, args.concurrency, args.rounds, args.voice)
+        report = asyncio.run(run_plugin_bench(opts))
+    except (RuntimeError, OSError, ValueError) as e:
+        print(f"error: {e}".splitlines()[0], file=sys.stderr)
+        return 1
+    finally:
+        if engine is not None:
+            engine.stop()
+    print_table(report)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0 if report["errors"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
