@@ -56,9 +56,10 @@ def test_unknown_or_missing_models_give_one_line_errors(
 
 
 def test_short_window_and_token_budget() -> None:
-    assert encoder_frames(3 * 16000) == 1000  # at least 10 s
-    assert encoder_frames(12 * 16000) == 1400  # audio + 2 s
-    assert encoder_frames(29 * 16000) == 3000  # never more than Whisper's 30 s
+    assert encoder_frames(3 * 16000, 10) == 1000  # the window asked for
+    assert encoder_frames(12 * 16000, 10) == 1700  # audio + 5 s of padding
+    assert encoder_frames(26 * 16000, 10) is None  # Whisper's standard 30 s
+    assert encoder_frames(3 * 16000, 30) is None
     assert max_new_tokens(16000 * 3) == 40
     assert max_new_tokens(16000 * 100) == 440
 

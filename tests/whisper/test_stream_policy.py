@@ -15,7 +15,7 @@ import pytest
 from livekit import rtc
 from livekit.agents import stt
 
-from plugins.whisper.model import SAMPLE_RATE, DecodeRequest, DecodeResult, Segment
+from plugins.whisper.model import PRIORITY_PARTIAL, SAMPLE_RATE, DecodeRequest, DecodeResult, Segment
 from plugins.whisper.speech_gate import GateOptions
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
 
@@ -126,9 +126,9 @@ async def test_preflight_at_the_pause_and_final_already_computed_at_flush() -> N
     usage = next(e for e in events if e.type == E.RECOGNITION_USAGE).recognition_usage
     assert usage is not None and usage.audio_duration == pytest.approx(2.4, abs=0.05)
     # partials: beam 1, short window; the settle decode: final settings, full window
-    partials = [r for _, r in model.requests if r.short_window]
-    assert partials and all(r.beam_size == 1 and not r.with_timestamps for r in partials)
-    assert any(not r.short_window for _, r in model.requests)
+    partials = [r for _, r in model.requests if r.priority == PRIORITY_PARTIAL]
+    assert partials and all(r.beam_size == 1 and not r.with_timestamps and r.window_s == 10 for r in partials)
+    assert any(r.priority != PRIORITY_PARTIAL and r.window_s == 15 for _, r in model.requests)
     final = next(e for e in events if e.type == E.FINAL_TRANSCRIPT).alternatives[0]
     assert final.start_time == pytest.approx(0.0, abs=0.1)  # 0.3 s of silence minus the 0.3 s pre-roll
     assert final.end_time == pytest.approx(1.8, abs=0.1)
@@ -158,7 +158,7 @@ async def test_one_partial_at_a_time_and_bounded_cadence() -> None:
     await push(stream, sentence_audio(3, 3.0), pause_s=0.004)
     stream.end_input()
     await asyncio.wait_for(reader, 5)
-    partials = [r for _, r in model.requests if r.short_window]
+    partials = [r for _, r in model.requests if r.priority == PRIORITY_PARTIAL]
     # 3 s at 0.5 s cadence would be 6 partials; a slow model gets fewer, never overlapping
     assert 1 <= len(partials) <= 6
     assert model.max_running <= 2

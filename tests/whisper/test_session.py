@@ -1,0 +1,97 @@
+"""Integration: a real AgentSession (Silero VAD, VAD turn detection) feeding the streaming STT from a
+scripted microphone, no room and no server. Checks the session receives interim and final transcripts and
+STT usage metrics. Self-contained on purpose (the shared call harness lives in benchmarks/harness.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from livekit import rtc
+from livekit.agents import Agent, AgentSession, io, metrics
+from livekit.agents.voice.events import UserInputTranscribedEvent
+from livekit.plugins import silero
+
+from benchmarks.text_norm import normalize
+from plugins.whisper.stt import WhisperSTT
+
+pytestmark = pytest.mark.slow
+
+
+class FileMic(io.AudioInput):
+    """20 ms frames at real-time pace: the given audio, then digital silence until closed."""
+
+    def __init__(self, pcm: np.ndarray) -> None:
+        super().__init__(label="file-mic")
+        self._pcm = pcm
+        self._pos = 0
+        self._closed = False
+        self._next: float | None = None
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def __anext__(self) -> rtc.AudioFrame:
+        if self._closed:
+            raise StopAsyncIteration
+        now = time.monotonic()
+        self._next = now if self._next is None else self._next
+        if self._next > now:
+            await asyncio.sleep(self._next - now)
+        self._next += 0.02
+        out = np.zeros(320, dtype=np.int16)
+        chunk = self._pcm[self._pos : self._pos + 320]
+        out[: len(chunk)] = chunk
+        self._pos += 320
+        return rtc.AudioFrame(out.tobytes(), 16000, 1, 320)
+
+
+async def test_agent_session_gets_interim_and_final_transcripts(shared_audio: Path) -> None:
+    wav = shared_audio / "asr" / "a07.wav"
+    pcm, sr = sf.read(str(wav), dtype="int16")
+    assert sr == 16000
+    whisper = WhisperSTT()
+    whisper.prewarm()
+    usage: list[float] = []
+
+    def on_metrics(m: metrics.STTMetrics) -> None:
+        usage.append(m.audio_duration)
+
+    whisper.on("metrics_collected", on_metrics)
+    session: AgentSession = AgentSession(
+        stt=whisper,
+        vad=silero.VAD.load(),
+        turn_handling={
+            "turn_detection": "vad",
+            "interruption": {"enabled": False, "mode": "vad"},
+            "preemptive_generation": {"enabled": False},
+            "endpointing": {"min_delay": 0.3, "max_delay": 1.5},
+        },
+    )
+    transcripts: list[UserInputTranscribedEvent] = []
+    got_final = asyncio.Event()
+
+    def on_transcribed(ev: UserInputTranscribedEvent) -> None:
+        transcripts.append(ev)
+        if ev.is_final and ev.transcript:
+            got_final.set()
+
+    session.on("user_input_transcribed", on_transcribed)
+    mic = FileMic(np.concatenate([np.zeros(8000, dtype=np.int16), pcm]))
+    session.input.audio = mic
+    await session.start(Agent(instructions="Listen."), record=False)
+    try:
+        await asyncio.wait_for(got_final.wait(), timeout=30)
+    finally:
+        mic.close()
+        await session.aclose()
+
+    finals = [t.transcript for t in transcripts if t.is_final and t.transcript]
+    assert normalize(finals[0]) == normalize(wav.with_suffix(".txt").read_text())
+    first_final = next(i for i, t in enumerate(transcripts) if t.is_final)
+    assert any(not t.is_final and t.transcript for t in transcripts[:first_final]), "no interim before final"
+    assert usage and sum(usage) > 3.0  # RECOGNITION_USAGE became STT metrics
