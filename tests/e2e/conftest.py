@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import API_KEY, API_SECRET, PYTHON, ComponentMissing, E2EStack, StackOptions
+from tests.e2e.harness import (
+    API_KEY,
+    API_SECRET,
+    PYTHON,
+    ComponentMissing,
+    E2EStack,
+    StackOptions,
+    missing_reason,
+)
 
 SHARED_AUDIO = Path(__file__).resolve().parents[3] / "shared" / "audio"
 CONVERSATION = SHARED_AUDIO / "conversation"
@@ -34,10 +42,13 @@ def start_stack(tmp_path: Path, **kw: object) -> E2EStack:
     return stack
 
 
-@pytest.fixture
-def worker_stack(tmp_path: Path) -> Iterator[E2EStack]:
+@pytest.fixture(scope="module")
+def call_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
+    """One stack (server, worker, and the call page when it is built) shared by a module's call tests."""
+    out = tmp_path_factory.mktemp("stack")
     # The test machine's 2 cores are shared: a busy CPU must not make the only worker refuse the call.
-    stack = start_stack(tmp_path, with_worker=True, worker_env=WORKER_ENV, worker_cmd=WORKER_CMD)
+    web = missing_reason("web-page") is None
+    stack = start_stack(out, with_worker=True, with_web=web, worker_env=WORKER_ENV, worker_cmd=WORKER_CMD)
     try:
         yield stack
     finally:

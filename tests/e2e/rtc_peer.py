@@ -223,12 +223,15 @@ class TurnResult:
     reply_end_s: float | None
 
 
-async def wait_quiet(listener: Listener, quiet_s: float, timeout: float) -> None:
-    """Wait until the agent has been silent for quiet_s (or timeout)."""
+async def wait_quiet(
+    listener: Listener, quiet_s: float, timeout: float, agent_state: Callable[[], str] = lambda: ""
+) -> None:
+    """Wait until the agent has finished its reply: not speaking or thinking, and silent for quiet_s."""
 
     def quiet() -> bool:
         last = listener.last_voiced_time()
-        return last is not None and time.monotonic() - last > quiet_s
+        busy = agent_state() in ("speaking", "thinking")
+        return last is not None and not busy and time.monotonic() - last > quiet_s
 
     await wait_for(quiet, timeout, step=0.05)
 
@@ -244,6 +247,12 @@ async def call(args: argparse.Namespace) -> dict[str, object]:
     errors: list[str] = []
     tasks: list[asyncio.Task[None]] = []
     agent_joined = asyncio.Event()
+    agent_state = {"value": ""}
+
+    @room.on("participant_attributes_changed")
+    def _on_attributes(changed: dict[str, str], p: rtc.Participant) -> None:
+        if "lk.agent.state" in changed and p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
+            agent_state["value"] = changed["lk.agent.state"]
 
     @room.on("participant_connected")
     def _on_participant(p: rtc.RemoteParticipant) -> None:
@@ -294,7 +303,7 @@ async def call(args: argparse.Namespace) -> dict[str, object]:
         result["greeting_first_audio_ms"] = (greeting - t_connect) * 1000 if greeting else None
         if greeting is None:
             errors.append("no greeting heard")
-        await wait_quiet(listener, args.quiet_s, args.reply_timeout_s)
+        await wait_quiet(listener, args.quiet_s, args.reply_timeout_s, lambda: agent_state["value"])
 
         turns: list[TurnResult] = []
         for wav in sorted(Path(args.turns).glob("*.wav"))[: args.max_turns or None]:
@@ -305,7 +314,7 @@ async def call(args: argparse.Namespace) -> dict[str, object]:
                 turns.append(TurnResult(wav.name, None, 0.0, None, None))
                 continue
             n_before = next(i for i, ts in enumerate(listener.times) if ts >= first)
-            await wait_quiet(listener, args.quiet_s, args.reply_timeout_s)
+            await wait_quiet(listener, args.quiet_s, args.reply_timeout_s, lambda: agent_state["value"])
             n_after = len(listener.times)
             voiced = sum(1 for lvl in listener.levels[n_before:n_after] if lvl > VOICED_DBFS)
             turns.append(
@@ -377,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--max-turns", type=int, default=0)
     c.add_argument("--join-timeout-s", type=float, default=60.0)
     c.add_argument("--reply-timeout-s", type=float, default=30.0)
-    c.add_argument("--quiet-s", type=float, default=1.5)
+    c.add_argument("--quiet-s", type=float, default=1.2)
     args = parser.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     fn = {"loopback": loopback, "call": call, "rooms": rooms}[args.mode]

