@@ -101,5 +101,18 @@ class TurnHooks:
 
         async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
             if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
+                if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
+                    yield _cleared(ev)
                 continue
             yield ev
+
+
+def _cleared(ev: stt.SpeechEvent) -> stt.SpeechEvent:
+    """An empty interim in place of a dropped FINAL/PREFLIGHT: the session forgets any interim words it
+    still holds for this utterance, so they cannot count toward the next interruption."""
+    alt = ev.alternatives[0]
+    return stt.SpeechEvent(
+        type=stt.SpeechEventType.INTERIM_TRANSCRIPT,
+        request_id=ev.request_id,
+        alternatives=[stt.SpeechData(language=alt.language, text="")],
+    )

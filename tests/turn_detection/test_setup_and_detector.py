@@ -159,3 +159,37 @@ def test_bundled_audio_model_runs_offline() -> None:
     assert buf.window(9.5).size == int(1.2 * 16000)
     p = predict_window(model, buf.window(10.0))
     assert p is not None and 0.0 <= p <= 1.0
+
+
+async def test_stt_node_replaces_a_dropped_final_with_an_empty_interim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from livekit.agents import Agent
+
+    hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
+    hooks.on_agent_state(SimpleNamespace(new_state="speaking"))
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=1.0))
+    interim, final = stt.SpeechEventType.INTERIM_TRANSCRIPT, stt.SpeechEventType.FINAL_TRANSCRIPT
+    upstream = [
+        stt.SpeechEvent(type=stt.SpeechEventType.START_OF_SPEECH),
+        _speech_event(interim, "so the"),  # passes: not a backchannel
+        _speech_event(interim, "yeah"),  # dropped
+        _speech_event(final, "Yeah."),  # dropped, and the held interim words cleared
+    ]
+
+    async def fake_default(agent, audio, model_settings):  # type: ignore[no-untyped-def]
+        async for _ in audio:
+            pass
+        for ev in upstream:
+            yield ev
+
+    monkeypatch.setattr(Agent.default, "stt_node", fake_default)
+
+    async def no_audio():  # type: ignore[no-untyped-def]
+        return
+        yield
+
+    out = [ev async for ev in hooks.stt_node(None, no_audio(), None)]
+    assert [e.type for e in out] == [stt.SpeechEventType.START_OF_SPEECH, interim, interim]
+    assert out[1].alternatives[0].text == "so the"
+    assert out[2].alternatives[0].text == ""
