@@ -24,7 +24,7 @@ from .session_io import MIC_RATE, PacedSpeaker, ScriptedMic, ScriptedSTT, Script
 pytestmark = pytest.mark.slow
 
 AGENT_RATE = 24000
-AGENT_SPEECH_S = 6.0
+AGENT_SPEECH_S = 4.5
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
     try:
         handle = session.say("Let me read you the full list of our opening hours.", audio=agent_audio())
         await asyncio.wait_for(handle.wait_for_playout(), timeout=20)
-        await asyncio.sleep(1.5)  # let a trailing user turn commit
+        await asyncio.sleep(1.0)  # let a trailing user turn commit
         return {
             "interrupted": handle.interrupted,
             "finished": list(speaker.finished),
@@ -99,7 +99,7 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
 
 
 async def test_backchannels_do_not_interrupt_the_agent(voice: CpuVoice) -> None:
-    track = caller_track(voice, [(1.8, "Yeah."), (3.6, "Okay.")])
+    track = caller_track(voice, [(1.2, "Yeah."), (2.6, "Okay.")])
     script = [ScriptLine("yeah", "Yeah."), ScriptLine("okay", "Okay.")]
     r = await run_call(track, script, TurnOptions())
     assert not r["interrupted"]
@@ -111,17 +111,17 @@ async def test_backchannels_do_not_interrupt_the_agent(voice: CpuVoice) -> None:
 
 async def test_same_words_interrupt_when_the_filter_is_off(voice: CpuVoice) -> None:
     # control: the policy, not the script, is what keeps the agent talking
-    track = caller_track(voice, [(1.8, "Yeah.")])
+    track = caller_track(voice, [(1.2, "Yeah.")])
     r = await run_call(track, [ScriptLine("yeah", "Yeah.")], TurnOptions(ignore_backchannels=False))
     assert r["interrupted"]
     assert r["user_turns"] == ["Yeah."]
 
 
 async def test_barge_in_stops_the_agent_and_keeps_the_words(voice: CpuVoice) -> None:
-    track = caller_track(voice, [(1.8, "Wait, stop.")])
+    track = caller_track(voice, [(1.2, "Wait, stop.")])
     r = await run_call(track, [ScriptLine("wait", "Wait, stop.")], TurnOptions())
     assert r["interrupted"]
-    assert r["finished"][-1][1] is True and r["finished"][-1][0] < 3.5
+    assert r["finished"][-1][1] is True and r["finished"][-1][0] < 2.9
     assert r["user_turns"] == ["Wait, stop."]
 
 
@@ -129,7 +129,7 @@ async def test_background_voice_without_words_does_not_pause_the_greeting(voice:
     # reversed speech: the VAD hears a voice (a TV, a colleague) but the STT gets no words out of it
     speech = caller_track(voice, [(0.0, "I would like to hear about the opening hours please.")], 3.0)
     track = np.zeros(int(9.0 * MIC_RATE), dtype=np.int16)
-    track[int(1.8 * MIC_RATE) : int(4.8 * MIC_RATE)] = speech[::-1]
+    track[int(1.2 * MIC_RATE) : int(4.2 * MIC_RATE)] = speech[::-1]
     r = await run_call(track, [ScriptLine("", "")], TurnOptions())
     assert "speaking" in r["user_states"]  # the VAD did fire: the policy, not the VAD, kept the agent talking
     assert not r["interrupted"] and r["pauses"] == 0
@@ -138,7 +138,7 @@ async def test_background_voice_without_words_does_not_pause_the_greeting(voice:
 
 async def test_false_interruption_resumes_the_agent(voice: CpuVoice) -> None:
     # words appear (the agent pauses) but the utterance turns out to be a backchannel: resume, not restart
-    track = caller_track(voice, [(1.8, "Yeah, right. Okay.")])
+    track = caller_track(voice, [(1.2, "Yeah, right. Okay.")])
     r = await run_call(track, [ScriptLine("so the", "Yeah, right.")], TurnOptions())
     assert r["pauses"] >= 1 and r["resumes"] >= 1
     assert r["false_interruptions"] == [True]
