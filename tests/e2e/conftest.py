@@ -87,8 +87,8 @@ def run_rtc_call(stack: E2EStack, out: Path, max_turns: int = 0, timeout: float 
 def close_and_check_sealed(stack: E2EStack) -> None:
     """Stop the stack, then fail if its capture holds any packet to or from an address not its own."""
     stack.close()
-    assert stack.packet_count() > 100, "the capture saw no traffic: is it on the right namespace?"
-    leaks = stack.foreign_packets()
+    count, leaks = stack.capture_summary()
+    assert count > 100, "the capture saw no traffic: is it on the right namespace?"
     assert not leaks, f"{len(leaks)} packets left the namespace, first: {leaks[:3]}"
 
 

@@ -136,7 +136,7 @@ class ManagedProcess:
     def log_tail(self, lines: int = 15) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
-    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 8.0) -> None:
+    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 4.0) -> None:
         if self.popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, sig)
@@ -498,56 +498,28 @@ class E2EStack:
 
     # the leak check
 
-    def foreign_packets(self) -> list[str]:
-        """Packets in the capture whose source or destination is not one of the namespace's own addresses."""
+    def capture_summary(self) -> tuple[int, list[str]]:
+        """(packets captured, those whose source or destination is not one of the namespace's addresses)."""
         if not self.capture_path.is_file():
             raise StackError("no capture file was written")
+        fields = ["frame.number", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst"]
         res = subprocess.run(
-            [
-                "tshark",
-                "-n",
-                "-r",
-                str(self.capture_path),
-                "-T",
-                "fields",
-                "-E",
-                "separator=,",
-                "-e",
-                "frame.number",
-                "-e",
-                "ip.src",
-                "-e",
-                "ip.dst",
-                "-e",
-                "ipv6.src",
-                "-e",
-                "ipv6.dst",
-            ],
+            ["tshark", "-n", "-r", str(self.capture_path), "-T", "fields", "-E", "separator=,"]
+            + [arg for f in fields for arg in ("-e", f)],
             capture_output=True,
             text=True,
             timeout=120,
         )
         own = self.ns.own_addresses()
-        bad = []
+        count, bad = 0, []
         for line in res.stdout.splitlines():
+            count += 1
             frame, *addrs = line.split(",")
-            for a in addrs:
-                if not a:
-                    continue
-                ip = ipaddress.ip_address(a)
-                if not (ip.is_loopback or a in own):
+            for a in filter(None, addrs):
+                if not (ipaddress.ip_address(a).is_loopback or a in own):
                     bad.append(f"frame {frame}: {line}")
                     break
-        return bad
-
-    def packet_count(self) -> int:
-        res = subprocess.run(
-            ["tshark", "-n", "-r", str(self.capture_path), "-T", "fields", "-e", "frame.number"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        return len(res.stdout.split())
+        return count, bad
 
 
 @contextlib.contextmanager
