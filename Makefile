@@ -5,7 +5,7 @@ UV ?= uv
 UV_VERSION := 0.13.8
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: setup setup-python setup-system setup-livekit setup-e2e demo dev test lint typecheck audit pytest bench load clean
+.PHONY: setup setup-python setup-system setup-livekit setup-e2e demo dev test lint typecheck audit pytest bench load phrases clean
 
 setup: setup-python setup-system setup-livekit setup-e2e
 
@@ -37,16 +37,19 @@ pytest:
 
 test: setup lint typecheck audit pytest
 
-demo: setup
+phrases: setup-python
+	$(PY) -m caches build --dir out/phrase-cache
+
+demo: setup phrases
 	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline parley --out out/demo --demo
 
-dev: setup
+dev: setup phrases
 	@bash scripts/dev.sh
 
-bench: setup
+bench: setup phrases
 	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline both --out out/bench --json out/bench/call.json
 
-load: setup
+load: setup phrases
 	$(PY) -m benchmarks.load --calls 4 --minutes 10 --json out/load/load.json --out out/load
 
 clean:

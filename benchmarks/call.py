@@ -43,10 +43,12 @@ async def _warm_stt(stt_model: Any, sample: Path) -> None:
 
 
 def build_parley(settings: Settings, llm_url: str) -> tuple[AgentSession, Agent, Any]:
-    from worker.pipeline import build_agent, build_session, load_components
+    from worker.pipeline import attach_fillers, build_agent, build_session, load_components
 
     comp = load_components(settings, llm_url)
-    return build_session(settings, comp), build_agent(settings), comp
+    session, agent = build_session(settings, comp), build_agent(settings)
+    attach_fillers(settings, comp, session, agent)
+    return session, agent, comp
 
 
 def build_stock(settings: Settings, llm_url: str) -> tuple[AgentSession, Agent, Any]:

@@ -205,12 +205,13 @@ class CallOptions:
     mic_rate: int = 16_000  # the caller's device rate (8 kHz telephony, 48 kHz browsers)
 
 
-async def _wait_idle(rec: Recorder, speaker: Loudspeaker, timeout: float, since_voiced: float) -> bool:
-    """True once the agent has spoken since `since_voiced` (if >0) and is back to listening, audio drained."""
+async def _wait_idle(rec: Recorder, speaker: Loudspeaker, timeout: float, since: float) -> bool:
+    """True once the agent has finished a reply (an assistant message after `since`; fillers add none)
+    and is back to listening with its audio drained. since=0: any speech at all (the greeting)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        heard = since_voiced <= 0 or speaker.track.first_voiced_after(since_voiced) is not None
-        if heard and rec.agent_state in ("listening", "idle") and speaker.idle.is_set():
+        replied = any(t > since for t, _ in rec.replies)
+        if replied and rec.agent_state in ("listening", "idle") and speaker.idle.is_set():
             return True
         await asyncio.sleep(0.05)
     return False
@@ -246,7 +247,7 @@ async def run_call(
     t0 = time.monotonic()
     await session.start(agent, record=False)
     greeting_ms = None
-    if await _wait_idle(rec, speaker, opt.greeting_timeout_s, since_voiced=t0):
+    if await _wait_idle(rec, speaker, opt.greeting_timeout_s, since=t0):
         first = speaker.track.first_voiced_after(t0)
         greeting_ms = (first - t0) * 1000 if first else None
     await asyncio.sleep(opt.settle_s)
@@ -259,7 +260,7 @@ async def run_call(
         end = await mic.play(pcm)
         rec.marks.append(Mark("speech_end", end, path.name))
         tr = TurnResult(file=path.name, speech_start=start, speech_end=end)
-        ok = await _wait_idle(rec, speaker, opt.reply_timeout_s, since_voiced=end)
+        ok = await _wait_idle(rec, speaker, opt.reply_timeout_s, since=end)
         if not ok:
             tr.error = "no complete reply within timeout"
         await asyncio.sleep(opt.settle_s)
@@ -272,6 +273,7 @@ async def run_call(
     await speaker.aclose()
     if listeners is not None:
         listeners.remove(on_piece)
+    fillers = getattr(agent, "fillers", None)
     result = CallResult(
         pipeline=pipeline,
         t0=t0,
@@ -282,6 +284,7 @@ async def run_call(
         speaker=speaker,
         errors=rec.errors,
         end=end_t,
+        filler_windows=list(fillers.metrics.filler_windows) if fillers is not None else [],
     )
     _fill_turn_metrics(result, rec)
     return result

@@ -14,6 +14,8 @@ from livekit import rtc
 from livekit.agents import APIError, llm
 from livekit.agents.voice import Agent, ModelSettings
 
+from caches import FillerAgent
+
 from .context import ContextOptions, bound_context
 
 log = logging.getLogger("parley.agent")
@@ -67,9 +69,7 @@ def count_sentence_ends(text: str) -> int:
     return n
 
 
-async def limit_sentences(
-    chunks: AsyncIterable[object], max_sentences: int
-) -> AsyncIterator[str]:
+async def limit_sentences(chunks: AsyncIterable[object], max_sentences: int) -> AsyncIterator[str]:
     """Pass text through until `max_sentences` sentences are complete, then stop the LLM stream."""
     seen = ""
     async for chunk in chunks:
@@ -107,7 +107,7 @@ def _cut_after_sentences(text: str, n: int) -> str:
     return text
 
 
-class ParleyAgent(Agent):
+class ParleyAgent(FillerAgent):
     def __init__(self, options: AgentOptions, **kwargs: object) -> None:
         self.options = options
         self.base_instructions = options.instructions or INSTRUCTIONS.get(

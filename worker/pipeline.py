@@ -16,6 +16,8 @@ from livekit.agents import APIConnectOptions, llm, stt, tts, vad
 from livekit.agents.voice import AgentSession
 from livekit.agents.voice.agent_session import SessionConnectOptions
 
+from caches import FillerController, FillerControllerOptions, FillerOptions, FillerPolicy, PhraseCache
+
 from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
 from .settings import Settings
@@ -31,6 +33,8 @@ class Components:
     stt: stt.STT
     tts: tts.TTS
     llm: llm.LLM
+    voice: str = ""  # the voice the phrase cache is keyed by
+    phrases: PhraseCache | None = None
     live: dict[str, str] = field(default_factory=dict)  # what is live, for the one startup line
 
 
@@ -88,16 +92,32 @@ def load_llm(settings: Settings, base_url: str) -> llm.LLM:
     )
 
 
+def load_phrases(settings: Settings, voice: str) -> PhraseCache | None:
+    """The phrase cache for this voice; None (synthesise everything) when it was never built."""
+    try:
+        cache = PhraseCache.load(settings.phrase_cache_dir, voice=voice, language=settings.language)
+    except Exception as e:
+        log.warning(
+            "phrase cache not loaded; greetings and fillers will be synthesised",
+            extra={"reason": str(e)[:200]},
+        )
+        return None
+    return cache if len(cache) else None
+
+
 def load_components(settings: Settings, llm_base_url: str) -> Components:
     vad_model = load_vad()
     stt_model = load_stt(settings, vad_model)
     tts_model, tts_live = load_tts(settings)
     tts_model.prewarm()
+    voice = settings.tts_voice if tts_live.startswith("orpheus") else settings.cpu_voice
     return Components(
         vad=vad_model,
         stt=stt_model,
         tts=tts_model,
         llm=load_llm(settings, llm_base_url),
+        voice=voice,
+        phrases=load_phrases(settings, voice),
         live={
             "llm": f"{settings.llm_model} @ {llm_base_url}",
             "stt": f"faster-whisper:{settings.stt_model}/{settings.stt_device}",
@@ -147,6 +167,29 @@ def build_session(settings: Settings, comp: Components, profile: str = "web") ->
         turn_handling=turn_handling(settings, profile),  # type: ignore[arg-type]
         user_away_timeout=None,
     )
+
+
+def attach_fillers(settings: Settings, comp: Components, session: AgentSession, agent: ParleyAgent) -> None:
+    """Cached greeting, late-reply fillers and tool-wait hold lines for one call (needs the phrase cache)."""
+    cache = comp.phrases
+    if cache is None:
+        return
+    agent.greeting_audio = lambda text: cache.frames_for(text, comp.voice, settings.language)
+    policy = FillerPolicy(
+        FillerOptions(
+            late_threshold_ms=settings.filler_threshold_ms,
+            predict=settings.filler_predict,
+            no_repeat_turns=settings.filler_no_repeat_turns,
+            min_turn_gap=settings.filler_min_turn_gap,
+            hold_gap_ms=settings.filler_hold_gap_ms,
+        )
+    )
+    # the agent itself apologises through the TTS when the LLM fails (works with or without a cache)
+    opts = FillerControllerOptions(
+        voice=comp.voice, language=settings.language, fillers=settings.fillers_enabled, apologies=False
+    )
+    agent.fillers = FillerController(session, cache, policy, opts)
+    agent.fillers.attach()
 
 
 def build_agent(settings: Settings) -> ParleyAgent:

@@ -31,12 +31,6 @@ def prewarm(proc: JobProcess) -> None:
     settings = get_settings()
     comp = load_components(settings, settings.llm_base_url)
     proc.userdata["components"] = comp
-    try:
-        from caches import PhraseCache  # type: ignore[attr-defined]
-
-        proc.userdata["phrases"] = PhraseCache.load(settings.phrase_cache_dir)
-    except Exception as e:  # a missing cache only costs synthesis time
-        log.info("phrase cache not loaded", extra={"reason": str(e)[:200]})
 
 
 def participant_profile(participant: rtc.RemoteParticipant | None) -> str:
@@ -46,7 +40,7 @@ def participant_profile(participant: rtc.RemoteParticipant | None) -> str:
 
 
 async def entrypoint(ctx: JobContext) -> None:
-    from .pipeline import build_agent, build_session, load_components
+    from .pipeline import attach_fillers, build_agent, build_session, load_components
 
     settings = get_settings()
     comp = ctx.proc.userdata.get("components") or load_components(settings, settings.llm_base_url)
@@ -55,6 +49,7 @@ async def entrypoint(ctx: JobContext) -> None:
     profile = settings.turn_profile if settings.turn_profile != "auto" else participant_profile(participant)
     session = build_session(settings, comp, profile)
     agent = build_agent(settings)
+    attach_fillers(settings, comp, session, agent)
     log.info("call started", extra={"room": ctx.room.name, "profile": profile})
     await session.start(agent, room=ctx.room, record=settings.record_audio)
 

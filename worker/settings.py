@@ -77,6 +77,11 @@ class Settings(BaseSettings):
     # Phrase cache
     phrase_cache_dir: Path = Path("out/phrase-cache")
     filler_threshold_ms: int = Field(600, ge=0)
+    fillers_enabled: bool = True  # a short cached acknowledgement when the reply is late
+    filler_predict: bool = True  # play at once when recent replies were late
+    filler_no_repeat_turns: int = Field(4, ge=0)
+    filler_min_turn_gap: int = Field(1, ge=0)  # 1 = never fillers in consecutive turns
+    filler_hold_gap_ms: int = Field(2500, ge=0)  # silence before a tool-wait hold line
 
     # Turn taking
     turn_profile: Literal["auto", "web", "telephony"] = "auto"
@@ -87,7 +92,9 @@ class Settings(BaseSettings):
     num_idle_processes: int = Field(1, ge=0)
     load_threshold: float = Field(0.8, gt=0.0, le=1.0)
     http_port: int = Field(0, ge=0, le=65535)
-    drain_timeout_s: int = Field(900, ge=0)  # SIGTERM lets running calls finish this long (k8s grace = this + 60)
+    drain_timeout_s: int = Field(
+        900, ge=0
+    )  # SIGTERM lets running calls finish this long (k8s grace = this + 60)
     prometheus_port: int = Field(0, ge=0, le=65535)  # 0 = off; exports lk_agents_worker_load for autoscaling
 
     # Logging and privacy

@@ -1,0 +1,72 @@
+"""Bad caller audio through the whole pipeline: no crash, no phantom turns, the call goes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from benchmarks.call import build_parley
+from benchmarks.harness import CallOptions, load_turn, run_call
+from worker.settings import load_settings
+
+pytestmark = pytest.mark.slow
+
+
+def _write(path: Path, pcm: np.ndarray, rate: int = 16_000) -> Path:
+    sf.write(str(path), pcm.astype(np.int16), rate, subtype="PCM_16")
+    return path
+
+
+async def _call(llm_url: str, turns: list[Path], **opt: object):
+    session, agent, _ = build_parley(load_settings(), llm_url)
+    return await run_call("parley", session, agent, turns, CallOptions(**opt))  # type: ignore[arg-type]
+
+
+async def test_noise_and_silence_make_no_turns(embedded_llm_url: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    hiss = (rng.normal(0, 0.01, 16_000 * 4) * 32767).astype(np.int16)  # -40 dBFS white noise
+    hum = (0.02 * np.sin(2 * np.pi * 50 * np.arange(16_000 * 3) / 16_000) * 32767).astype(np.int16)
+    silence = np.zeros(16_000 * 3, np.int16)
+    turns = [
+        _write(tmp_path / f"{n}.wav", x) for n, x in (("hiss", hiss), ("hum", hum), ("silence", silence))
+    ]
+    res = await _call(embedded_llm_url, turns, reply_timeout_s=6.0)
+    for tr in res.turns:
+        assert tr.error == "no complete reply within timeout"  # nothing to answer
+        assert tr.user_text == "", f"phantom transcript from {tr.file}: {tr.user_text!r}"
+        assert tr.reply_text == "", f"agent answered noise in {tr.file}"
+
+
+async def test_clipped_speech_and_other_rates_are_understood(
+    embedded_llm_url: str, shared_audio: Path, tmp_path: Path
+) -> None:
+    src = shared_audio / "conversation" / "c1.wav"
+    clipped = np.clip(load_turn(src).astype(np.int32) * 8, -32768, 32767)
+    turn = _write(tmp_path / "clipped.wav", clipped)
+    res = await _call(embedded_llm_url, [turn])
+    assert "cleaning" in res.turns[0].user_text.lower()
+    assert res.turns[0].reply_text
+    for rate in (8_000, 48_000):  # a phone line and a browser microphone
+        res = await _call(embedded_llm_url, [src], mic_rate=rate)
+        assert "cleaning" in res.turns[0].user_text.lower(), rate
+        assert res.turns[0].v2v_ms is not None
+
+
+async def test_a_long_monologue_stays_bounded(
+    embedded_llm_url: str, shared_audio: Path, tmp_path: Path
+) -> None:
+    import psutil
+
+    parts = [load_turn(p) for p in sorted((shared_audio / "asr").glob("*.wav"))]
+    gap = np.zeros(1600, np.int16)  # 0.1 s: breaths, not pauses long enough to end a turn
+    mono = np.concatenate([x for p in parts * 2 for x in (p, gap)])[: 16_000 * 60]
+    turn = _write(tmp_path / "monologue.wav", mono)
+    before = psutil.Process().memory_info().rss
+    res = await _call(embedded_llm_url, [turn])
+    grown_mb = (psutil.Process().memory_info().rss - before) / 1e6
+    assert not res.errors, res.errors
+    assert res.turns[0].v2v_ms is not None, "no reply after a 60 s monologue"
+    assert grown_mb < 400, f"memory grew {grown_mb:.0f} MB over one monologue"

@@ -1,0 +1,41 @@
+"""The LLM fails or is slow: the caller hears an apology or the late answer, never silence."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.call import build_parley
+from benchmarks.harness import run_call
+from worker.settings import load_settings
+
+from .slow_proxy import slow_proxy
+
+pytestmark = pytest.mark.slow
+
+
+async def test_llm_slower_than_its_timeout_gets_an_apology_then_recovers(
+    embedded_llm_url: str, shared_audio: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARLEY_LLM_TIMEOUT_S", "1.5")
+    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:1]
+    async with slow_proxy(embedded_llm_url, delay_s=6.0) as url:
+        session, agent, _ = build_parley(load_settings(), url)
+        t = time.monotonic()
+        res = await run_call("parley", session, agent, turns)
+    tr = res.turns[0]
+    assert "sorry" in tr.reply_text.lower()
+    assert tr.v2v_ms is not None and tr.v2v_ms < 6000, "the apology must come well before the slow LLM would"
+    assert time.monotonic() - t < 60
+
+
+async def test_slow_but_working_llm_still_answers(embedded_llm_url: str, shared_audio: Path) -> None:
+    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:1]
+    async with slow_proxy(embedded_llm_url, delay_s=1.0) as url:
+        session, agent, _ = build_parley(load_settings(), url)
+        res = await run_call("parley", session, agent, turns)
+    tr = res.turns[0]
+    assert tr.reply_text and "sorry, i'm having trouble" not in tr.reply_text.lower()
+    assert tr.v2v_ms is not None and tr.v2v_ms > 1000
