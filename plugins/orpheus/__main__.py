@@ -139,7 +139,7 @@ async def _synth_one(engine, client, text: str, voice: str):  # type: ignore[no-
 
 async def _synth(args: argparse.Namespace) -> int:
     from plugins.orpheus.client import EngineClient, EngineError
-    from plugins.orpheus.engine.text import TextError, speakable_pieces
+    from plugins.orpheus.engine.text import TextError, speakable_pieces, validate_voice
 
     if args.text is None and not args.text_file:
         return _fail("give --text or --text-file")
@@ -151,6 +151,10 @@ async def _synth(args: argparse.Namespace) -> int:
             return _fail(f"cannot read {args.text_file}: {e}")
     else:
         texts = [args.text]
+    try:
+        validate_voice(args.voice, args.language)
+    except TextError as e:
+        return _fail(str(e))
     problems = []
     for i, text in enumerate(texts):  # refuse hostile text before loading any model
         try:

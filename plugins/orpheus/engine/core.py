@@ -241,11 +241,11 @@ class OrpheusEngine:
                 if utt is None:
                     continue
                 utt.backend_done = True
+                if error:
+                    utt.stream._fail("generation_failed", error)
                 if not utt.gen_done:
                     self.assembler.close(slot)
                     self._generation_ended(utt, reason)
-                if error:
-                    utt.stream._fail("generation_failed", error)
                 self._maybe_release(utt)
             self._batcher.notify()
 
