@@ -92,6 +92,13 @@ def load_llm(settings: Settings, base_url: str) -> llm.LLM:
     )
 
 
+def _prewarm_once(model: stt.STT | tts.TTS) -> None:
+    """Warm a model now, in the process's prewarm. AgentSession calls `prewarm()` again at every session
+    start, on the event loop; a second warm-up decode there delayed each call's greeting by ~1 s."""
+    model.prewarm()
+    model.prewarm = lambda: None  # type: ignore[method-assign]
+
+
 def load_phrases(settings: Settings, voice: str) -> PhraseCache | None:
     """The phrase cache for this voice; None (synthesise everything) when it was never built."""
     try:
@@ -109,7 +116,8 @@ def load_components(settings: Settings, llm_base_url: str) -> Components:
     vad_model = load_vad()
     stt_model = load_stt(settings, vad_model)
     tts_model, tts_live = load_tts(settings)
-    tts_model.prewarm()
+    for model in (stt_model, tts_model):
+        _prewarm_once(model)
     voice = settings.tts_voice if tts_live.startswith("orpheus") else settings.cpu_voice
     return Components(
         vad=vad_model,
