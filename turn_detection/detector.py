@@ -43,9 +43,11 @@ class ParleyTurnDetector:
     def __init__(self, hooks: TurnHooks, *, audio_model: Any | None = None) -> None:
         self._hooks = hooks
         self._opts = hooks.params.endpoint
-        self._model = audio_model if audio_model is not None else None
-        self._model_loaded = audio_model is not None
+        self._model = audio_model
+        self._model_loaded = audio_model is not None or not hooks.options.use_audio_model
         self.last_decision: EndpointDecision | None = None
+        self._prefetched: tuple[float, asyncio.Task[float | None]] | None = None
+        hooks.speech_end_listeners.append(self._prefetch)
 
     @property
     def model(self) -> str:
@@ -62,10 +64,25 @@ class ParleyTurnDetector:
         return True
 
     def _audio_model(self) -> Any | None:
-        if not self._model_loaded:
+        if not self._model_loaded:  # built without build_turn_handling: load on first use
             self._model_loaded = True
-            self._model = load_model() if self._hooks.options.use_audio_model else None
+            self._model = load_model()
         return self._model
+
+    def _prefetch(self, speech_end: float) -> None:
+        """Run the audio model as soon as the utterance ends, while the STT is still finishing its text."""
+        if self._audio_model() is None:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(self.audio_probability(speech_end))
+        except RuntimeError:  # no running loop (unit tests driving the hooks by hand)
+            return
+        self._prefetched = (speech_end, task)
+
+    async def _audio_probability_for(self, speech_end: float) -> float | None:
+        if self._prefetched is not None and self._prefetched[0] == speech_end:
+            return await self._prefetched[1]
+        return await self.audio_probability(speech_end)
 
     async def audio_probability(self, speech_end: float) -> float | None:
         model = self._audio_model()
@@ -82,7 +99,7 @@ class ParleyTurnDetector:
         speech_end = self._hooks.last_speech_end or (
             time.time() - self._hooks.params.vad.min_silence_duration
         )
-        audio_p = await self.audio_probability(speech_end)
+        audio_p = await self._audio_probability_for(speech_end)
         decision = decide(text_cue(text, lang), audio_p, self._opts)
         self.last_decision = decision
         logger.debug(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,8 @@ class TurnHooks:
         self.overlapping = False
         """True while the caller's current utterance started over the agent's speech."""
         self.backchannels_ignored = 0
+        self.speech_end_listeners: list[Callable[[float], None]] = []
+        """Called with the end time of each caller utterance (the detector starts its audio model there)."""
         self._attached = False
 
     # -- session events ------------------------------------------------------------------------------------
@@ -60,6 +62,8 @@ class TurnHooks:
         elif ev.old_state == "speaking":
             # the framework back-dates this event to the end of the speech (VAD silence subtracted)
             self.last_speech_end = float(ev.created_at)
+            for listener in self.speech_end_listeners:
+                listener(self.last_speech_end)
 
     def on_agent_state(self, ev: Any) -> None:
         self.agent_speaking = ev.new_state == "speaking"

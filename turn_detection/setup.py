@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .audio_eot import load_model
 from .detector import ParleyTurnDetector
 from .options import Profile, ProfileParams, TurnOptions, params_for
 from .session_hooks import TurnHooks
@@ -85,6 +86,8 @@ def build_turn_handling(
     """Everything turn-taking for one call; `vad`/`audio_model` let a prewarmed process reuse its models."""
     params = params_for(profile, options)
     hooks = TurnHooks(options, params)
+    if audio_model is None and options.use_audio_model:
+        audio_model = load_model()  # now, not on the caller's first turn (the first load takes ~0.3 s)
     detector = ParleyTurnDetector(hooks, audio_model=audio_model)
     session_kwargs: dict[str, Any] = {
         "vad": vad if vad is not None else load_vad(params),
