@@ -70,6 +70,7 @@ try {
       errors: p.errors,
       inbound: await p.inboundAudio(),
       shownTranscripts: [...document.querySelectorAll('#transcripts li')].map((li) => li.className),
+      shownMetrics: [...document.querySelectorAll('#metrics tr')].map((tr) => tr.textContent),
     };
   });
   await page.screenshot({ path: join(args.out, 'page.png') });

@@ -356,6 +356,24 @@ async def wait_until_voiced(listener: Listener, after: float, timeout: float) ->
     return found[0] if found else None
 
 
+async def publish_metrics(args: argparse.Namespace) -> dict[str, object]:
+    """Join a room and send one turn's latency through worker.room_metrics, as the worker does."""
+    from worker.room_metrics import RoomMetricsPublisher, TurnLatency
+
+    tok = TokenOptions(api_key=args.api_key, api_secret=args.api_secret, agent_name="")
+    room = rtc.Room()
+    await room.connect(args.url, issue_call_token(tok, args.room, "metrics-probe").token, room_options())
+    publisher = RoomMetricsPublisher(room)
+    latency = TurnLatency(
+        turn=args.turn, e2e_ms=812.0, stt_final_ms=205.0, llm_ttft_ms=131.0, tts_ttfb_ms=64.0
+    )
+    publisher.publish(latency)
+    await publisher.aclose()
+    await asyncio.sleep(1.0)
+    await room.disconnect()
+    return {"published": json.loads(latency.to_json())}
+
+
 async def rooms(args: argparse.Namespace) -> dict[str, object]:
     """The rooms the server has now (to see a hang-up end the call's room)."""
     http = args.url.replace("ws://", "http://", 1)
@@ -372,13 +390,16 @@ async def rooms(args: argparse.Namespace) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.e2e.rtc_peer")
     sub = parser.add_subparsers(dest="mode", required=True)
-    for name in ("loopback", "call", "rooms"):
+    for name in ("loopback", "call", "rooms", "publish-metrics"):
         p = sub.add_parser(name)
         p.add_argument("--url", default="ws://127.0.0.1:7880")
         p.add_argument("--api-key", required=True)
         p.add_argument("--api-secret", required=True)
         p.add_argument("--out", required=True)
     sub.choices["loopback"].add_argument("--wav", required=True)
+    m = sub.choices["publish-metrics"]
+    m.add_argument("--room", required=True)
+    m.add_argument("--turn", type=int, default=99)
     c = sub.choices["call"]
     c.add_argument("--turns", required=True, help="folder of caller turns (*.wav, 16 kHz mono)")
     c.add_argument("--agent-name", default="parley")
@@ -389,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--quiet-s", type=float, default=1.2)
     args = parser.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    fn = {"loopback": loopback, "call": call, "rooms": rooms}[args.mode]
+    fn = {"loopback": loopback, "call": call, "rooms": rooms, "publish-metrics": publish_metrics}[args.mode]
     result = asyncio.run(fn(args))
     (Path(args.out) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps({k: v for k, v in result.items() if k not in ("transcripts", "metrics")}))

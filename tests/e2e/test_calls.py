@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 import soundfile as sf
 
 from tests.e2e.conftest import CONVERSATION, close_and_check_sealed, record_figure, run_rtc_call
-from tests.e2e.harness import REPO, E2EStack, missing_reason
+from tests.e2e.harness import API_KEY, API_SECRET, PYTHON, REPO, E2EStack, missing_reason
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -114,6 +115,9 @@ def test_browser_call_hears_the_agent_and_shows_both_transcripts(
     out = tmp_path / "browser"
     out.mkdir()
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    # while the browser is in the call, a probe sends one latency message the way worker.room_metrics does
+    probe = threading.Timer(12.0, publish_probe_metrics, args=(call_stack, "browser-call"))
+    probe.start()
     res = call_stack.run_in_ns(
         [
             "node",
@@ -131,8 +135,12 @@ def test_browser_call_hears_the_agent_and_shows_both_transcripts(
         ],
         timeout=seconds + 120,
     )
+    probe.join()
     assert res.returncode == 0, f"{res.stderr[-1500:]}"
     state = json.loads((out / "browser.json").read_text())
+    # the per-turn latency published to the room is in the page's table
+    assert any(m["turn"] == 99 and m["e2e_ms"] == 812.0 for m in state["metrics"]), state["metrics"]
+    assert any(row.startswith("99812205131") for row in state["shownMetrics"]), state["shownMetrics"]
     assert state["connection"] == "connected", state["errors"]
     # the agent's audio arrived, with energy in it
     assert state["inbound"]["bytesReceived"] > 10_000
@@ -146,6 +154,21 @@ def test_browser_call_hears_the_agent_and_shows_both_transcripts(
     print(json.dumps({"v2v_ms": v2v, "metrics": state["metrics"]}), file=sys.stderr)
     assert v2v, "no agent speech was heard after the caller's speech"
     record_figure("browser_v2v_ms", {"p50": float(np.percentile(v2v, 50)), "turns": v2v})
+
+
+def publish_probe_metrics(stack: E2EStack, room: str) -> None:
+    cmd = [
+        str(PYTHON),
+        "-m",
+        "tests.e2e.rtc_peer",
+        "publish-metrics",
+        "--room",
+        room,
+        "--url",
+        stack.livekit_url,
+    ]
+    cmd += ["--api-key", API_KEY, "--api-secret", API_SECRET, "--out", str(stack.opts.out_dir / "probe")]
+    stack.run_in_ns(cmd, timeout=60)
 
 
 def test_no_packet_left_the_namespace(call_stack: E2EStack) -> None:
