@@ -81,7 +81,11 @@ class ParleyTurnDetector:
 
     async def _audio_probability_for(self, speech_end: float) -> float | None:
         if self._prefetched is not None and self._prefetched[0] == speech_end:
-            return await self._prefetched[1]
+            task = self._prefetched[1]
+            if not task.cancelled():
+                # shielded: the session cancels this call when the caller resumes; the prediction is
+                # still good for the next call about the same utterance
+                return await asyncio.shield(task)
         return await self.audio_probability(speech_end)
 
     async def audio_probability(self, speech_end: float) -> float | None:
@@ -111,8 +115,9 @@ class ParleyTurnDetector:
                 "reason": decision.reason,
             },
         )
-        if self._opts.min_delay < decision.delay < self._opts.max_delay:
-            # the session waits min_delay after the speech itself; the range above it is ours to hold
+        if decision.probability >= self._opts.unlikely_p and decision.delay > self._opts.min_delay:
+            # below the threshold the session waits max_delay itself, above it only min_delay: the range
+            # in between is ours to hold
             wait = speech_end + decision.delay - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)

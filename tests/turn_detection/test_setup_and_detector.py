@@ -193,3 +193,33 @@ async def test_stt_node_replaces_a_dropped_final_with_an_empty_interim(
     assert [e.type for e in out] == [stt.SpeechEventType.START_OF_SPEECH, interim, interim]
     assert out[1].alternatives[0].text == "so the"
     assert out[2].alternatives[0].text == ""
+
+
+class SlowModel:
+    """Stands in for the native model: a fixed probability after a short think."""
+
+    calls = 0
+
+    def predict(self, pcm: np.ndarray) -> float:
+        SlowModel.calls += 1
+        time.sleep(0.2)
+        return 0.9
+
+
+async def test_audio_prediction_starts_at_speech_end_and_survives_a_cancelled_call() -> None:
+    import asyncio
+
+    hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
+    det = ParleyTurnDetector(hooks, audio_model=SlowModel())
+    hooks.audio.push(np.zeros(16000, np.int16), 16000, end_time=time.time())
+    SlowModel.calls = 0
+    end = time.time() - 0.2
+    hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=end))
+    first = asyncio.create_task(det.predict_end_of_turn(_ctx("What time do you open?")))
+    await asyncio.sleep(0.05)
+    first.cancel()  # the caller resumed; the session cancels its end-of-turn task
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    p = await det.predict_end_of_turn(_ctx("What time do you open?"))
+    assert p > 0.8
+    assert SlowModel.calls == 1  # one prediction per utterance end, shared by both calls
