@@ -374,6 +374,30 @@ async def publish_metrics(args: argparse.Namespace) -> dict[str, object]:
     return {"published": json.loads(latency.to_json())}
 
 
+async def hang_up_check(args: argparse.Namespace) -> dict[str, object]:
+    """A caller joins; worker.sip.hang_up (run by the end_call tool) must disconnect it and end the room."""
+    from worker.sip import hang_up
+
+    tok = TokenOptions(api_key=args.api_key, api_secret=args.api_secret, agent_name="")
+    room = rtc.Room()
+    gone = asyncio.Event()
+    reason: list[str] = []
+
+    @room.on("disconnected")
+    def _on_disconnected(why: object) -> None:
+        reason.append(rtc.DisconnectReason.Name(why) if isinstance(why, int) else str(why))  # type: ignore[arg-type]
+        gone.set()
+
+    await room.connect(args.url, issue_call_token(tok, args.room, "caller").token, room_options())
+    http = args.url.replace("ws://", "http://", 1)
+    async with api.LiveKitAPI(http, args.api_key, args.api_secret) as lkapi:
+        await hang_up(lkapi, args.room)
+        await asyncio.wait_for(gone.wait(), 10)
+        listed = await lkapi.room.list_rooms(api.ListRoomsRequest(names=[args.room]))
+        await hang_up(lkapi, args.room)  # a second hang-up of a gone room is not an error
+    return {"disconnected": gone.is_set(), "reason": reason, "room_left": [r.name for r in listed.rooms]}
+
+
 async def rooms(args: argparse.Namespace) -> dict[str, object]:
     """The rooms the server has now (to see a hang-up end the call's room)."""
     http = args.url.replace("ws://", "http://", 1)
@@ -390,13 +414,14 @@ async def rooms(args: argparse.Namespace) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.e2e.rtc_peer")
     sub = parser.add_subparsers(dest="mode", required=True)
-    for name in ("loopback", "call", "rooms", "publish-metrics"):
+    for name in ("loopback", "call", "rooms", "publish-metrics", "hang-up"):
         p = sub.add_parser(name)
         p.add_argument("--url", default="ws://127.0.0.1:7880")
         p.add_argument("--api-key", required=True)
         p.add_argument("--api-secret", required=True)
         p.add_argument("--out", required=True)
     sub.choices["loopback"].add_argument("--wav", required=True)
+    sub.choices["hang-up"].add_argument("--room", required=True)
     m = sub.choices["publish-metrics"]
     m.add_argument("--room", required=True)
     m.add_argument("--turn", type=int, default=99)
@@ -410,7 +435,13 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--quiet-s", type=float, default=1.2)
     args = parser.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    fn = {"loopback": loopback, "call": call, "rooms": rooms, "publish-metrics": publish_metrics}[args.mode]
+    fn = {
+        "loopback": loopback,
+        "call": call,
+        "rooms": rooms,
+        "publish-metrics": publish_metrics,
+        "hang-up": hang_up_check,
+    }[args.mode]
     result = asyncio.run(fn(args))
     (Path(args.out) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps({k: v for k, v in result.items() if k not in ("transcripts", "metrics")}))

@@ -61,3 +61,23 @@ def test_namespace_is_sealed_and_removed(tmp_path: Path) -> None:
         ns.destroy()
     listed = ns.run(["true"])  # the namespace is gone
     assert listed.returncode != 0
+
+
+def test_hang_up_disconnects_the_caller_and_ends_the_room(tmp_path: Path) -> None:
+    """worker.sip.hang_up, which the end_call tool runs after the goodbye, against the real server."""
+    stack = start_stack(tmp_path)
+    try:
+        res = stack.run_in_ns(
+            [
+                *(str(PYTHON), "-m", "tests.e2e.rtc_peer", "hang-up", "--room", "hang-up-check"),
+                *("--url", stack.livekit_url, "--api-key", API_KEY, "--api-secret", API_SECRET),
+                *("--out", str(tmp_path)),
+            ],
+            timeout=60,
+        )
+        assert res.returncode == 0, res.stderr[-1500:]
+        result = json.loads((tmp_path / "result.json").read_text())
+    finally:
+        stack.close()
+    assert result["disconnected"] and result["room_left"] == [], result
+    assert result["reason"] == ["ROOM_DELETED"], result
