@@ -42,6 +42,7 @@ class PluginBenchOptions:
     rounds: int = 5
     voice: str = "tara"
     stream_timeout_s: float = 120.0
+    chain: bool = False  # measure through the engine → CPU voice fallback chain the worker uses
 
 
 @dataclass
@@ -83,13 +84,15 @@ async def _one_reply(tts: Any, text: str, timeout_s: float) -> StreamResult:
                 now = time.perf_counter()
                 if first_at is None:
                     first_at = now
-                    if stream.piece_sent_at is not None:
-                        res.plugin_ttfb_ms = (now - stream.piece_sent_at) * 1000
                 res.arrivals.append((now, ev.frame.duration))
                 res.audio_s += ev.frame.duration
-        res.engine_ttfb_ms = stream.engine_ttfb_ms
-        if stream.piece_sent_at is not None:
-            res.synth_s = time.perf_counter() - stream.piece_sent_at
+        orpheus = getattr(stream, "inner", stream)  # the chain's stream wraps the Orpheus one
+        sent_at = getattr(orpheus, "piece_sent_at", None)
+        if sent_at is None or first_at is None:
+            raise RuntimeError("the reply was not spoken by the Orpheus engine")
+        res.plugin_ttfb_ms = (first_at - sent_at) * 1000
+        res.engine_ttfb_ms = orpheus.engine_ttfb_ms
+        res.synth_s = time.perf_counter() - sent_at
         res.underruns = count_underruns(res.arrivals)
     except Exception as e:  # one failed reply is counted, the run goes on
         res.error = f"{type(e).__name__}: {e}".splitlines()[0]
@@ -106,7 +109,13 @@ async def run_plugin_bench(opts: PluginBenchOptions) -> dict[str, Any]:
     """The benchmark's JSON keys (DESIGN §6) for `--via plugin`."""
     from plugins.orpheus.tts import OrpheusOptions, OrpheusTTS
 
-    voice = OrpheusTTS(OrpheusOptions(address=opts.address, secret=opts.secret, voice=opts.voice))
+    orpheus = OrpheusTTS(OrpheusOptions(address=opts.address, secret=opts.secret, voice=opts.voice))
+    voice: Any = orpheus
+    if opts.chain:
+        from plugins.cpu_voice import CpuVoiceTTS
+        from plugins.fallback_tts import FallbackTTS
+
+        voice = FallbackTTS(orpheus, CpuVoiceTTS())
     await voice.warm_up()
     await _one_reply(voice, "Warming up.", opts.stream_timeout_s)  # first-use costs are not the plugin's
     results: list[StreamResult] = []
@@ -128,7 +137,7 @@ async def run_plugin_bench(opts: PluginBenchOptions) -> dict[str, Any]:
     ]
     rtfs = [x.synth_s / x.audio_s for x in ok if x.audio_s > 0]
     return {
-        "via": "plugin",
+        "via": "plugin+fallback-chain" if opts.chain else "plugin",
         "concurrency": opts.concurrency,
         "streams": len(results),
         "ttfb_ms": {"p50": _pct(plugin, 50), "p99": _pct(plugin, 99)},
@@ -194,7 +203,7 @@ def print_table(report: dict[str, Any]) -> None:
         ("underruns", report["underruns"]),
         ("errors", report["errors"]),
     ]
-    print(f"TTS via plugin, concurrency {report['concurrency']}")
+    print(f"TTS via {report['via']}, concurrency {report['concurrency']}")
     for name, value in rows:
         print(f"  {name:<36} {value}")
 
@@ -206,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--address", default="", help="a running engine (default: start one on CPU)")
     p.add_argument("--secret", default="")
     p.add_argument("--voice", default="tara")
+    p.add_argument("--chain", action="store_true", help="through the engine → CPU voice fallback chain")
     p.add_argument("--json", default="", help="write the report here")
     args = p.parse_args(argv)
     if args.concurrency < 1 or args.rounds < 1:
@@ -221,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
             engine = _LocalEngine(max_streams=max(2, args.concurrency))
             engine.wait_ready()
             address = engine.address
-        opts = PluginBenchOptions(address, args.secret, args.concurrency, args.rounds, args.voice)
+        opts = PluginBenchOptions(
+            address, args.secret, args.concurrency, args.rounds, args.voice, chain=args.chain
+        )
         report = asyncio.run(run_plugin_bench(opts))
     except (RuntimeError, OSError, ValueError) as e:
         print(f"error: {e}".splitlines()[0], file=sys.stderr)
