@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -26,10 +27,21 @@ from livekit import rtc
 from livekit.agents import stt as lkstt
 
 from benchmarks.text_norm import normalize, wer
-from plugins.whisper.model import SAMPLE_RATE, DecodeRequest, ModelOptions, WhisperModelError, shared_runner
+from plugins.whisper.model import (
+    PRIORITY_PARTIAL,
+    SAMPLE_RATE,
+    DecodeRequest,
+    ModelOptions,
+    WhisperModelError,
+    shared_runner,
+)
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
 
 VOICED_DBFS = -50.0
+
+
+class BenchmarkInputError(ValueError):
+    """Unreadable input; reported as one line."""
 
 
 @dataclass
@@ -47,7 +59,10 @@ class FileResult:
 
 def load_audio(path: Path) -> np.ndarray:
     """16 kHz mono int16, whatever the file holds."""
-    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise BenchmarkInputError(f"cannot read {path}: {e}") from None
     mono = data.mean(axis=1)
     if sr != SAMPLE_RATE:
         import soxr
@@ -152,7 +167,13 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
     options = WhisperSTTOptions(
-        model=ModelOptions(model=args.model, device=args.device, compute_type=args.compute_type),
+        model=ModelOptions(
+            model=args.model,
+            device=args.device,
+            compute_type=args.compute_type,
+            cpu_threads=args.cpu_threads,
+            num_workers=args.workers,
+        ),
         language=args.language,
         streaming=StreamingOptions(final_beam_size=args.final_beam, partial_interval_s=args.partial_interval),
     )
@@ -168,6 +189,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     if not args.no_generated_noise:
         noise_wavs += make_noise_files(Path(tmp.name))
 
+    load_before = round(os.getloadavg()[0], 2)
     results: list[FileResult] = []
     whole_refs: list[str] = []
     whole_hyps: list[str] = []
@@ -196,11 +218,13 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             delay = f"{r.final_delay_ms:7.0f} ms" if r.final_delay_ms is not None else "      - "
             print(f"{path.name:28s} final {delay}  {normalize(text)[:60]!r}", file=sys.stderr)
     tmp.cleanup()
-    runner.close()
 
+    settle = [st for st in runner.recent if st.priority != PRIORITY_PARTIAL]
+    partial = [st for st in runner.recent if st.priority == PRIORITY_PARTIAL]
     speech = [r for r in results if r.speech]
     delays = [r.final_delay_ms for r in speech if r.final_delay_ms is not None]
     after_flush = [r.final_after_flush_ms for r in speech if r.final_after_flush_ms is not None]
+    runner.close()
     return {
         "wer": round(wer([r.ref for r in speech], [r.hyp for r in speech]), 4),
         "whole_file_wer": round(wer(whole_refs, whole_hyps), 4),
@@ -212,6 +236,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "noise_transcripts": sum(1 for r in results if not r.speech and normalize(r.hyp)),
         "noise_files": sum(1 for r in results if not r.speech),
         "missing_finals": sum(1 for r in speech if r.final_delay_ms is None),
+        "settle_decode_ms": percentiles([(st.decode_s + st.queued_s) * 1000 for st in settle]),
+        "partial_decode_ms": percentiles([(st.decode_s + st.queued_s) * 1000 for st in partial]),
+        "load_avg_1m": [load_before, round(os.getloadavg()[0], 2)],
         "flush_delay_ms": args.flush_delay_ms,
         "speed": args.speed,
         "model": runner.model_name,
@@ -231,6 +258,11 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def _pair(p: object) -> str:
+    assert isinstance(p, dict)
+    return f"{p['p50']} / {p['p95']} ms"
+
+
 def print_table(report: dict[str, object]) -> None:
     fd = report["final_delay_ms"]
     ff = report["final_after_flush_ms"]
@@ -241,6 +273,9 @@ def print_table(report: dict[str, object]) -> None:
         ("end of speech -> FINAL p50 / p95", f"{fd['p50']} / {fd['p95']} ms"),
         ("flush -> FINAL p50 / p95", f"{ff['p50']} / {ff['p95']} ms"),
         ("PREFLIGHT before flush", f"{report['preflight_before_flush_rate']}"),
+        ("settle/final decode p50 / p95", _pair(report["settle_decode_ms"])),
+        ("partial decode p50 / p95", _pair(report["partial_decode_ms"])),
+        ("1-min load average (start, end)", f"{report['load_avg_1m']}"),
         ("noise transcripts", f"{report['noise_transcripts']} of {report['noise_files']} no-speech files"),
         ("flush after last voiced sample", f"{report['flush_delay_ms']} ms"),
     ]
@@ -257,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="tiny.en")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     p.add_argument("--compute-type", default="default")
+    p.add_argument("--cpu-threads", type=int, default=0, help="threads per decode (0 = cores, at most 4)")
+    p.add_argument("--workers", type=int, default=2, help="decodes that may run at once")
     p.add_argument("--language", default="en")
     p.add_argument("--final-beam", type=int, default=1)
     p.add_argument(
@@ -272,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         report = asyncio.run(run(args))
-    except (WhisperModelError, WhisperConfigError) as e:
+    except (WhisperModelError, WhisperConfigError, BenchmarkInputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print_table(report)

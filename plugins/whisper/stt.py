@@ -215,8 +215,10 @@ class WhisperSTT(stt.STT):
             )
             try:
                 result = await self._transcriber.transcribe(gate.audio(), request)
-            except WhisperModelError as e:
-                logger.warning("whisper decode failed", extra={"error": str(e)})
+            except Exception as e:  # the caller gets an empty transcript, not a traceback
+                logger.warning(
+                    "whisper decode failed: %s", (str(e).strip().splitlines() or [type(e).__name__])[0]
+                )
             else:
                 text = clean_text(result, speech_s=gate.speech_s, opts=self._opts.streaming.guard)
                 language_out, confidence = result.language, result.confidence
@@ -371,6 +373,8 @@ class WhisperStream(stt.RecognizeStream):
             return
         if self._partial is not None or self._settle is not None or self._stale is not None:
             return
+        if gate.silence_s > 0:
+            return  # the speaker may be stopping: leave the CPU to the settle decode that may follow
         interval = max(self._opts.partial_interval_s, self._opts.partial_load_factor * self._decode_s)
         if gate.length - self._last_decode_len >= interval * SAMPLE_RATE:
             self._start("partial")
@@ -402,8 +406,9 @@ class WhisperStream(stt.RecognizeStream):
     async def _decode(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult | None:
         try:
             return await self._w.transcriber.transcribe(audio, request)
-        except WhisperModelError as e:
-            logger.warning("whisper decode failed", extra={"error": str(e)})
+        except Exception as e:  # a failed decode costs this transcript, never the call
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            logger.warning("whisper decode failed: %s", first)
             return None
 
     def _on_decoded(self, d: _Decode) -> None:
