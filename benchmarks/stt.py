@@ -78,22 +78,33 @@ def last_voiced_s(pcm: np.ndarray) -> float:
 
 
 def make_noise_files(folder: Path, seconds: float = 3.0, seed: int = 7) -> list[Path]:
-    """Silence and noises that must produce no transcript: digital silence, white, pink, hum, clicks."""
+    """Silence and noises that must produce no transcript: digital silence, white and pink noise, mains hum,
+    clicks, noise with a syllable-rate envelope, and note-like tones."""
     rng = np.random.default_rng(seed)
     n = int(seconds * SAMPLE_RATE)
     t = np.arange(n) / SAMPLE_RATE
     white = rng.standard_normal(n)
     spectrum = np.fft.rfft(rng.standard_normal(n))
     pink = np.fft.irfft(spectrum / np.sqrt(np.maximum(np.arange(len(spectrum)), 1)), n)
-    hum = sum(np.sin(2 * np.pi * 50 * k * t) / k for k in range(1, 6))
+    hum = np.sum([np.sin(2 * np.pi * 50 * k * t) / k for k in range(1, 6)], axis=0)
     clicks = np.zeros(n)
     clicks[rng.integers(0, n - 80, 12)[:, None] + np.arange(80)] = rng.standard_normal((12, 80))
-    sources = {
+    syllables = (0.5 + 0.5 * np.sin(2 * np.pi * 4 * t)) ** 2  # speech-like 4 Hz loudness envelope
+    notes = np.sum(
+        [
+            np.sin(2 * np.pi * f * t) * (np.sin(2 * np.pi * 2 * t + k) > 0)
+            for k, f in enumerate((262, 330, 392))
+        ],
+        axis=0,
+    )
+    sources: dict[str, np.ndarray] = {
         "silence": np.zeros(n),
         "white_noise": white,
         "pink_noise": pink,
         "mains_hum": hum + 0.05 * white,
         "clicks": clicks + 0.01 * white,
+        "modulated_noise": pink * syllables,
+        "tones": notes,
     }
     out = []
     for name, x in sources.items():
