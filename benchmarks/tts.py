@@ -1,0 +1,332 @@
+"""Orpheus TTS under concurrency (DESIGN §6): TTFB, real-time factor, underruns, errors, engine CPU.
+
+    python -m benchmarks.tts --concurrency 4 [--rounds 2] [--via engine|plugin] [--address ADDR] [--json F]
+    python -m benchmarks.tts --overhead --concurrency 128 [--seconds 10] [--json F]
+
+`--via engine` (default): N concurrent streams, each a few sentences, through the engine client; with no
+`--address` an engine server (`python -m plugins.orpheus serve`, tiny random model on CPU unless model flags
+say otherwise) is started and stopped. TTFB = first text sent → first PCM received; RTF = time from first text
+to the last audio / audio duration (median over streams); underruns = gaps a real-time player would hear after
+the first audio. `--via plugin` runs the same measurement through the LiveKit plugin (benchmarks.tts_plugin).
+
+`--overhead` replaces both model stages with zero-cost stand-ins (`--backend standin --snac-dir standin`,
+named as such and used only here) feeding valid token streams at 82 tokens/s per stream, and reports the
+engine process's own CPU time (user + system, all threads) per audio token over a steady window.
+On a GPU host point `--address` at the real engine to measure real TTFB at scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plugins.orpheus.client import EngineClient, EngineEvent
+
+SAMPLE_RATE = 24000
+REPLIES = [
+    "Sure, I can help with that. Your table for two is booked at seven. Anything else?",
+    "Let me check. The store opens at nine tomorrow, and closes at six in the evening.",
+    "Thanks for waiting. Your order shipped this morning, so it should arrive on Friday.",
+    "Of course. I have moved your appointment to Tuesday afternoon. See you then!",
+]
+# --overhead: long sentences keep every stand-in stream busy for the whole measuring window
+LONG_REPLY = " ".join(
+    [
+        "This is a long sentence that keeps the stream talking for a good while so that we can measure it.",
+        "Here is another sentence that is nearly as long, and it keeps going for quite some time as well.",
+        "And one more that closes the reply after a long and steady stretch of speech from this voice.",
+    ]
+)
+
+
+@dataclass
+class StreamStats:
+    ttfb_ms: float | None = None
+    engine_ttfb_ms: float | None = None
+    audio_s: float = 0.0
+    synth_s: float = 0.0
+    underruns: int = 0
+    error: str | None = None
+    arrivals: list[tuple[float, float]] = field(default_factory=list)
+
+
+def count_underruns(arrivals: list[tuple[float, float]]) -> int:
+    """Chunks arriving after everything before them has already played (a real-time player would stall)."""
+    gaps = 0
+    play_end: float | None = None
+    for t, dur in arrivals:
+        if play_end is not None and t > play_end + 1e-3:
+            gaps += 1
+        play_end = (t if play_end is None else max(play_end, t)) + dur
+    return gaps
+
+
+async def one_stream(client: EngineClient, text: str, voice: str, timeout_s: float) -> StreamStats:
+    st = StreamStats()
+    stream = client.open_stream(voice=voice, request_id="bench")
+    t0 = time.perf_counter()
+    try:
+        await stream.push_text(text)
+        await stream.end()
+        async with asyncio.timeout(timeout_s):
+            async for item in stream:
+                now = time.perf_counter()
+                if isinstance(item, bytes):
+                    if st.ttfb_ms is None:
+                        st.ttfb_ms = (now - t0) * 1000
+                    dur = len(item) / 2 / SAMPLE_RATE
+                    st.arrivals.append((now, dur))
+                    st.audio_s += dur
+                    st.synth_s = now - t0
+                elif isinstance(item, EngineEvent):
+                    if item.type == "first_audio":
+                        st.engine_ttfb_ms = item.data.get("ttfb_ms")
+                    elif item.type == "error":
+                        st.error = f"{item.code}: {item.data.get('message', '')}".splitlines()[0]
+    except Exception as e:  # one failed stream is counted; the run goes on
+        st.error = f"{type(e).__name__}: {e}".splitlines()[0]
+        await stream.cancel()
+    st.underruns = count_underruns(st.arrivals)
+    return st
+
+
+def pct(values: list[float], q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 2) if values else None
+
+
+def summarize(results: list[StreamStats], concurrency: int, via: str) -> dict[str, Any]:
+    ok = [r for r in results if r.error is None and r.ttfb_ms is not None]
+    ttfb = [r.ttfb_ms for r in ok if r.ttfb_ms is not None]
+    eng = [r.engine_ttfb_ms for r in ok if r.engine_ttfb_ms is not None]
+    rtf = [r.synth_s / r.audio_s for r in ok if r.audio_s > 0]
+    return {
+        "via": via,
+        "concurrency": concurrency,
+        "streams": len(results),
+        "ttfb_ms": {"p50": pct(ttfb, 50), "p95": pct(ttfb, 95), "p99": pct(ttfb, 99)},
+        "engine_ttfb_ms": {"p50": pct(eng, 50), "p99": pct(eng, 99)},
+        "rtf": round(statistics.median(rtf), 4) if rtf else None,
+        "audio_s_per_stream": round(statistics.median([r.audio_s for r in ok]), 2) if ok else None,
+        "underruns": sum(r.underruns for r in ok),
+        "streams_with_underruns": sum(1 for r in ok if r.underruns),
+        "errors": len(results) - len(ok),
+        "error_messages": sorted({r.error for r in results if r.error})[:5],
+    }
+
+
+# -- the engine process ---------------------------------------------------------------------------------
+class LocalEngine:
+    """`python -m plugins.orpheus serve` as a child process (so its CPU time can be read on its own)."""
+
+    def __init__(self, serve_args: list[str], http_port: int = 0) -> None:
+        self.address = f"unix:///tmp/parley-bench-orpheus-{os.getpid()}.sock"
+        cmd = [sys.executable, "-m", "plugins.orpheus", "serve", "--address", self.address, *serve_args]
+        if http_port:
+            cmd += ["--http-port", str(http_port)]
+        self.http_port = http_port
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def wait_ready(self, timeout_s: float = 600.0) -> None:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if line.startswith("ready"):
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        self.stop()
+        raise RuntimeError(
+            "the engine server did not start (run `python -m plugins.orpheus serve` to see why)"
+        )
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the engine process, all its threads (Linux /proc)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def read_tokens(port: int) -> float:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as r:
+        for line in (await r.text()).splitlines():
+            if line.startswith("orpheus_audio_tokens_total "):
+                return float(line.split()[1])
+    raise RuntimeError("engine metrics carry no orpheus_audio_tokens_total")
+
+
+# -- via engine -------------------------------------------------------------------------------------------
+async def bench_engine(args: argparse.Namespace, address: str) -> dict[str, Any]:
+    client = EngineClient(address, args.secret, pool_size=args.pool)
+    await client.connect()
+    await one_stream(client, "Warming up.", args.voice, args.timeout)  # first-use costs are not measured
+    results: list[StreamStats] = []
+    for r in range(args.rounds):
+        texts = [REPLIES[(r + i) % len(REPLIES)] for i in range(args.concurrency)]
+        results += await asyncio.gather(*(one_stream(client, t, args.voice, args.timeout) for t in texts))
+    await client.close()
+    return summarize(results, args.concurrency, "engine")
+
+
+async def bench_overhead(args: argparse.Namespace, engine: LocalEngine) -> dict[str, Any]:
+    """All streams running on stand-ins; CPU seconds and audio tokens over a steady window."""
+    client = EngineClient(engine.address, args.secret, pool_size=args.pool)
+    await client.connect()
+    tasks = []
+    for _ in range(args.concurrency):
+        tasks.append(asyncio.create_task(one_stream(client, LONG_REPLY, args.voice, args.timeout)))
+        await asyncio.sleep(0.085 / max(1, args.concurrency) * 4)  # staggered starts, like real calls
+    await asyncio.sleep(2.0)  # let every stream reach steady state
+    cpu0, tok0, t0 = engine.cpu_seconds(), await read_tokens(engine.http_port), time.perf_counter()
+    await asyncio.sleep(args.seconds)
+    cpu1, tok1, t1 = engine.cpu_seconds(), await read_tokens(engine.http_port), time.perf_counter()
+    results = await asyncio.gather(*tasks)
+    await client.close()
+    report = summarize(list(results), args.concurrency, "engine (stand-in models)")
+    tokens = tok1 - tok0
+    report.update(
+        {
+            "cpu_us_per_token": round((cpu1 - cpu0) / tokens * 1e6, 2) if tokens else None,
+            "cpu_core_fraction": round((cpu1 - cpu0) / (t1 - t0), 4),
+            "tokens_per_s": round(tokens / (t1 - t0), 1),
+            "tokens_per_s_per_stream": round(tokens / (t1 - t0) / args.concurrency, 2),
+            "window_s": round(t1 - t0, 2),
+            "stand_ins": "StandInTokenBackend (82 tokens/s/stream) + StandInDecoder (precomputed PCM)",
+        }
+    )
+    return report
+
+
+def run_via_plugin(args: argparse.Namespace) -> int:
+    """`--via plugin`: the LiveKit plugin's own half of this benchmark."""
+    try:
+        from benchmarks.tts_plugin import main as plugin_main
+    except ImportError:
+        print(
+            "error: --via plugin needs benchmarks/tts_plugin.py (the LiveKit plugin's benchmark)",
+            file=sys.stderr,
+        )
+        return 2
+    argv = ["--concurrency", str(args.concurrency), "--rounds", str(args.rounds), "--voice", args.voice]
+    if args.address:
+        argv += ["--address", args.address, "--secret", args.secret]
+    if args.json:
+        argv += ["--json", args.json]
+    return int(plugin_main(argv) or 0)
+
+
+VIAS: dict[str, Callable[[argparse.Namespace], int]] = {"plugin": run_via_plugin}
+
+
+def print_table(r: dict[str, Any]) -> None:
+    print(f"TTS via {r['via']}, concurrency {r['concurrency']}, {r['streams']} streams")
+    rows: list[tuple[str, Any]] = [
+        ("TTFB p50 / p95 / p99 ms", " / ".join(str(r["ttfb_ms"][k]) for k in ("p50", "p95", "p99"))),
+        ("engine TTFB p50 / p99 ms", f"{r['engine_ttfb_ms']['p50']} / {r['engine_ttfb_ms']['p99']}"),
+        ("RTF (median)", r["rtf"]),
+        ("audio per stream s (median)", r["audio_s_per_stream"]),
+        ("underruns (streams)", f"{r['underruns']} ({r['streams_with_underruns']})"),
+        ("errors", r["errors"]),
+    ]
+    if "cpu_us_per_token" in r:
+        rows += [
+            ("engine CPU µs per audio token", r["cpu_us_per_token"]),
+            ("engine CPU (fraction of a core)", r["cpu_core_fraction"]),
+            ("audio tokens/s (per stream)", f"{r['tokens_per_s']} ({r['tokens_per_s_per_stream']})"),
+        ]
+    for name, value in rows:
+        print(f"  {name:<34} {value}")
+    for msg in r["error_messages"]:
+        print(f"  error: {msg}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tts", description=__doc__.splitlines()[0])
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=2, help="streams per concurrent slot, one after another")
+    p.add_argument("--via", default="engine", choices=["engine", *VIAS])
+    p.add_argument(
+        "--overhead", action="store_true", help="zero-cost stand-in models; report engine CPU per token"
+    )
+    p.add_argument("--seconds", type=float, default=10.0, help="--overhead: measuring window")
+    p.add_argument("--address", default="", help="a running engine (default: start one on CPU)")
+    p.add_argument("--secret", default="")
+    p.add_argument("--voice", default="tara")
+    p.add_argument("--pool", type=int, default=1, help="client connections")
+    p.add_argument("--timeout", type=float, default=300.0, help="per stream")
+    p.add_argument(
+        "--serve-arg", action="append", default=[], help="extra flag for the started engine (repeat)"
+    )
+    p.add_argument("--json", default="", help="write the report here")
+    args = p.parse_args(argv)
+    if args.concurrency < 1 or args.rounds < 1:
+        print("error: --concurrency and --rounds must be at least 1", file=sys.stderr)
+        return 2
+    if args.via != "engine":
+        return VIAS[args.via](args)
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    engine: LocalEngine | None = None
+    try:
+        serve = ["--max-streams", str(max(2, args.concurrency)), *args.serve_arg]
+        if args.overhead:
+            engine = LocalEngine(
+                ["--backend", "standin", "--snac-dir", "standin", *serve], http_port=free_port()
+            )
+            engine.wait_ready()
+            coro: Awaitable[dict[str, Any]] = bench_overhead(args, engine)
+        else:
+            address = args.address
+            if not address:
+                engine = LocalEngine(serve)
+                engine.wait_ready()
+                address = engine.address
+            coro = bench_engine(args, address)
+        report: dict[str, Any] = asyncio.run(coro)  # type: ignore[arg-type]
+    except (RuntimeError, OSError, ValueError) as e:
+        print(f"error: {e}".splitlines()[0], file=sys.stderr)
+        return 1
+    finally:
+        if engine is not None:
+            engine.stop()
+    print_table(report)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
