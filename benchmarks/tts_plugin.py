@@ -101,6 +101,29 @@ async def _one_reply(tts: Any, text: str, timeout_s: float) -> StreamResult:
     return res
 
 
+async def _one_cancel(tts: Any, text: str, timeout_s: float) -> float | None:
+    """Barge-in: close a reply once its audio plays; ms until the engine confirms the stream is stopped."""
+    from livekit.agents import APIConnectOptions
+
+    stream = tts.stream(conn_options=APIConnectOptions(max_retry=0, timeout=timeout_s))
+    stream.push_text(text)
+    stream.end_input()
+    try:
+        async with asyncio.timeout(timeout_s):
+            await anext(aiter(stream))
+    except Exception:
+        await stream.aclose()
+        return None
+    engine = getattr(getattr(stream, "inner", stream), "engine_stream", None)
+    t0 = time.perf_counter()
+    await stream.aclose()
+    while engine is not None and not engine.finished and time.perf_counter() - t0 < 5.0:
+        await asyncio.sleep(0.0005)
+    if engine is None or engine.final_event is None or engine.final_event.data.get("reason") != "cancelled":
+        return None
+    return (time.perf_counter() - t0) * 1000
+
+
 def _pct(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 2) if values else None
 
@@ -125,6 +148,10 @@ async def run_plugin_bench(opts: PluginBenchOptions) -> dict[str, Any]:
             for i in range(opts.concurrency)
         ]
         results += await asyncio.gather(*batch)
+    cancels = [
+        await _one_cancel(voice, REPLIES[i % len(REPLIES)], opts.stream_timeout_s) for i in range(opts.rounds)
+    ]
+    cancel_ms = [c for c in cancels if c is not None]
     leaked = voice.active_streams
     await voice.aclose()
     ok = [x for x in results if x.error is None and x.plugin_ttfb_ms is not None]
@@ -147,6 +174,7 @@ async def run_plugin_bench(opts: PluginBenchOptions) -> dict[str, Any]:
             "p95": _pct(overhead, 95),
             "max": round(max(overhead), 2) if overhead else None,
         },
+        "cancel_ms": {"p50": _pct(cancel_ms, 50), "p95": _pct(cancel_ms, 95)},
         "rtf": round(statistics.median(rtfs), 4) if rtfs else None,
         "underruns": sum(x.underruns for x in ok),
         "errors": sum(1 for x in results if x.error is not None),
@@ -199,13 +227,17 @@ def print_table(report: dict[str, Any]) -> None:
             "plugin overhead p50 / p95 / max ms",
             " / ".join(str(report["plugin_overhead_ms"][k]) for k in ("p50", "p95", "max")),
         ),
+        (
+            "barge-in → engine stopped p50 / p95 ms",
+            f"{report['cancel_ms']['p50']} / {report['cancel_ms']['p95']}",
+        ),
         ("rtf (median)", report["rtf"]),
         ("underruns", report["underruns"]),
         ("errors", report["errors"]),
     ]
     print(f"TTS via {report['via']}, concurrency {report['concurrency']}")
     for name, value in rows:
-        print(f"  {name:<36} {value}")
+        print(f"  {name:<40} {value}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError, tts, utils
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("parley.orpheus.tts")
 
 SAMPLE_RATE = 24_000
+DEFAULT_ADDRESS = "unix:///tmp/parley-orpheus.sock"  # where `python -m plugins.orpheus serve` listens
 NUM_CHANNELS = 1
 # engine error codes that mean "this engine cannot take the call now" (the fallback chain switches)
 UNAVAILABLE_CODES = frozenset({"full", "connection_lost", "not_connected", "unreachable", "unauthorized"})
@@ -70,7 +71,18 @@ def _unavailable(err: BaseException) -> EngineUnavailableError:
 class OrpheusTTS(tts.TTS):
     """Streams text into the Orpheus engine; see the module docstring for the data path."""
 
-    def __init__(self, options: OrpheusOptions, *, phrase_cache: PhraseCache | None = None) -> None:
+    def __init__(
+        self,
+        options: OrpheusOptions | None = None,
+        *,
+        voice: str | None = None,
+        address: str | None = None,
+        phrase_cache: PhraseCache | None = None,
+    ) -> None:
+        """`OrpheusTTS(options)`, or `OrpheusTTS(voice="tara")` for the engine at its default address."""
+        options = options or OrpheusOptions(address=address or DEFAULT_ADDRESS)
+        if voice or address:
+            options = replace(options, voice=voice or options.voice, address=address or options.address)
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True),
             sample_rate=SAMPLE_RATE,
@@ -264,6 +276,7 @@ class OrpheusStream(tts.SynthesizeStream):
         self._orpheus = tts
         self.piece_sent_at: float | None = None  # perf_counter when the first piece left (TTFB anchor)
         self.engine_ttfb_ms: float | None = None  # the engine's own TTFB for this stream
+        self.engine_stream: ClientStream | None = None  # the engine side of this reply, once opened
         self.served_from_cache = False
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
@@ -311,7 +324,7 @@ class OrpheusStream(tts.SynthesizeStream):
                 return
             client = await self._orpheus.client()
             try:
-                stream = client.open_stream(opts.voice, request_id, opts.language)
+                stream = self.engine_stream = client.open_stream(opts.voice, request_id, opts.language)
             except EngineError as e:
                 raise _unavailable(e) from None
             sender = asyncio.create_task(self._send_pieces(stream, first, pieces), name="orpheus-send")

@@ -142,3 +142,17 @@ def test_engine_fill_reads_capacity(running_engine: EngineProcess, tmp_path) -> 
     configure_engine_fill(f"unix://{tmp_path}/none.sock")
     assert engine_fill() == 1.0  # an engine that cannot be asked is reported full
     configure_engine_fill("")
+
+
+def test_keyword_constructor_uses_the_default_engine_address() -> None:
+    """`python -m caches build --tts plugins.orpheus.tts:OrpheusTTS` calls the class with `voice=` only."""
+    voice = OrpheusTTS(voice="leo")
+    assert voice.options.voice == "leo" and voice.options.address == "unix:///tmp/parley-orpheus.sock"
+    assert (voice.sample_rate, voice.num_channels, voice.capabilities.streaming) == (24000, 1, True)
+
+
+def test_underruns_count_gaps_after_first_audio() -> None:
+    from benchmarks.tts_plugin import count_underruns
+
+    assert count_underruns([(0.0, 0.1), (0.05, 0.1), (0.15, 0.1)]) == 0  # always ahead of playback
+    assert count_underruns([(0.0, 0.1), (0.3, 0.1), (0.35, 0.1)]) == 1  # one gap of 0.2 s
