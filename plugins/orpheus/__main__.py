@@ -42,7 +42,11 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-streams", type=int, default=32)
     g.add_argument("--openai-base-url", default="")
     g.add_argument("--openai-model", default="orpheus")
+    g.add_argument("--tokenizer-dir", default="", help="tokenizer.json dir if not in --model-dir")
     g.add_argument("--trtllm-runtime", default="pytorch", choices=["pytorch", "engine"])
+    g.add_argument("--trtllm-max-batch", type=int, default=128)
+    g.add_argument("--trtllm-kv-fp8", default="on", choices=["on", "off"])
+    g.add_argument("--gpu-memory-fraction", type=float, default=0.85, help="trtllm KV cache share")
     g.add_argument("--temperature", type=float, default=0.5)
     g.add_argument("--top-p", type=float, default=0.9)
     g.add_argument("--repetition-penalty", type=float, default=1.1)
@@ -75,7 +79,11 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         cpu_threads=args.cpu_threads,
         openai_base_url=args.openai_base_url,
         openai_model=args.openai_model,
+        tokenizer_dir=args.tokenizer_dir,
         trtllm_runtime=args.trtllm_runtime,
+        trtllm_max_batch=args.trtllm_max_batch,
+        trtllm_kv_fp8=args.trtllm_kv_fp8 == "on",
+        trtllm_free_gpu_memory_fraction=args.gpu_memory_fraction,
         engine=opts,
     )
     return cfg
