@@ -46,8 +46,9 @@ def _reason(err: BaseException) -> str:
 
 
 def _is_unavailable(err: BaseException) -> bool:
-    """Errors that say the primary cannot serve now (rather than that this text was bad)."""
-    return isinstance(err, APIConnectionError) or bool(getattr(err, "retryable", False))
+    """Errors that say the primary cannot serve now (unreachable, full, lost, timed out), rather than
+    that this one text failed: only these switch the chain; others send just this reply to the fallback."""
+    return isinstance(err, APIConnectionError)
 
 
 class FallbackTTS(tts.TTS):

@@ -296,18 +296,20 @@ class OrpheusStream(tts.SynthesizeStream):
 
         async def read_input() -> None:
             chunker = SpeechChunker(opts.chunker)
-            async for data in self._input_ch:
-                if isinstance(data, self._FlushSentinel):
-                    for p in chunker.flush():
+            try:
+                async for data in self._input_ch:
+                    if isinstance(data, self._FlushSentinel):
+                        for p in chunker.flush():
+                            pieces.put_nowait(p)
+                        continue
+                    text_parts.append(data)
+                    for p in chunker.push(data):
                         pieces.put_nowait(p)
-                    continue
-                text_parts.append(data)
-                for p in chunker.push(data):
+                for p in chunker.flush():
                     pieces.put_nowait(p)
-            for p in chunker.flush():
-                pieces.put_nowait(p)
-            input_ended.set()
-            pieces.put_nowait(None)
+                input_ended.set()
+            finally:
+                pieces.put_nowait(None)  # the sender never waits on input that can no longer come
 
         reader = asyncio.create_task(read_input(), name="orpheus-read-input")
         stream: ClientStream | None = None
@@ -333,7 +335,8 @@ class OrpheusStream(tts.SynthesizeStream):
             finally:
                 if not sender.done():
                     sender.cancel()
-            await sender  # surfaces a send failure after the engine finished
+            if sender.done() and not sender.cancelled():
+                sender.result()  # surfaces a send failure after the engine finished
             if final.data.get("reason") == "completed":
                 output_emitter.end_segment()
         finally:

@@ -109,3 +109,18 @@ def test_formats_must_match(cpu_voice: CpuVoiceTTS) -> None:
     orpheus._sample_rate = 16000  # a primary at another rate cannot be spliced with the CPU voice
     with pytest.raises(ValueError, match="must match"):
         FallbackTTS(orpheus, cpu_voice)
+
+
+async def test_a_refused_text_goes_to_the_cpu_voice_without_switching(
+    running_engine: EngineProcess, cpu_voice: CpuVoiceTTS, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The engine refuses this reply (unknown voice): the CPU voice speaks it; the next one tries Orpheus."""
+    caplog.set_level(logging.INFO, logger=SWITCH_LOG)
+    orpheus = OrpheusTTS(OrpheusOptions(address=running_engine.address, voice="nobody"))
+    chain = FallbackTTS(orpheus, cpu_voice)
+    voice, seconds = await _speak(chain, "Your order is on its way.")
+    assert voice is cpu_voice and seconds > 0.5
+    assert not chain.using_fallback and chain.switches == 0
+    assert not [r for r in caplog.records if r.name == SWITCH_LOG]
+    assert chain.order()[0] is orpheus
+    await orpheus.aclose()
