@@ -99,3 +99,27 @@ async def test_reply_is_spoken_and_barge_in_cancels_the_engine(running_engine: E
     finally:
         await session.aclose()
         await orpheus.aclose()
+
+
+async def test_say_of_a_cached_line_needs_no_engine(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """session.say() of a cached greeting plays the cached clip; there is no engine at this address."""
+    import numpy as np
+
+    from caches import CachedPhrase, PhraseCache
+
+    clip = (np.sin(np.arange(24000 // 2) * 0.05) * 8000).astype(np.int16)
+    text = "Hello! How can I help you today?"
+    cache = PhraseCache([CachedPhrase(text, "greeting", "tara", "en", "test", 24000, clip)])
+    orpheus = OrpheusTTS(OrpheusOptions(address=f"unix://{tmp_path}/none.sock"), phrase_cache=cache)
+    session = AgentSession(tts=orpheus, user_away_timeout=None)
+    speaker = Loudspeaker(24000)
+    session.output.audio = speaker
+    await session.start(Agent(instructions="Be brief."), record=False)
+    try:
+        await asyncio.wait_for(session.say(text).wait_for_playout(), 10)
+        played = np.concatenate([pcm for _, pcm in speaker.track.chunks])
+        assert played.size >= clip.size * 0.9
+        assert cache.metrics.hits == 1
+    finally:
+        await session.aclose()
+        await orpheus.aclose()
