@@ -98,6 +98,10 @@ class ParleyTurnDetector:
         return await asyncio.to_thread(predict_window, model, window)
 
     async def predict_end_of_turn(self, chat_ctx: Any, *, timeout: float | None = None) -> float:
+        if self._hooks.text_is_stale:
+            # the newest words are not final yet: this text is stale. Say "unlikely" (the session keeps the
+            # turn open up to max_delay); the FINAL, flushed at the end of speech, re-runs the detector.
+            return 0.0
         text = _last_user_text(chat_ctx)
         lang = None if self._hooks.options.language == "en" else self._hooks.options.language
         speech_end = self._hooks.last_speech_end or (

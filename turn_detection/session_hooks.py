@@ -43,6 +43,10 @@ class TurnHooks:
         self.overlapping = False
         """True while the caller's current utterance started over the agent's speech."""
         self.backchannels_ignored = 0
+        self.awaiting_final = False
+        """Speech started and no final transcript of it came through the STT node yet."""
+        self.stt_node_running = False
+        self._stt_pipeline: Any | None = None
         self.speech_end_listeners: list[Callable[[float], None]] = []
         """Called with the end time of each caller utterance (the detector starts its audio model there)."""
         self._attached = False
@@ -59,14 +63,37 @@ class TurnHooks:
     def on_user_state(self, ev: Any) -> None:
         if ev.new_state == "speaking":
             self.overlapping = self.agent_speaking
+            self.awaiting_final = True
         elif ev.old_state == "speaking":
             # the framework back-dates this event to the end of the speech (VAD silence subtracted)
             self.last_speech_end = float(ev.created_at)
+            self._flush_stt()
             for listener in self.speech_end_listeners:
                 listener(self.last_speech_end)
 
+    def _flush_stt(self) -> None:
+        """Ask a manual-flush STT for its FINAL as soon as the VAD says the caller stopped.
+
+        LiveKit flushes only after asking the turn detector, and while the last words are not final yet
+        the detector can only judge the stale text of the turn so far; on an "unlikely" answer the session
+        then holds the flush for max_delay/2. Flushing here (in audio order, like the session does) gets the
+        FINAL at once and the detector re-runs on the whole text.
+        """
+        pipeline = self._stt_pipeline
+        try:
+            if pipeline is not None and pipeline.manual_flush:
+                pipeline.flush()
+        except Exception as e:  # private livekit-agents 1.8.9 API: degrade to LiveKit's own flush timing
+            logger.warning("could not flush the STT at end of speech: %s", e)
+            self._stt_pipeline = None
+
     def on_agent_state(self, ev: Any) -> None:
         self.agent_speaking = ev.new_state == "speaking"
+
+    @property
+    def text_is_stale(self) -> bool:
+        """The newest speech has no final transcript yet (known only when the STT node is ours)."""
+        return self.stt_node_running and self.awaiting_final
 
     # -- STT path ------------------------------------------------------------------------------------------
     def should_drop(self, ev: stt.SpeechEvent) -> bool:
@@ -103,12 +130,26 @@ class TurnHooks:
         """Drop-in body for `Agent.stt_node`: the default STT node, tapped and backchannel-filtered."""
         from livekit.agents import Agent
 
+        self._stt_pipeline = _current_stt_pipeline()
+        self.stt_node_running = True
         async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
             if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
                 if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
                     yield _cleared(ev)
                 continue
+            if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
+                self.awaiting_final = False
             yield ev
+
+
+def _current_stt_pipeline() -> Any | None:
+    """The session's STT pipeline feeding this STT node (set by livekit-agents in the node's context)."""
+    try:
+        from livekit.agents.voice.audio_recognition import _STTPipelineContextVar
+
+        return _STTPipelineContextVar.get(None)
+    except Exception:
+        return None
 
 
 def _cleared(ev: stt.SpeechEvent) -> stt.SpeechEvent:

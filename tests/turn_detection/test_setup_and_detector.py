@@ -223,3 +223,14 @@ async def test_audio_prediction_starts_at_speech_end_and_survives_a_cancelled_ca
     p = await det.predict_end_of_turn(_ctx("What time do you open?"))
     assert p > 0.8
     assert SlowModel.calls == 1  # one prediction per utterance end, shared by both calls
+
+
+async def test_stale_text_is_unlikely_until_the_final_of_the_new_speech_arrives() -> None:
+    det, hooks = _detector()
+    hooks.stt_node_running = True  # as when the agent's stt_node is wired through the hooks
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=time.time()))
+    hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=time.time()))
+    # the turn so far reads complete, but the words just spoken are not final yet
+    assert await det.predict_end_of_turn(_ctx("I need a taxi.")) < await det.unlikely_threshold(None)
+    hooks.awaiting_final = False  # what the STT node does when a FINAL passes through
+    assert await det.predict_end_of_turn(_ctx("I need a taxi. To the airport.")) >= 0.7
