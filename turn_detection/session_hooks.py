@@ -133,12 +133,12 @@ class TurnHooks:
         self._stt_pipeline = _current_stt_pipeline()
         self.stt_node_running = True
         async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
+            if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
+                self.awaiting_final = False  # the STT finished this speech, whether we pass it on or not
             if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
                 if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
                     yield _cleared(ev)
                 continue
-            if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
-                self.awaiting_final = False
             yield ev
 
 
