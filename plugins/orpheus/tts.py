@@ -252,7 +252,10 @@ class OrpheusChunkedStream(tts.ChunkedStream):
             return
         opts = self._orpheus.options
         client = await self._orpheus.client()
-        stream = client.open_stream(opts.voice, request_id, opts.language)
+        try:
+            stream = client.open_stream(opts.voice, request_id, opts.language)
+        except EngineError as e:
+            raise _unavailable(e) from None
         try:
             for piece in pieces:
                 self._orpheus._notify(piece)
