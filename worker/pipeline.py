@@ -8,6 +8,7 @@ by every session that process runs.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,7 +201,7 @@ def attach_fillers(settings: Settings, comp: Components, session: AgentSession, 
     agent.fillers.attach()
 
 
-def build_agent(settings: Settings) -> ParleyAgent:
+def build_agent(settings: Settings, tools: Sequence[llm.Tool] | None = None) -> ParleyAgent:
     return ParleyAgent(
         AgentOptions(
             language=settings.language,
@@ -208,5 +209,6 @@ def build_agent(settings: Settings) -> ParleyAgent:
             context=ContextOptions(
                 recent_turns=settings.context_recent_turns, max_chars=settings.context_max_chars
             ),
-        )
+        ),
+        tools=list(tools or []),
     )

@@ -12,12 +12,21 @@ import os
 import sys
 from typing import Any
 
-from livekit import rtc
 from livekit.agents import AgentServer, JobContext, JobProcess, cli
 from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers for download-files)
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
+from .room_metrics import RoomMetricsOptions, RoomMetricsPublisher
 from .settings import Settings, SettingsError, get_settings
+from .sip import (
+    DtmfHandler,
+    DtmfOptions,
+    TelephonyToolOptions,
+    dtmf_as_user_input,
+    is_sip_participant,
+    pick_turn_profile,
+    telephony_tools,
+)
 
 log = logging.getLogger("parley.worker")
 
@@ -33,10 +42,12 @@ def prewarm(proc: JobProcess) -> None:
     proc.userdata["components"] = comp
 
 
-def participant_profile(participant: rtc.RemoteParticipant | None) -> str:
-    if participant is not None and participant.kind == rtc.ParticipantKind.PARTICIPANT_KIND_SIP:
-        return "telephony"
-    return "web"
+def telephony_options(settings: Settings) -> TelephonyToolOptions:
+    return TelephonyToolOptions(
+        goodbye=settings.sip_goodbye,
+        transfer_targets=settings.sip_transfer_targets,
+        play_dialtone=settings.sip_transfer_dialtone,
+    )
 
 
 async def entrypoint(ctx: JobContext) -> None:
@@ -46,11 +57,23 @@ async def entrypoint(ctx: JobContext) -> None:
     comp = ctx.proc.userdata.get("components") or load_components(settings, settings.llm_base_url)
     await ctx.connect()
     participant = await ctx.wait_for_participant()
-    profile = settings.turn_profile if settings.turn_profile != "auto" else participant_profile(participant)
+    profile = pick_turn_profile(settings.turn_profile, participant)
+    phone = is_sip_participant(participant)
     session = build_session(settings, comp, profile)
-    agent = build_agent(settings)
+    agent = build_agent(settings, tools=telephony_tools(telephony_options(settings)) if phone else [])
     attach_fillers(settings, comp, session, agent)
-    log.info("call started", extra={"room": ctx.room.name, "profile": profile})
+    metrics = RoomMetricsPublisher(ctx.room, RoomMetricsOptions(enabled=settings.room_metrics))
+    metrics.attach(session)
+    ctx.add_shutdown_callback(metrics.aclose)
+    if phone:
+        dtmf = DtmfHandler(
+            ctx.room,
+            dtmf_as_user_input(session),
+            DtmfOptions(max_digits=settings.dtmf_max_digits, inter_digit_timeout_s=settings.dtmf_timeout_s),
+        )
+        dtmf.attach(participant.identity)
+        ctx.add_shutdown_callback(dtmf.aclose)
+    log.info("call started", extra={"room": ctx.room.name, "profile": profile, "phone": phone})
     await session.start(agent, room=ctx.room, record=settings.record_audio)
 
 
@@ -67,9 +90,17 @@ def engine_load() -> float:
 
 
 def compute_load(server: AgentServer) -> float:
-    from livekit.agents.worker import _DefaultLoadCalc
+    """What LiveKit sees: the fuller of this host's call slots and its TTS engine (and CPU, if asked).
 
-    return max(_DefaultLoadCalc.get_load(server), engine_load())
+    Host CPU alone is a poor signal on a shared or bursty machine (one busy neighbour marks the worker full
+    and calls are refused), so by default the worker counts its own calls against PARLEY_MAX_CALLS."""
+    settings = get_settings()
+    load = max(engine_load(), len(server.active_jobs) / settings.max_calls)
+    if settings.load_signal == "calls+cpu":
+        from livekit.agents.worker import _DefaultLoadCalc
+
+        load = max(load, _DefaultLoadCalc.get_load(server))
+    return min(1.0, load)
 
 
 def build_server(settings: Settings) -> AgentServer:

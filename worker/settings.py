@@ -88,9 +88,19 @@ class Settings(BaseSettings):
     min_endpointing_delay_s: float = Field(0.2, ge=0.0, le=5.0)
     max_endpointing_delay_s: float = Field(1.6, ge=0.1, le=10.0)
 
+    # Telephony (LiveKit SIP)
+    sip_goodbye: str = "Thank you for calling. Goodbye!"
+    sip_transfer_targets: dict[str, str] = Field(default_factory=dict)  # JSON: spoken name -> tel:/sip: URI
+    sip_transfer_dialtone: bool = False
+    dtmf_timeout_s: float = Field(3.0, gt=0)
+    dtmf_max_digits: int = Field(16, ge=1)
+
     # Worker
     num_idle_processes: int = Field(1, ge=0)
     load_threshold: float = Field(0.8, gt=0.0, le=1.0)
+    max_calls: int = Field(4, ge=1)  # calls per host at which the worker reports itself full
+    load_signal: Literal["calls", "calls+cpu"] = "calls"  # add host CPU to the load LiveKit sees
+    room_metrics: bool = True  # publish per-turn latency to the room (the web page shows it)
     http_port: int = Field(0, ge=0, le=65535)
     drain_timeout_s: int = Field(
         900, ge=0
