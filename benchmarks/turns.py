@@ -1,6 +1,7 @@
 """End-of-turn benchmark: Parley's turn handling vs LiveKit's default, side by side, on labelled turn audio.
 
-    python -m benchmarks.turns --data ../shared/audio/turns [--noise DIR] [--profile web|telephony] [--json F]
+    python -m benchmarks.turns --data ../shared/audio/turns [--noise DIR] [--profile web|telephony]
+                               [--stt-latency-ms N] [--session] [--json F]
 
 DIR holds WAVs + labels.json ({file, kind: "pause"|"done", speech_segments_s}). Noise-only WAVs come from
 `--noise DIR`, or are generated into a temp dir (silence, white/pink/brown noise, mains hum, clicks).
@@ -18,6 +19,10 @@ of the audio heard so far; the result lands on the clock at `request time + meas
     v1-mini detector (`inference.TurnDetector()` in start mode, threshold 0.36 for en) predicted at 200 ms of
     silence, endpointing 0.3 s / 2.5 s (its defaults with a streaming detector), and a non-streaming STT whose
     decode starts at VAD end-of-speech (the framework's StreamAdapter / flush).
+`--session` cross-checks the model in real time instead: each file is played through real AgentSessions
+(Parley's wiring vs LiveKit's defaults with v1-mini pinned local), both fed by Parley's streaming Whisper STT,
+and the turn commit is read off the agent's `on_user_turn_completed`. Slower (real time) and at the mercy of
+the machine's load, but nothing is modelled.
 Figures: false cut-off rate (pause files where a turn committed before the last segment), missed rate (no
 commit within 3 s after the last segment), endpoint delay p50/p95 (last segment end -> commit, over files
 ended correctly), noise turns (commits with a non-empty transcript on noise-only files).
@@ -403,9 +408,6 @@ async def run_benchmark(
     params = params_for(profile, TurnOptions())
     transcriber = Transcriber(stt_latency_s)
     eot = load_model()
-    if profile is Profile.TELEPHONY:
-        for c in cases + noise:
-            c.audio = narrowband(c.audio)
     out: dict[str, Any] = {}
     pipelines = {
         "parley": (
@@ -631,6 +633,9 @@ def main(argv: list[str] | None = None) -> int:
             latency = None if args.stt_latency_ms is None else args.stt_latency_ms / 1000
             if latency is not None and not 0 <= latency <= 5:
                 raise BenchError("--stt-latency-ms must be within [0, 5000]")
+            if args.profile == Profile.TELEPHONY.value:
+                for c in cases + noise:
+                    c.audio = narrowband(c.audio)
             if args.session:
                 result = asyncio.run(run_session_benchmark(cases, noise, Profile(args.profile)))
             else:
