@@ -402,6 +402,7 @@ class _FillProbe:
     secret: str = ""
     timeout_s: float = 0.5
     max_age_s: float = 1.0
+    unreachable_fill: float = 1.0  # 1.0 sends calls to other hosts; lower lets the CPU voice take them
     value: float = 0.0
     read_at: float = float("-inf")
     reachable: bool | None = None
@@ -412,11 +413,15 @@ _fill: _FillProbe | None = None
 
 
 def configure_engine_fill(
-    address: str, secret: str = "", timeout_s: float = 0.5, max_age_s: float = 1.0
+    address: str,
+    secret: str = "",
+    timeout_s: float = 0.5,
+    max_age_s: float = 1.0,
+    unreachable_fill: float = 1.0,
 ) -> None:
     """Tell `engine_fill()` which engine to ask (the worker's settings, or a test's server)."""
     global _fill
-    _fill = _FillProbe(address, secret, min(timeout_s, 0.5), max_age_s) if address else None
+    _fill = _FillProbe(address, secret, min(timeout_s, 0.5), max_age_s, unreachable_fill) if address else None
 
 
 def engine_fill() -> float:
@@ -439,9 +444,14 @@ def engine_fill() -> float:
             value = float(cap.get("load", 1.0)) if cap.get("ready") else 1.0
             reachable = True
         except (OSError, ValueError, EngineError) as e:
-            value, reachable = 1.0, False
+            value, reachable = probe.unreachable_fill, False
             if probe.reachable is not False:
-                log.warning("engine capacity unavailable at %s (%s); reporting full", probe.address, e)
+                log.warning(
+                    "engine capacity unavailable at %s (%s); reporting fill %.2f",
+                    probe.address,
+                    e,
+                    probe.unreachable_fill,
+                )
         if reachable and probe.reachable is False:
             log.info("engine capacity readable again at %s", probe.address)
         probe.value, probe.read_at, probe.reachable = min(1.0, max(0.0, value)), now, reachable

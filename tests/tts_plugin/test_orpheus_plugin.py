@@ -141,6 +141,8 @@ def test_engine_fill_reads_capacity(running_engine: EngineProcess, tmp_path) -> 
     assert engine_fill() == pytest.approx(cap["load"])
     configure_engine_fill(f"unix://{tmp_path}/none.sock")
     assert engine_fill() == 1.0  # an engine that cannot be asked is reported full
+    configure_engine_fill(f"unix://{tmp_path}/none.sock", unreachable_fill=0.5)
+    assert engine_fill() == 0.5  # ... unless the CPU voice may take the calls
     configure_engine_fill("")
 
 
