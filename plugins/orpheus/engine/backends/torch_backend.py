@@ -99,10 +99,8 @@ class TorchBackend(TokenBackend):
         live = _Live(request)
         live.next_input = torch.tensor([request.prompt_ids], device=self.options.device)
         live.seen = np.zeros(ids.CODEBOOK * ids.FRAME_TOKENS, dtype=bool)
-        live.rng = torch.Generator(device=self.options.device)
-        live.rng.manual_seed(
-            request.sampling.seed if request.sampling.seed is not None else request.slot * 7919 + 1
-        )
+        seed = request.sampling.seed if request.sampling.seed is not None else request.slot * 7919 + 1
+        live.rng = np.random.default_rng(seed)
         with self._lock:
             self._live[request.slot] = live
         self._wake.set()
@@ -159,17 +157,17 @@ class TorchBackend(TokenBackend):
         h = res.last_hidden_state[0, -1]
         pos = live.generated % ids.FRAME_TOKENS
         rows = self._head[pos * ids.CODEBOOK : (pos + 1) * ids.CODEBOOK]
-        logits = (rows @ h).float()
-        stop_logit = (self._stop_row @ h).float().reshape(1) if pos == 0 else None
+        logits = (rows @ h).float().cpu().numpy()
+        if pos == 0:
+            logits = np.append(logits, float((self._stop_row @ h).float()))
         sp = req.sampling
         seen = live.seen
         assert seen is not None
-        seen_here = torch.from_numpy(seen[pos * ids.CODEBOOK : (pos + 1) * ids.CODEBOOK]).to(logits.device)
-        if sp.repetition_penalty != 1.0 and bool(seen_here.any()):
-            pen = torch.where(logits > 0, logits / sp.repetition_penalty, logits * sp.repetition_penalty)
-            logits = torch.where(seen_here, pen, logits)
-        if stop_logit is not None:
-            logits = torch.cat([logits, stop_logit])
+        seen_here = seen[pos * ids.CODEBOOK : (pos + 1) * ids.CODEBOOK]
+        if sp.repetition_penalty != 1.0 and seen_here.any():
+            head = logits[: ids.CODEBOOK]
+            pen = np.where(head > 0, head / sp.repetition_penalty, head * sp.repetition_penalty)
+            logits[: ids.CODEBOOK] = np.where(seen_here, pen, head)
         choice = self._sample(logits, sp.temperature, sp.top_p, live.rng)
         if choice == ids.CODEBOOK:
             tok = ids.END_OF_SPEECH
@@ -180,18 +178,21 @@ class TorchBackend(TokenBackend):
         live.next_input = torch.tensor([[tok]], device=self.options.device)
         return tok
 
-    def _sample(self, logits: Any, temperature: float, top_p: float, rng: Any) -> int:
-        torch = self._torch
+    @staticmethod
+    def _sample(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
+        """Temperature + nucleus sampling over the allowed ids (numpy: cheaper than torch at this size)."""
         if temperature <= 0:
             return int(logits.argmax())
-        probs = torch.softmax(logits / temperature, dim=-1)
+        z = logits / temperature
+        p = np.exp(z - z.max())
+        p /= p.sum()
         if top_p < 1.0:
-            sorted_p, order = probs.sort(descending=True)
-            keep = sorted_p.cumsum(0) - sorted_p < top_p
-            sorted_p = sorted_p * keep
-            pick = torch.multinomial(sorted_p / sorted_p.sum(), 1, generator=rng)
-            return int(order[pick])
-        return int(torch.multinomial(probs, 1, generator=rng))
+            order = np.argsort(-p)
+            sorted_p = p[order]
+            keep = int(np.searchsorted(np.cumsum(sorted_p), top_p)) + 1
+            sorted_p = sorted_p[:keep] / sorted_p[:keep].sum()
+            return int(order[rng.choice(keep, p=sorted_p)])
+        return int(rng.choice(p.size, p=p))
 
     def _deliver(self, out: list[tuple[_Live, int, str | None]]) -> None:
         """On the loop thread: one push for the round, then finishes; cancelled requests are dropped."""
