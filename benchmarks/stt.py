@@ -186,7 +186,11 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             num_workers=args.workers,
         ),
         language=args.language,
-        streaming=StreamingOptions(final_beam_size=args.final_beam, partial_interval_s=args.partial_interval),
+        streaming=StreamingOptions(
+            final_beam_size=args.final_beam,
+            partial_interval_s=args.partial_interval,
+            settle_s=args.settle_ms / 1000,
+        ),
     )
     stt = WhisperSTT(options)
     stt.prewarm()
@@ -309,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--final-beam", type=int, default=1)
     p.add_argument(
         "--partial-interval", type=float, default=0.5, help="seconds of new audio between partials"
+    )
+    p.add_argument(
+        "--settle-ms",
+        type=float,
+        default=StreamingOptions.settle_s * 1000,
+        help="silence before the settle decode",
     )
     p.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = real time)")
     p.add_argument("--frame-ms", type=int, default=20)

@@ -44,6 +44,7 @@ _ORDINAL_WORDS = {
     "twelve": "twelfth",
 }
 _CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents")}
+_TITLES = {"dr": "doctor", "mr": "mister", "mrs": "missus", "ms": "miss"}
 _CURRENCIES["£"] = ("pound", "pounds", "penny", "pence")
 
 
@@ -116,8 +117,27 @@ def _decimal(m: re.Match[str]) -> str:
     return f" {whole} point {_digits_after_point(m.group(2))} "
 
 
+def _year(n: int) -> str:
+    if 2000 <= n < 2010:
+        return number_to_words(n)
+    high, low = divmod(n, 100)
+    return (
+        number_to_words(high)
+        + " "
+        + ("hundred" if low == 0 else ("oh " if low < 10 else "") + number_to_words(low))
+    )
+
+
 def _cardinal(m: re.Match[str]) -> str:
-    return f" {number_to_words(int(m.group(0).replace(',', '')))} "
+    """Plain numbers. Whisper writes codes said digit by digit ("eight two four six") as "8246": a bare
+    run of 4+ digits is read digit by digit, except round thousands and years (1900-2099)."""
+    raw = m.group(0)
+    n = int(raw.replace(",", ""))
+    if "," in raw or len(raw) < 4 or (len(raw) == 4 and n % 1000 == 0):
+        return f" {number_to_words(n)} "
+    if len(raw) == 4 and 1900 <= n <= 2099:
+        return f" {_year(n)} "
+    return " " + " ".join(_ONES[int(d)] for d in raw) + " "
 
 
 _NUM = r"\d{1,3}(?:,\d{3})+|\d+"
@@ -135,6 +155,7 @@ def normalize(text: str) -> str:
     """Lower-case words with numbers spelled out and punctuation removed, one space between words."""
     t = text.lower().replace("&", " and ")
     t = re.sub(r"\b([ap])\.\s?m\b\.?", r"\1m", t)  # "p.m." -> "pm"
+    t = re.sub(r"\b(dr|mr|mrs|ms)\b\.?", lambda m: _TITLES[m.group(1)], t)
     for pattern, repl in _RULES:
         t = pattern.sub(repl, t)  # type: ignore[call-overload]
     t = re.sub(r"['’]", "", t)  # "I'm" -> "im", "o'clock" -> "oclock" on both sides

@@ -29,6 +29,11 @@ from benchmarks.text_norm import edit_distance, normalize, number_to_words, ordi
         ("twenty-five", "twenty five"),
         ("David Chen, and I'm", "david chen and im"),
         ("  Hello,   World! ", "hello world"),
+        ("My account number is 8246.", "my account number is eight two four six"),
+        ("in 2024", "in twenty twenty four"),
+        ("in 1999 and 2005", "in nineteen ninety nine and two thousand five"),
+        ("about 3000 miles, or 10,500", "about three thousand miles or ten thousand five hundred"),
+        ("with Dr. Morgan and Mr Smith", "with doctor morgan and mister smith"),
         ("", ""),
     ],
 )
