@@ -110,3 +110,23 @@ def test_gate_gives_up_after_max_trim() -> None:
     out = gate.process(quiet)  # 2 × 2048 samples > 100 ms: the gate opens and lets audio through
     assert gate.open and out.size >= 2048
     assert gate.trimmed <= 2400
+
+
+@pytest.mark.gpu
+def test_cuda_graph_decode_matches_cpu(snac) -> None:  # type: ignore[no-untyped-def]
+    from plugins.orpheus.engine.snac_decoder import DecoderOptions
+
+    cpu = SnacDecoder(snac)
+    gpu = SnacDecoder(load_snac_copy(snac), DecoderOptions(device="cuda", cuda_graphs=True, max_batch=8))
+    gpu.warm_up()
+    rng = np.random.default_rng(3)
+    windows = [rng.integers(0, 4096, (n, 7)).astype(np.int16) for n in (1, 3, 5, 8, 8, 2)]
+    for a, b in zip(cpu.decode(windows), gpu.decode(windows), strict=True):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+        assert np.abs(a.astype(np.int32) - b.astype(np.int32)).max() <= 64  # TF32/cuDNN vs CPU rounding
+
+
+def load_snac_copy(model):  # type: ignore[no-untyped-def]
+    import copy
+
+    return copy.deepcopy(model)

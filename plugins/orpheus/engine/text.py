@@ -19,10 +19,9 @@ from plugins.orpheus.engine import ids
 from plugins.orpheus.engine.normalize import normalize
 from plugins.text_chunker import ChunkerOptions, split_text
 
-VOICES = {
-    "en": ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe"),
-    "ko": ("유나", "준서"),
-}
+VOICES = {"en": ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")}
+LANGUAGES = ("en", "ko")  # ko: multilingual research checkpoints; their voice names come with the checkpoint
+_VOICE_NAME = re.compile(r"^[^\W\d_][\w-]{0,31}$")
 EMOTIVE_TAGS = ("laugh", "chuckle", "sigh", "cough", "sniffle", "groan", "yawn", "gasp")
 _TAG = re.compile(r"<\s*/?\s*([A-Za-z_][\w-]*)\s*/?\s*>")
 _MAX_WORD = 40
@@ -49,11 +48,15 @@ class TextOptions:
 
 
 def validate_voice(voice: str, language: str = "en") -> str:
+    """English voices are checked by name; other languages' checkpoints name their own voices, so only
+    the form is checked there (one word, ≤ 32 characters)."""
+    if language not in LANGUAGES:
+        raise TextError(f"unsupported language {language!r}; one of {', '.join(LANGUAGES)}")
     voices = VOICES.get(language)
-    if voices is None:
-        raise TextError(f"unsupported language {language!r}; one of {', '.join(VOICES)}")
-    if voice not in voices:
+    if voices is not None and voice not in voices:
         raise TextError(f"unknown voice {voice!r} for {language}; one of {', '.join(voices)}")
+    if not isinstance(voice, str) or not _VOICE_NAME.match(voice):
+        raise TextError(f"bad voice name {str(voice)[:40]!r}")
     return voice
 
 
