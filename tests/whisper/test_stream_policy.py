@@ -42,8 +42,9 @@ class ScriptedModel:
     multilingual = False
     model_name = "scripted"
 
-    def __init__(self, delay_s: float = 0.01) -> None:
+    def __init__(self, delay_s: float = 0.01, punctuate: bool = True) -> None:
         self.delay_s = delay_s
+        self.end = "." if punctuate else ""
         self.requests: list[tuple[int, DecodeRequest]] = []
         self.running = 0
         self.max_running = 0
@@ -67,7 +68,7 @@ class ScriptedModel:
                 runs[-1][2] = (i + CHUNK) / SAMPLE_RATE
             else:
                 runs.append([k, i / SAMPLE_RATE, (i + CHUNK) / SAMPLE_RATE])
-        segs = tuple(Segment(f" Sentence {int(k)}.", s, e, 0.01, -0.1, 1.0) for k, s, e in runs)
+        segs = tuple(Segment(f" Sentence {int(k)}{self.end}", s, e, 0.01, -0.1, 1.0) for k, s, e in runs)
         if not request.with_timestamps and segs:
             segs = (
                 Segment(
@@ -196,6 +197,19 @@ async def test_long_turn_commits_sentences_and_keeps_decodes_bounded() -> None:
     assert longest < 6.5  # 10 s of speech, but no decode saw much more than max_utterance_s
     interims = texts(events, E.INTERIM_TRANSCRIPT)
     assert interims and interims[-1].startswith("Sentence 0. Sentence 1.")
+
+
+async def test_long_turn_without_sentence_ends_is_cut_at_the_hard_cap() -> None:
+    model = ScriptedModel(delay_s=0.005, punctuate=False)
+    stream = make_stt(model, commit_after_s=3.0, max_utterance_s=5.0).stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    speech = np.concatenate([sentence_audio(k, 1.0) for k in range(10)])
+    await push(stream, np.concatenate([speech, silence(0.5)]), pause_s=0.003)
+    stream.end_input()
+    await asyncio.wait_for(reader, 10)
+    assert texts(events, E.FINAL_TRANSCRIPT) == [" ".join(f"Sentence {k}" for k in range(10))]
+    assert max(n for n, _ in model.requests) / SAMPLE_RATE < 6.0
 
 
 async def test_language_checks() -> None:
