@@ -189,14 +189,28 @@ class _UnixConn(_Conn):
     def __init__(self, server: EngineServer, writer: asyncio.StreamWriter) -> None:
         super().__init__(server, "unix")
         self.writer = writer
+        self._out: list[bytes] = []
 
     def _write(self, data: bytes) -> None:
+        """Queue a frame; everything queued in one loop pass leaves in one write (one syscall, not one per
+        audio chunk per stream)."""
         if self.closed:
             return
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.append(data)
+
+    def _flush(self) -> None:
+        if self.closed or not self._out:
+            self._out.clear()
+            return
+        data = b"".join(self._out)
+        self._out.clear()
         self.writer.write(data)
         if self.writer.transport.get_write_buffer_size() > self.server.options.max_write_buffer:
             log.warning("client too far behind; dropping its connection")
-            self.abort()
+            self.lost()
+            self.writer.transport.abort()  # drop the backlog too
 
     def send_json(self, obj: dict[str, Any]) -> None:
         self._write(protocol.json_frame(obj))
@@ -205,8 +219,13 @@ class _UnixConn(_Conn):
         self._write(protocol.audio_frame(sid, pcm))
 
     def abort(self) -> None:
+        """Close now; what is already queued (e.g. the error saying why) is still sent."""
+        pending = b"".join(self._out)
+        self._out.clear()
         self.lost()
-        self.writer.transport.abort()
+        if pending:
+            self.writer.write(pending)
+        self.writer.close()
 
 
 class _WsConn(_Conn):

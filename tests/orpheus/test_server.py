@@ -240,3 +240,16 @@ async def test_client_streams_end_when_the_engine_goes_away(test_model: Path, tm
 
 async def _drain(stream):  # type: ignore[no-untyped-def]
     return [x async for x in stream]
+
+
+async def test_unix_socket_with_a_secret_refuses_a_wrong_one(test_model: Path, tmp_path: Path) -> None:
+    server = await start_server(test_model, tmp_path, secret="k")
+    bad = EngineClient(server.bound_address, secret="nope")
+    with pytest.raises(EngineError, match="unauthorized"):
+        await bad.connect()
+    await bad.close()
+    good = EngineClient(server.bound_address, secret="k")
+    await good.connect()
+    assert (await good.capacity())["ready"]
+    await good.close()
+    await server.close()

@@ -316,11 +316,17 @@ class OrpheusEngine:
             return [], float(due_at[has].min())
         picked = cand[due]
         order = np.argsort(due_at[due], kind="stable")[:max_items]
+        # a stream whose client buffer is low gets 1-frame windows (smallest decode, soonest audio);
+        # one that is ahead gets up to 4 frames per window (fewer, larger decodes)
+        low = (~self._started[cand] | (due_at <= now))[due][order]
         items = []
-        for slot, d_at in zip(picked[order].tolist(), due_at[due][order].tolist(), strict=True):
+        for slot, d_at, is_low in zip(
+            picked[order].tolist(), due_at[due][order].tolist(), low.tolist(), strict=True
+        ):
             utt = self._utt[slot]
             assert utt is not None
-            win = plan_window(utt.emitted, int(self.assembler.nframes[slot]), utt.gen_done)
+            max_emit = 1 if is_low else MAX_EMIT
+            win = plan_window(utt.emitted, int(self.assembler.nframes[slot]), utt.gen_done, max_emit)
             if win is None:
                 continue
             codes = self.assembler.codes(slot, win.start, win.end).copy()
