@@ -98,15 +98,21 @@ class ParleyTurnDetector:
         return await asyncio.to_thread(predict_window, model, window)
 
     async def predict_end_of_turn(self, chat_ctx: Any, *, timeout: float | None = None) -> float:
-        if self._hooks.text_is_stale:
-            # the newest words are not final yet: this text is stale. Say "unlikely" (the session keeps the
-            # turn open up to max_delay); the FINAL, flushed at the end of speech, re-runs the detector.
-            return 0.0
-        text = _last_user_text(chat_ctx)
-        lang = None if self._hooks.options.language == "en" else self._hooks.options.language
         speech_end = self._hooks.last_speech_end or (
             time.time() - self._hooks.params.vad.min_silence_duration
         )
+        if self._hooks.text_is_stale:
+            # the newest words are not final yet (the hooks flushed the STT at the end of speech): the FINAL
+            # re-runs the detector on the whole turn and the session cancels this call. If none comes (a
+            # cough, words the STT dropped), judge the text we have.
+            wait = speech_end + self._opts.final_wait - time.time()
+            try:
+                await asyncio.wait_for(self._hooks.final_arrived.wait(), timeout=max(0.0, wait))
+                return 0.0  # superseded by the call the FINAL triggers
+            except TimeoutError:
+                pass
+        text = _last_user_text(chat_ctx)
+        lang = None if self._hooks.options.language == "en" else self._hooks.options.language
         audio_p = await self._audio_probability_for(speech_end)
         decision = decide(text_cue(text, lang), audio_p, self._opts)
         self.last_decision = decision

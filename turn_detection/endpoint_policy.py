@@ -29,12 +29,17 @@ class EndpointOptions:
     """Share of the audio model in the combined probability when the text is not decisive."""
     decisive_text: float = 0.12
     """Text completeness at or below this overrides the audio model (a trailing "for" is unambiguous)."""
+    final_wait: float = 1.0
+    """How long after the speech to wait for the STT's final text of it before judging the older text
+    (a cough or a word the STT drops never brings one)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_delay <= self.hesitation_delay <= self.max_delay:
             raise ValueError("endpoint delays must satisfy 0 <= min_delay <= hesitation_delay <= max_delay")
         if not 0.0 <= self.unlikely_p < self.confident_p <= 1.0:
             raise ValueError("endpoint probabilities must satisfy 0 <= unlikely_p < confident_p <= 1")
+        if not 0.0 <= self.final_wait <= 5.0:
+            raise ValueError("final_wait must be within [0, 5] seconds")
         if not 0.0 <= self.audio_weight <= 1.0:
             raise ValueError("audio_weight must be within [0, 1]")
 

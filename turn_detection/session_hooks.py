@@ -9,6 +9,7 @@ framework never sees words, never pauses or interrupts the agent, and never comm
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
@@ -45,6 +46,7 @@ class TurnHooks:
         self.backchannels_ignored = 0
         self.awaiting_final = False
         """Speech started and no final transcript of it came through the STT node yet."""
+        self.final_arrived = asyncio.Event()
         self.stt_node_running = False
         self._stt_pipeline: Any | None = None
         self.speech_end_listeners: list[Callable[[float], None]] = []
@@ -64,6 +66,7 @@ class TurnHooks:
         if ev.new_state == "speaking":
             self.overlapping = self.agent_speaking
             self.awaiting_final = True
+            self.final_arrived.clear()
         elif ev.old_state == "speaking":
             # the framework back-dates this event to the end of the speech (VAD silence subtracted)
             self.last_speech_end = float(ev.created_at)
@@ -135,6 +138,7 @@ class TurnHooks:
         async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
             if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
                 self.awaiting_final = False  # the STT finished this speech, whether we pass it on or not
+                self.final_arrived.set()
             if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
                 if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
                     yield _cleared(ev)

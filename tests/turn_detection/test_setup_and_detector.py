@@ -225,12 +225,27 @@ async def test_audio_prediction_starts_at_speech_end_and_survives_a_cancelled_ca
     assert SlowModel.calls == 1  # one prediction per utterance end, shared by both calls
 
 
-async def test_stale_text_is_unlikely_until_the_final_of_the_new_speech_arrives() -> None:
+async def test_stale_text_waits_for_the_final_of_the_new_speech() -> None:
+    import asyncio
+
     det, hooks = _detector()
     hooks.stt_node_running = True  # as when the agent's stt_node is wired through the hooks
     hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=time.time()))
     hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=time.time()))
-    # the turn so far reads complete, but the words just spoken are not final yet
-    assert await det.predict_end_of_turn(_ctx("I need a taxi.")) < await det.unlikely_threshold(None)
+    # the turn so far reads complete, but the words just spoken are not final yet: no answer until they are
+    call = asyncio.create_task(det.predict_end_of_turn(_ctx("I need a taxi.")))
+    await asyncio.sleep(0.1)
+    assert not call.done()
     hooks.awaiting_final = False  # what the STT node does when a FINAL passes through
+    hooks.final_arrived.set()
+    assert await call < await det.unlikely_threshold(None)  # superseded: the FINAL re-runs the detector
     assert await det.predict_end_of_turn(_ctx("I need a taxi. To the airport.")) >= 0.7
+
+
+async def test_stale_text_is_judged_when_no_final_comes() -> None:
+    det, hooks = _detector()
+    hooks.stt_node_running = True
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=time.time()))
+    end = time.time() - hooks.params.endpoint.final_wait  # a cough long enough ago: its FINAL never came
+    hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=end))
+    assert await det.predict_end_of_turn(_ctx("What time do you open?")) >= 0.7
