@@ -31,6 +31,7 @@ __all__ = [
     "WhisperSTT",
     "WhisperSTTOptions",
     "WhisperStream",
+    "check_language",
     "download_model",
     "resolve_model_path",
     "shared_runner",

@@ -1,0 +1,62 @@
+"""Options for the Whisper STT and the language check (no livekit import: settings code can use them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .guard import GuardOptions
+from .model import ModelOptions
+from .speech_gate import GateOptions
+
+LANGUAGES = ("en", "ko", "auto")
+
+
+class WhisperConfigError(ValueError):
+    """A configuration that cannot work (e.g. Korean with an English-only model); one line."""
+
+
+@dataclass(frozen=True)
+class StreamingOptions:
+    partial_interval_s: float = 0.5
+    """New audio needed before the next partial re-decode (the cadence bound)."""
+    partial_beam_size: int = 1
+    partial_window_s: int = 10
+    """Encoder window for partials (see DecodeRequest.window_s): cheap, slightly less accurate."""
+    final_window_s: int = 15
+    """Encoder window for settle/final decodes: 2.4x cheaper than 30 s, same WER on the benchmark set."""
+    partial_load_factor: float = 2.0
+    """Partials wait at least this many times the recent decode time, so a slow or busy machine re-decodes
+    less often instead of falling behind."""
+    final_beam_size: int = 1
+    """Beam for the pause/final decode; more costs latency on CPU."""
+    min_speech_s: float = 0.2
+    """Utterances with less detected speech produce no transcript."""
+    settle_s: float = 0.064
+    """Silence after speech that starts the speculative whole-utterance decode (its text becomes PREFLIGHT at
+    the gate's pause and FINAL at the flush if the caller says nothing more)."""
+    commit_after_s: float = 12.0
+    """Utterance length after which whole confirmed sentences are committed and trimmed."""
+    max_utterance_s: float = 25.0
+    """Hard cap: commit whatever is confirmed (or everything) so a decode stays inside the 30 s window."""
+    gate: GateOptions = field(default_factory=GateOptions)
+    guard: GuardOptions = field(default_factory=GuardOptions)
+
+
+@dataclass(frozen=True)
+class WhisperSTTOptions:
+    model: ModelOptions = field(default_factory=ModelOptions)
+    language: str = "en"
+    """en, ko or auto (auto and ko need a multilingual model)."""
+    streaming: StreamingOptions = field(default_factory=StreamingOptions)
+
+
+def check_language(language: str, *, multilingual: bool, model_name: str) -> str | None:
+    """Validate the language setting against the model; returns the code to decode with (None = detect)."""
+    if language not in LANGUAGES:
+        raise WhisperConfigError(f"STT language must be one of {', '.join(LANGUAGES)} (got {language!r})")
+    if language != "en" and not multilingual:
+        raise WhisperConfigError(
+            f"STT model {model_name!r} is English-only but the language is {language!r}; "
+            "use a multilingual model (e.g. 'small') or language 'en'"
+        )
+    return None if language == "auto" else language

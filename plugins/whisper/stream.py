@@ -1,0 +1,340 @@
+"""The streaming recognition policy: one `WhisperStream` per session audio stream.
+
+The session sends every frame (silence included) and a flush when its VAD / turn detector ends the turn.
+- A speech gate (Silero VAD) cuts utterances out of the stream: Whisper never decodes silence or noise.
+- While the caller speaks, the utterance is re-decoded from its start at a bounded cadence (beam 1, no
+  timestamps, short encoder window), one partial at a time. Words two consecutive hypotheses agree on are
+  confirmed; INTERIM = confirmed + tentative.
+- At the first silence (`settle_s`) the whole utterance is decoded with the final settings, without waiting
+  for a running partial; at the gate's pause its text goes out as PREFLIGHT, and at the flush, if no speech
+  came since, it is the FINAL at once.
+- Long turns commit whole confirmed sentences and trim their audio, so decodes stay inside 30 s.
+See README.md for the numbers behind each choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from livekit import rtc
+from livekit.agents import APIConnectOptions, stt
+from livekit.agents.language import LanguageCode
+
+from .agreement import LocalAgreement, find_sentence_commit
+from .guard import clean_text
+from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_PAUSE, SAMPLE_RATE, DecodeRequest, DecodeResult
+from .speech_gate import GateEvent, SpeechGate
+
+if TYPE_CHECKING:
+    from .stt import WhisperSTT
+
+logger = logging.getLogger("parley.stt")
+
+
+def frame_to_float(frame: rtc.AudioFrame) -> np.ndarray:
+    """int16 frame -> float32 mono in [-1, 1]."""
+    pcm = np.frombuffer(frame.data, dtype=np.int16)
+    if frame.num_channels > 1:
+        pcm = pcm.reshape(-1, frame.num_channels).mean(axis=1)
+    return (pcm.astype(np.float32)) / 32768.0
+
+
+@dataclass
+class _Decode:
+    """One decode in flight, and what audio it covers, so its result can be judged current or stale."""
+
+    kind: str  # partial (cadence) | settle (at the first silence, final settings) | final (at flush)
+    epoch: int
+    """Bumped at each FINAL and each trim: results from an older epoch describe other audio."""
+    revision: int
+    length: int
+    complete: bool
+    """At submit the audio held all speech so far plus a tail: if no speech comes, its text is final."""
+    task: asyncio.Task[DecodeResult | None]
+
+
+@dataclass(frozen=True)
+class _Settled:
+    revision: int
+    text: str
+    result: DecodeResult
+
+
+class WhisperStream(stt.RecognizeStream):
+    def __init__(self, *, stt: WhisperSTT, language: str | None, conn_options: APIConnectOptions) -> None:
+        super().__init__(stt=stt, conn_options=conn_options, sample_rate=SAMPLE_RATE)
+        self._w = stt
+        self._opts = stt.options.streaming
+        self._language = language
+        self._gate = SpeechGate(stt.new_speech_prob(), self._opts.gate)
+        self._agreement = LocalAgreement()
+        self._epoch = 0
+        self._partial: _Decode | None = None
+        self._settle: _Decode | None = None
+        self._stale: _Decode | None = None  # a settle decode overtaken by new speech, still running
+        self._decode_s = 0.0
+        self._settled: _Settled | None = None
+        self._committed: list[str] = []
+        self._last_decode_len = 0
+        self._last_sent: dict[str, str] = {}
+        self._finalizing = False
+        self._request_id = uuid.uuid4().hex
+        self._usage_samples = 0
+        self._settle_samples = round(self._opts.settle_s * SAMPLE_RATE)
+
+    # ---- events -------------------------------------------------------------------------------------------
+
+    def _speech(self, text: str, result: DecodeResult | None) -> stt.SpeechData:
+        start = self._gate.start_sample / SAMPLE_RATE + self.start_time_offset
+        end = (self._gate.start_sample + self._gate.speech_end) / SAMPLE_RATE + self.start_time_offset
+        language = result.language if result is not None else (self._language or "en")
+        confidence = result.confidence if result is not None else 0.0
+        return stt.SpeechData(
+            language=LanguageCode(language), text=text, start_time=start, end_time=end, confidence=confidence
+        )
+
+    def _emit(self, kind: stt.SpeechEventType, text: str = "", result: DecodeResult | None = None) -> None:
+        alternatives = [self._speech(text, result)] if kind in _TEXT_EVENTS else []
+        self._event_ch.send_nowait(
+            stt.SpeechEvent(type=kind, request_id=self._request_id, alternatives=alternatives)
+        )
+
+    def _emit_text(self, kind: stt.SpeechEventType, text: str, result: DecodeResult) -> None:
+        full = " ".join([*self._committed, text]).strip()
+        # an unchanged INTERIM is not repeated; a PREFLIGHT goes out even when an INTERIM said the same
+        if full and full != self._last_sent.get(kind.value):
+            self._emit(kind, full, result)
+            self._last_sent[kind.value] = full
+
+    def _emit_usage(self) -> None:
+        if self._usage_samples <= 0:
+            return
+        usage = stt.RecognitionUsage(audio_duration=self._usage_samples / SAMPLE_RATE)
+        self._usage_samples = 0
+        self._event_ch.send_nowait(
+            stt.SpeechEvent(
+                type=stt.SpeechEventType.RECOGNITION_USAGE,
+                request_id=self._request_id,
+                recognition_usage=usage,
+            )
+        )
+
+    # ---- main loop ----------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            async for item in self._input_ch:
+                if isinstance(item, self._FlushSentinel):
+                    await self._finalize(flushed=True)
+                    continue
+                pcm = frame_to_float(item)
+                self._usage_samples += len(pcm)
+                for ev in self._gate.push(pcm):
+                    await self._on_gate(ev)
+                self._maybe_decode()
+            await self._finalize(flushed=False)
+        finally:
+            for d in (self._partial, self._settle, self._stale):
+                if d is not None:
+                    d.task.cancel()
+            self._w.forget_stream(self)
+
+    async def _on_gate(self, ev: GateEvent) -> None:
+        if ev is GateEvent.STARTED:
+            self._request_id = uuid.uuid4().hex
+            self._emit(stt.SpeechEventType.START_OF_SPEECH)
+        elif ev is GateEvent.PAUSED:
+            self._send_preflight()
+        elif ev is GateEvent.RESUMED and self._settle is not None:
+            # speech came back: the running settle decode is now just a partial; the next pause gets its
+            # own settle decode at once instead of waiting behind this one
+            self._stale, self._settle = self._settle, None
+        elif ev is GateEvent.ENDED:
+            await self._finalize(flushed=False)
+
+    def _is_settled(self) -> bool:
+        return self._settled is not None and self._settled.revision == self._gate.revision
+
+    def _send_preflight(self) -> None:
+        if self._settled is not None and self._is_settled():
+            self._emit_text(
+                stt.SpeechEventType.PREFLIGHT_TRANSCRIPT, self._settled.text, self._settled.result
+            )
+
+    # ---- decoding -----------------------------------------------------------------------------------------
+
+    def _maybe_decode(self) -> None:
+        """Start at most one partial and one settle decode per stream; never queue one behind another."""
+        gate = self._gate
+        if self._finalizing or not gate.active:
+            return
+        if gate.silence_s >= self._opts.settle_s:
+            # the speaker may have stopped: decode everything now with the final settings, without waiting
+            # for a partial still running on older audio
+            if self._settle is None and not self._is_settled():
+                self._start("settle")
+            return
+        if self._partial is not None or self._settle is not None or self._stale is not None:
+            return
+        if gate.silence_s > 0:
+            return  # the speaker may be stopping: leave the CPU to the settle decode that may follow
+        interval = max(self._opts.partial_interval_s, self._opts.partial_load_factor * self._decode_s)
+        if gate.length - self._last_decode_len >= interval * SAMPLE_RATE:
+            self._start("partial")
+
+    def _start(self, kind: str) -> _Decode:
+        gate = self._gate
+        audio = gate.audio()
+        partial = kind == "partial"
+        request = DecodeRequest(
+            language=self._language,
+            beam_size=self._opts.partial_beam_size if partial else self._opts.final_beam_size,
+            with_timestamps=partial and len(audio) >= self._opts.commit_after_s * SAMPLE_RATE,
+            initial_prompt=" ".join(self._committed)[-200:] or None,
+            priority={"final": PRIORITY_FINAL, "settle": PRIORITY_PAUSE}.get(kind, PRIORITY_PARTIAL),
+            window_s=self._opts.partial_window_s if partial else self._opts.final_window_s,
+        )
+        complete = not partial or gate.length >= gate.speech_end + self._settle_samples
+        if partial:
+            self._last_decode_len = gate.length
+        task = asyncio.create_task(self._decode(audio, request), name=f"whisper-{kind}")
+        d = _Decode(kind, self._epoch, gate.revision, len(audio), complete, task)
+        if partial:
+            self._partial = d
+        else:
+            self._settle = d
+        task.add_done_callback(lambda _t: self._on_decoded(d))
+        return d
+
+    async def _decode(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult | None:
+        try:
+            return await self._w.transcriber.transcribe(audio, request)
+        except Exception as e:  # a failed decode costs this transcript, never the call
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            logger.warning("whisper decode failed: %s", first)
+            return None
+
+    def _on_decoded(self, d: _Decode) -> None:
+        if self._partial is d:
+            self._partial = None
+        if self._settle is d:
+            self._settle = None
+        if self._stale is d:
+            self._stale = None
+        if d.task.cancelled() or d.epoch != self._epoch or d.kind == "final" or self._finalizing:
+            return
+        result = d.task.result()
+        if result is not None:
+            # recent decode time (queueing included), for the partial cadence
+            self._decode_s = 0.7 * self._decode_s + 0.3 * (result.decode_s + result.queued_s)
+            self._use_result(d, result)
+        if not self._event_ch.closed:
+            self._maybe_decode()
+
+    def _use_result(self, d: _Decode, result: DecodeResult) -> None:
+        gate = self._gate
+        text = clean_text(result, speech_s=gate.speech_s, opts=self._opts.guard)
+        if d.complete and d.revision == gate.revision:
+            self._settled = _Settled(d.revision, text, result)
+            if gate.paused:
+                self._send_preflight()
+            return
+        if self._is_settled():
+            return  # an older partial finishing after the settle decode: nothing new
+        interim = self._agreement.update(text)
+        if d.kind == "partial" and len(result.segments) > 1:
+            self._maybe_commit(result, d.length)
+        self._emit_text(stt.SpeechEventType.INTERIM_TRANSCRIPT, interim.text, result)
+
+    def _maybe_commit(self, result: DecodeResult, decoded_len: int) -> None:
+        """Commit whole confirmed sentences of a long turn and trim their audio."""
+        if decoded_len < self._opts.commit_after_s * SAMPLE_RATE:
+            return
+        segs = result.segments
+        commit = find_sentence_commit(
+            segs, self._agreement.confirmed_words, audio_s=decoded_len / SAMPLE_RATE
+        )
+        if commit is not None:
+            self._committed.append(commit.text)
+            self._gate.trim(round(commit.end_s * SAMPLE_RATE))
+            self._agreement.drop_prefix(commit.n_words)
+        elif decoded_len >= self._opts.max_utterance_s * SAMPLE_RATE:
+            # no clean sentence boundary: cut after the second-last segment to stay inside 30 s
+            self._committed.append(" ".join(s.text.strip() for s in segs[:-1]))
+            self._gate.trim(round(segs[-2].end * SAMPLE_RATE))
+            self._agreement.reset()
+        else:
+            return
+        self._epoch += 1
+        self._last_decode_len = 0
+        self._settled = None
+
+    # ---- end of an utterance ------------------------------------------------------------------------------
+
+    async def _finalize(self, *, flushed: bool) -> None:
+        """Emit the FINAL for the current utterance (normally settled already) and start afresh."""
+        gate = self._gate
+        if not gate.active:
+            if flushed and self._usage_samples > 0:
+                # audio but no speech: an empty FINAL lets a waiting manual commit go on at once
+                self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, "")
+                self._emit_usage()
+            return
+        self._finalizing = True
+        try:
+            text, result = "", None
+            if gate.speech_s >= self._opts.min_speech_s or self._committed:
+                text, result = await self._final_text()
+            self._emit(
+                stt.SpeechEventType.FINAL_TRANSCRIPT, " ".join([*self._committed, text]).strip(), result
+            )
+            self._emit(stt.SpeechEventType.END_OF_SPEECH)
+            self._emit_usage()
+        finally:
+            for d in (self._partial, self._stale):
+                if d is not None:
+                    d.task.cancel()
+            self._epoch += 1
+            self._finalizing = False
+            gate.finish()
+            self._agreement.reset()
+            self._committed = []
+            self._settled = None
+            self._last_decode_len = 0
+            self._last_sent = {}
+
+    async def _final_text(self) -> tuple[str, DecodeResult | None]:
+        """The settled text if current; else the running decode that covers everything; else decode now."""
+        gate = self._gate
+        guard = self._opts.guard
+        for _ in range(2):
+            if self._settled is not None and self._is_settled():
+                return self._settled.text, self._settled.result
+            running = [
+                d
+                for d in (self._settle, self._partial)
+                if d is not None and d.complete and d.revision == gate.revision and d.epoch == self._epoch
+            ]
+            if not running:
+                break
+            result = await running[0].task
+            if result is not None:
+                return clean_text(result, speech_s=gate.speech_s, opts=guard), result
+        if len(gate.audio()) == 0:
+            return "", None
+        result = await self._start("final").task
+        if result is None:
+            return "", None
+        return clean_text(result, speech_s=gate.speech_s, opts=guard), result
+
+
+_TEXT_EVENTS = (
+    stt.SpeechEventType.INTERIM_TRANSCRIPT,
+    stt.SpeechEventType.PREFLIGHT_TRANSCRIPT,
+    stt.SpeechEventType.FINAL_TRANSCRIPT,
+)
