@@ -41,7 +41,7 @@ phrases: setup-python
 	$(PY) -m caches build --dir out/phrase-cache
 
 demo: setup phrases
-	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline parley --out out/demo --demo
+	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline parley --out out/demo --demo --livekit auto --json out/demo/call.json
 
 dev: setup phrases
 	@bash scripts/dev.sh

@@ -1,11 +1,12 @@
 """Voice-to-voice latency of a scripted call: Parley's pipeline vs the stock LiveKit Agents wiring.
 
     python -m benchmarks.call --data ../shared/audio/conversation --pipeline parley|stock|both \
-        [--json out.json] [--out DIR]
+        [--json out.json] [--out DIR] [--livekit [auto]]
 
 Each turn (a 16 kHz WAV, in name order) is played into a real AgentSession as 20 ms real-time frames after the
 agent's previous reply; v2v is measured at the devices (DESIGN §6). Both pipelines share one LLM server
 and run in the same process, one after the other, so their ratio is measured in one run.
+With --livekit the parley call goes through a real local room instead (benchmarks/livekit_call.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -95,6 +97,32 @@ def _write_outputs(res: CallResult, out: Path) -> dict[str, str]:
     return {"wav": str(wav), "timeline": str(png)}
 
 
+def _report(res: CallResult, out: Path, args: argparse.Namespace, seconds: float) -> dict[str, Any]:
+    j = call_json(res)
+    j["files"] = _write_outputs(res, out)
+    print(conversation_text(res, show_text=args.demo or args.show_text))
+    print(latency_table(res))
+    print(f"({res.pipeline} call took {seconds:.1f} s; audio and timeline in {out})\n")
+    return j
+
+
+def _room_call(args: argparse.Namespace, turns: list[Path], out: Path) -> dict[str, Any] | None:
+    """The parley call through a real local room; None (after one line saying why) when there is none."""
+    from .livekit_call import LiveKitCallOptions, try_room_call
+
+    t = time.monotonic()
+    parley_env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
+    res, why = try_room_call(turns, LiveKitCallOptions(out_dir=out / "stack", base_env=parley_env))
+    if res is None:
+        if args.livekit == "on":
+            print(f"error: no local LiveKit room: {why} (logs in {out / 'stack'})", file=sys.stderr)
+        else:
+            print(f"no local LiveKit room ({why}); running the call offline instead", flush=True)
+        return None
+    print(f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) ==")
+    return {**_report(res, out, args, time.monotonic() - t), "transport": "livekit-room"}
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     settings = load_settings()
     data = Path(args.data)
@@ -103,6 +131,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"error: no *.wav turns in {data}")
     names = ["parley", "stock"] if args.pipeline == "both" else [args.pipeline]
     out = Path(args.out)
+    if args.livekit:
+        report = await asyncio.to_thread(_room_call, args, turns, out)
+        if report is not None:
+            _write_json(args, report)
+            return report
+        if args.livekit == "on":
+            raise SystemExit(1)
     llm_server = None
     llm_url = settings.llm_base_url
     if not llm_url:
@@ -115,12 +150,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for name in names:
             t = time.monotonic()
             res = await run_one(name, settings, llm_url, turns)
-            j = call_json(res)
-            j["files"] = _write_outputs(res, out)
-            results[name] = j
-            print(conversation_text(res, show_text=args.demo or args.show_text))
-            print(latency_table(res))
-            print(f"({name} call took {time.monotonic() - t:.1f} s; audio and timeline in {out})\n")
+            results[name] = _report(res, out, args, time.monotonic() - t)
     finally:
         if llm_server:
             llm_server.close()
@@ -131,10 +161,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         s = results["stock"]["v2v_ms"]["p50"]
         report = {**results, "ratio_v2v_p50": round(p / s, 3) if p and s else None}
         print(f"v2v p50: parley {p} ms vs stock {s} ms → ratio {report['ratio_v2v_p50']}")
+    _write_json(args, report)
+    return report
+
+
+def _write_json(args: argparse.Namespace, report: dict[str, Any]) -> None:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False))
-    return report
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -145,8 +179,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="out/call", help="folder for the stereo WAV and timeline PNG")
     ap.add_argument("--demo", action="store_true", help="print the conversation text (make demo)")
     ap.add_argument("--show-text", action="store_true", help="print transcripts and replies")
+    ap.add_argument(
+        "--livekit",
+        nargs="?",
+        const="on",
+        choices=["on", "auto"],
+        help="call through a real local LiveKit room (livekit-server + the worker; a sealed network "
+        "namespace when root, else loopback); --pipeline parley only. 'auto': the room when "
+        "bin/livekit-server works, else offline (make demo)",
+    )
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args(argv)
+    if args.livekit and args.pipeline != "parley":
+        ap.exit(2, "error: --livekit runs the parley pipeline only (run stock and both offline)\n")
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         report = asyncio.run(main_async(args))

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.harness import (
-    API_KEY,
-    API_SECRET,
     PYTHON,
+    REPO,
     ComponentMissing,
     E2EStack,
     StackOptions,
@@ -23,7 +22,8 @@ from tests.e2e.harness import (
 SHARED_AUDIO = Path(__file__).resolve().parents[3] / "shared" / "audio"
 CONVERSATION = SHARED_AUDIO / "conversation"
 WORKER_ENV = {"PARLEY_NUM_IDLE_PROCESSES": "1"}
-WORKER_CMD = [str(PYTHON), "-m", "tests.e2e.worker_launcher", "start"]
+# the real worker; its load counts its own calls (not host CPU), so a busy test machine never makes it refuse
+WORKER_CMD = [str(PYTHON), str(REPO / "worker.py"), "start"]
 
 
 def start_stack(tmp_path: Path, **kw: object) -> E2EStack:
@@ -46,42 +46,12 @@ def start_stack(tmp_path: Path, **kw: object) -> E2EStack:
 def call_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
     """One stack (server, worker, and the call page when it is built) shared by a module's call tests."""
     out = tmp_path_factory.mktemp("stack")
-    # The test machine's 2 cores are shared: a busy CPU must not make the only worker refuse the call.
     web = missing_reason("web-page") is None
     stack = start_stack(out, with_worker=True, with_web=web, worker_env=WORKER_ENV, worker_cmd=WORKER_CMD)
     try:
         yield stack
     finally:
         stack.close()
-
-
-def run_rtc_call(stack: E2EStack, out: Path, max_turns: int = 0, timeout: float = 240) -> dict:
-    cmd = [
-        str(PYTHON),
-        "-m",
-        "tests.e2e.rtc_peer",
-        "call",
-        "--url",
-        stack.livekit_url,
-        "--api-key",
-        API_KEY,
-        "--api-secret",
-        API_SECRET,
-        "--agent-name",
-        stack.opts.agent_name,
-        "--turns",
-        str(CONVERSATION),
-        "--out",
-        str(out),
-    ]
-    if max_turns:
-        cmd += ["--max-turns", str(max_turns)]
-    res = stack.run_in_ns(cmd, timeout=timeout)
-    if res.returncode != 0:
-        worker = next((p for p in stack.procs if p.name == "worker"), None)
-        tail = worker.log_tail(25) if worker else ""
-        raise AssertionError(f"rtc caller failed: {res.stderr[-1500:]}\n--- worker log ---\n{tail}")
-    return json.loads((out / "result.json").read_text())
 
 
 def close_and_check_sealed(stack: E2EStack) -> None:

@@ -1,4 +1,5 @@
-"""Real calls through a local room: a scripted rtc caller, then headless Chromium through the call page.
+"""Real calls through a local room: the scripted rtc caller of benchmarks/livekit_call.py (what `make demo`
+runs), then headless Chromium through the call page.
 
 Both talk to the dispatched Parley worker on one shared stack; the last test stops it and checks from the
 namespace capture that no packet went anywhere but the namespace's own addresses.
@@ -15,8 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+import soxr
 
-from tests.e2e.conftest import CONVERSATION, close_and_check_sealed, record_figure, run_rtc_call
+from benchmarks.audio_io import Track, voiced_windows
+from benchmarks.livekit_call import run_call_on_stack
+from benchmarks.report import call_json, latency_table
+from tests.e2e.conftest import CONVERSATION, close_and_check_sealed, record_figure
 from tests.e2e.harness import API_KEY, API_SECRET, PYTHON, REPO, E2EStack, missing_reason
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -39,28 +44,39 @@ def transcribe(audio: np.ndarray, sr: int) -> str:
     return " ".join(s.text.strip() for s in segments)
 
 
+def voiced_seconds(track: Track, lo: float, hi: float) -> float:
+    return sum(
+        float(voiced_windows(pcm, track.sample_rate).sum()) * 0.01 for t, pcm in track.chunks if lo <= t < hi
+    )
+
+
 def test_worker_greets_and_answers_every_turn_with_speech(call_stack: E2EStack, tmp_path: Path) -> None:
-    out = tmp_path / "call"
-    result = run_rtc_call(call_stack, out)
-    print(json.dumps({k: v for k, v in result.items() if k != "transcripts"}, indent=1), file=sys.stderr)
-    assert not result["errors"], result["errors"]
-    assert result["greeting_first_audio_ms"] is not None
-    turns = result["turns"]
-    assert len(turns) == 4
-    audio, sr = sf.read(str(out / "agent.wav"), dtype="int16")
-    for turn in turns:
-        assert turn["v2v_ms"] is not None, f"{turn['file']}: no reply"
-        assert turn["reply_voiced_s"] > 0.3, f"{turn['file']}: reply too short to be speech"
+    """The real-room call `make demo` makes: the benchmark's rtc caller against the dispatched worker."""
+    turns = sorted(CONVERSATION.glob("*.wav"))
+    res = run_call_on_stack(call_stack, turns, tmp_path / "call")
+    report = call_json(res)
+    print(latency_table(res), file=sys.stderr)
+    assert not report["errors"], report["errors"]
+    assert res.greeting_first_audio_ms is not None
+    assert [t.file for t in res.turns] == [t.name for t in turns]
+    for i, turn in enumerate(res.turns):
+        assert turn.v2v_ms is not None and turn.v2v_ms > 0, f"{turn.file}: no reply"
+        hi = res.turns[i + 1].speech_start if i + 1 < len(res.turns) else res.end
+        assert voiced_seconds(res.speaker.track, turn.speech_end, hi) > 0.3, f"{turn.file}: reply too short"
+        # both sides' transcripts reached the caller through the room
+        assert turn.user_text.strip(), f"{turn.file}: no caller transcript"
+        assert turn.reply_text.strip(), f"{turn.file}: no agent transcript"
+        assert turn.endpoint_ms is not None, f"{turn.file}: no parley.metrics message for the reply"
     # the agent's audio is speech: tiny.en hears words in it, the words the agent says it said
-    heard = words(transcribe(audio, sr))
-    said = words(" ".join(t["text"] for t in result["transcripts"] if t["who"] == "agent"))
+    agent = np.concatenate([pcm for _, pcm in res.speaker.track.chunks])
+    heard = words(transcribe(soxr.resample(agent, res.speaker.rate, 16000), 16000))
+    said = words(" ".join(t.reply_text for t in res.turns))
     assert len(heard) >= 5, f"tiny.en heard almost nothing in the agent's audio: {heard}"
     assert len(heard & said) >= 0.3 * len(said), f"heard {sorted(heard)} but the agent said {sorted(said)}"
-    # both sides' transcripts reached the caller through the room
-    who = {t["who"] for t in result["transcripts"] if t["text"].strip()}
-    assert who == {"caller", "agent"}, result["transcripts"]
-    record_figure("rtc_v2v_ms", result["v2v_ms"])
-    record_figure("rtc_turns", [t["v2v_ms"] for t in turns])
+    # the caller's own audio is on the timeline where its turns were sent
+    assert voiced_seconds(res.mic.track, res.turns[0].speech_start, res.turns[0].speech_end + 0.05) > 1.0
+    record_figure("rtc_v2v_ms", report["v2v_ms"])
+    record_figure("rtc_turns", [t.v2v_ms for t in res.turns])
 
 
 def fake_mic_wav(out: Path, turns: list[Path], lead_s: float = 6.0, gap_s: float = 8.0) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from livekit import api, rtc
@@ -122,7 +123,7 @@ class FakeRoom:
 async def test_publisher_numbers_turns_from_the_greeting() -> None:
     room = FakeRoom()
     pub = RoomMetricsPublisher(room)  # type: ignore[arg-type]
-    handlers = {}
+    handlers: dict[str, Any] = {}
     pub.attach(SimpleNamespace(on=lambda name, fn: handlers.setdefault(name, fn)))
     on_item = handlers["conversation_item_added"]
     say = lambda role, **m: on_item(SimpleNamespace(item=SimpleNamespace(role=role, metrics=m)))  # noqa: E731
@@ -143,6 +144,7 @@ def test_call_token_is_scoped_to_one_room_with_the_agent_dispatched() -> None:
     claims = api.TokenVerifier("k", "s" * 32).verify(tok.token)
     assert claims.video is not None and claims.video.room == "r1" and claims.video.room_join
     assert claims.identity == "alice"
+    assert claims.room_config is not None
     assert [a.agent_name for a in claims.room_config.agents] == ["parley"]
     fresh = issue_call_token(opts)
     assert fresh.room.startswith("parley-") and fresh.room != issue_call_token(opts).room

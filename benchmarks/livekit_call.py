@@ -1,0 +1,698 @@
+"""A scripted call through a real local LiveKit room (`benchmarks.call --livekit`, `make demo`).
+
+    python -m benchmarks.livekit_call caller --url ws://… --api-key K --api-secret S --turn F.wav … --out DIR
+
+The runner (`run_livekit_call`) starts livekit-server and the Parley worker (benchmarks.livekit_stack: a
+sealed network namespace when root, else plain loopback), then runs the caller above as its own process in
+that network. The caller is a real rtc participant: it joins with a token that dispatches the agent, sends
+its turns as real-time 10 ms microphone frames (digital silence in between), and records every frame it sent
+and received on the machine's monotonic clock, plus both sides' transcripts and the worker's per-turn
+latency messages. `to_call_result` turns that record into the offline harness's `CallResult`, so the same
+report, JSON, stereo WAV and timeline PNG come out.
+
+Voice-to-voice is measured at the caller (DESIGN §6): the send time of a turn's last sample above −50 dBFS →
+the arrival of the first agent frame above −50 dBFS after it that is not a cached filler (an agent
+transcript segment whose text is a filler phrase marks its audio as a filler window). `stt_final_ms` is the
+arrival of the caller's final transcript; `endpoint_ms`, `llm_ttft_ms` and `tts_ttfb_ms` are the worker's
+own figures for the reply (room message `parley.metrics`), durations on the agent side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import soundfile as sf
+from livekit import rtc
+
+from .audio_io import Loudspeaker, ScriptedMic, Track, first_voiced_sample
+from .harness import CallResult, Mark, TurnResult
+from .livekit_stack import (
+    API_KEY,
+    API_SECRET,
+    PYTHON,
+    REPO,
+    ComponentMissing,
+    E2EStack,
+    StackError,
+    StackOptions,
+    livekit_server_problem,
+    netns_available,
+)
+
+log = logging.getLogger("parley.bench.livekit_call")
+
+MIC_RATE = 16_000
+AGENT_RATE = 24_000
+FRAME_S = 0.01
+VOICED_DBFS = -50.0
+METRICS_TOPIC = "parley.metrics"
+RECORD_JSON = "record.json"
+RECORD_AUDIO = "audio.npz"
+
+
+# --- the caller's devices -----------------------------------------------------------------------------------
+
+
+def _voiced_frame(pcm: np.ndarray) -> bool:
+    if pcm.size == 0:
+        return False
+    rms = float(np.sqrt(np.mean(pcm.astype(np.float64) ** 2)))
+    return rms > 0 and 20 * np.log10(rms / 32768) > VOICED_DBFS
+
+
+def last_voiced_index(samples: np.ndarray) -> int:
+    """Index of the last sample above −50 dBFS (amplitude), −1 when there is none."""
+    threshold = 32768 * 10 ** (VOICED_DBFS / 20)
+    idx = np.flatnonzero(np.abs(samples.astype(np.int32)) > threshold)
+    return int(idx[-1]) if idx.size else -1
+
+
+@dataclass
+class Utterance:
+    """One queued turn: resolves when its first frame and its last voiced sample were sent."""
+
+    samples: np.ndarray
+    started: asyncio.Future[float]
+    last_voiced: asyncio.Future[float]
+
+
+class Microphone:
+    """Pushes 10 ms frames in real time, queued speech else digital silence, recording what it sent
+    (with send times) in `track`."""
+
+    def __init__(self, source: rtc.AudioSource, sample_rate: int = MIC_RATE) -> None:
+        self.source = source
+        self.rate = sample_rate
+        self.frame = sample_rate // 100
+        self.track = Track(sample_rate)
+        self._pending: list[Utterance] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def say(self, samples: np.ndarray) -> Utterance:
+        loop = asyncio.get_running_loop()
+        utt = Utterance(np.asarray(samples, np.int16), loop.create_future(), loop.create_future())
+        self._pending.append(utt)
+        return utt
+
+    async def _run(self) -> None:
+        silence = np.zeros(self.frame, dtype=np.int16)
+        next_t = time.monotonic()
+        current: Utterance | None = None
+        pos, last_voiced = 0, -1
+        while True:
+            if current is None and self._pending:
+                current = self._pending.pop(0)
+                pos, last_voiced = 0, last_voiced_index(current.samples)
+            chunk = silence
+            if current is not None:
+                chunk = current.samples[pos : pos + self.frame]
+                if chunk.size < self.frame:
+                    chunk = np.concatenate([chunk, silence[: self.frame - chunk.size]])
+            sent = time.monotonic()
+            await self.source.capture_frame(rtc.AudioFrame(chunk.tobytes(), self.rate, 1, self.frame))
+            self.track.add(sent, chunk)
+            if current is not None:
+                if pos == 0 and not current.started.done():
+                    current.started.set_result(sent)
+                if pos <= last_voiced < pos + self.frame and not current.last_voiced.done():
+                    current.last_voiced.set_result(sent + (last_voiced - pos + 1) / self.rate)
+                pos += self.frame
+                if pos >= current.samples.size:
+                    if not current.last_voiced.done():  # a silent turn: its end
+                        current.last_voiced.set_result(sent + FRAME_S)
+                    current = None
+            next_t += self.frame / self.rate
+            await asyncio.sleep(max(0.0, next_t - time.monotonic()))
+
+
+class Listener:
+    """Records one remote audio track with the arrival time of every frame."""
+
+    def __init__(self, rate: int = AGENT_RATE) -> None:
+        self.rate = rate
+        self.track = Track(rate)
+        self.voiced: list[bool] = []
+        self.first_frame = asyncio.Event()
+
+    async def record(self, track: rtc.Track) -> None:
+        stream = rtc.AudioStream(track, sample_rate=self.rate, num_channels=1)
+        async for ev in stream:
+            samples = np.frombuffer(ev.frame.data, dtype=np.int16).copy()
+            self.track.add(time.monotonic(), samples)
+            self.voiced.append(_voiced_frame(samples))
+            self.first_frame.set()
+
+    def first_voiced_after(self, t: float) -> float | None:
+        for (ts, _), v in zip(self.track.chunks, self.voiced, strict=False):
+            if ts > t and v:
+                return ts
+        return None
+
+    def last_voiced_time(self) -> float | None:
+        for (ts, _), v in zip(reversed(self.track.chunks), reversed(self.voiced), strict=False):
+            if v:
+                return ts
+        return None
+
+    def voiced_seconds(self) -> float:
+        return (
+            sum(len(pcm) for (_, pcm), v in zip(self.track.chunks, self.voiced, strict=False) if v)
+            / self.rate
+        )
+
+
+async def wait_for(predicate: Callable[[], object], timeout: float, step: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(step)
+    return bool(predicate())
+
+
+def room_options() -> rtc.RoomOptions:
+    # No ICE servers: the server's local candidates are all a local call needs (no STUN request).
+    return rtc.RoomOptions(auto_subscribe=True, rtc_config=rtc.RtcConfiguration(ice_servers=[]))
+
+
+async def publish_mic(room: rtc.Room) -> Microphone:
+    source = rtc.AudioSource(MIC_RATE, 1)
+    track = rtc.LocalAudioTrack.create_audio_track("caller-mic", source)
+    await room.local_participant.publish_track(
+        track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
+    )
+    mic = Microphone(source)
+    mic.start()
+    return mic
+
+
+def load_wav_16k(path: Path) -> np.ndarray:
+    data, sr = sf.read(str(path), dtype="int16", always_2d=True)
+    pcm = data[:, 0].copy()
+    if sr != MIC_RATE:
+        import soxr
+
+        pcm = soxr.resample(pcm, sr, MIC_RATE).astype(np.int16)
+    return np.asarray(pcm, np.int16)
+
+
+# --- what the caller saw ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SentTurn:
+    file: str
+    start: float  # first frame sent
+    last_voiced: float  # send time of the last sample above −50 dBFS
+    replied: bool = True
+
+
+@dataclass
+class Transcript:
+    who: Literal["caller", "agent"]
+    text: str
+    final: bool
+    opened: float  # the stream's header arrived (for agent speech: about when its audio starts)
+    closed: float
+
+
+@dataclass
+class RoomCallRecord:
+    """Everything the caller observed, on the machine's monotonic clock (shared by all processes)."""
+
+    room: str
+    t_connect: float
+    end: float
+    greeting_first_audio: float | None
+    turns: list[SentTurn]
+    transcripts: list[Transcript]
+    metrics: list[tuple[float, dict[str, Any]]]  # (arrival, parley.metrics message)
+    errors: list[str]
+    mic: Track
+    agent: Track
+
+    def save(self, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "room": self.room,
+            "t_connect": self.t_connect,
+            "end": self.end,
+            "greeting_first_audio": self.greeting_first_audio,
+            "turns": [asdict(t) for t in self.turns],
+            "transcripts": [asdict(t) for t in self.transcripts],
+            "metrics": [[t, m] for t, m in self.metrics],
+            "errors": self.errors,
+        }
+        (out / RECORD_JSON).write_text(json.dumps(meta, indent=1))
+        arrays = {**_pack(self.mic, "mic"), **_pack(self.agent, "agent")}
+        np.savez(out / RECORD_AUDIO, **arrays)  # type: ignore[arg-type]
+
+    @classmethod
+    def load(cls, out: Path) -> RoomCallRecord:
+        meta = json.loads((out / RECORD_JSON).read_text())
+        with np.load(out / RECORD_AUDIO) as z:
+            mic, agent = _unpack(z, "mic"), _unpack(z, "agent")
+        return cls(
+            room=meta["room"],
+            t_connect=meta["t_connect"],
+            end=meta["end"],
+            greeting_first_audio=meta["greeting_first_audio"],
+            turns=[SentTurn(**t) for t in meta["turns"]],
+            transcripts=[Transcript(**t) for t in meta["transcripts"]],
+            metrics=[(float(t), m) for t, m in meta["metrics"]],
+            errors=list(meta["errors"]),
+            mic=mic,
+            agent=agent,
+        )
+
+
+def _pack(track: Track, name: str) -> dict[str, np.ndarray]:
+    pcm = [c for _, c in track.chunks]
+    return {
+        f"{name}_pcm": np.concatenate(pcm) if pcm else np.zeros(0, np.int16),
+        f"{name}_t": np.array([t for t, _ in track.chunks], np.float64),
+        f"{name}_len": np.array([len(c) for c in pcm], np.int64),
+        f"{name}_rate": np.array(track.sample_rate),
+    }
+
+
+def _unpack(z: Any, name: str) -> Track:
+    track = Track(int(z[f"{name}_rate"]))
+    pcm, pos = z[f"{name}_pcm"], 0
+    for t, n in zip(z[f"{name}_t"], z[f"{name}_len"], strict=True):
+        track.add(float(t), pcm[pos : pos + n])
+        pos += int(n)
+    return track
+
+
+@dataclass(frozen=True)
+class CallerOptions:
+    url: str
+    token: str
+    identity: str
+    room: str
+    join_timeout_s: float = 60.0
+    reply_timeout_s: float = 30.0
+    quiet_s: float = 0.6  # after its reply's transcript closed: agent silent this long = reply over
+    filler_texts: frozenset[str] = frozenset()  # agent lines that are fillers, not the reply
+    settle_s: float = 0.4  # then the caller waits this long before its next turn
+
+
+async def call_in_room(opts: CallerOptions, turns: Sequence[Path]) -> RoomCallRecord:
+    """Join, wait for the agent's greeting, say each turn after the agent's previous reply, and record."""
+    room = rtc.Room()
+    listener = Listener()
+    transcripts: list[Transcript] = []
+    metrics: list[tuple[float, dict[str, Any]]] = []
+    errors: list[str] = []
+    tasks: list[asyncio.Task[None]] = []
+    agent_joined = asyncio.Event()
+    agent_state = {"value": ""}
+
+    def is_agent(p: rtc.Participant) -> bool:
+        return p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
+
+    @room.on("participant_attributes_changed")
+    def _on_attributes(changed: dict[str, str], p: rtc.Participant) -> None:
+        if "lk.agent.state" in changed and is_agent(p):
+            agent_state["value"] = changed["lk.agent.state"]
+
+    @room.on("participant_connected")
+    def _on_participant(p: rtc.RemoteParticipant) -> None:
+        if is_agent(p):
+            agent_joined.set()
+
+    @room.on("track_subscribed")
+    def _on_track(track: rtc.Track, _pub: object, _p: rtc.RemoteParticipant) -> None:
+        if track.kind == rtc.TrackKind.KIND_AUDIO:
+            tasks.append(asyncio.create_task(listener.record(track)))
+
+    @room.on("data_received")
+    def _on_data(packet: rtc.DataPacket) -> None:
+        if packet.topic == METRICS_TOPIC:
+            try:
+                metrics.append((time.monotonic(), json.loads(packet.data)))
+            except ValueError:
+                errors.append(f"malformed {METRICS_TOPIC} message")
+
+    async def _read(reader: rtc.TextStreamReader, who: Literal["caller", "agent"], opened: float) -> None:
+        text = await reader.read_all()
+        final = (reader.info.attributes or {}).get("lk.transcription_final") == "true"
+        transcripts.append(Transcript(who, text, final, opened, time.monotonic()))
+
+    def _on_transcript(reader: rtc.TextStreamReader, identity: str) -> None:
+        who: Literal["caller", "agent"] = "caller" if identity == opts.identity else "agent"
+        tasks.append(asyncio.create_task(_read(reader, who, time.monotonic())))
+
+    room.register_text_stream_handler("lk.transcription", _on_transcript)
+
+    def busy() -> bool:
+        return agent_state["value"] in ("speaking", "thinking")
+
+    norm_fillers = {_norm(t) for t in opts.filler_texts}
+
+    async def wait_reply_done(since: float) -> None:
+        """Like the offline harness: the agent's reply (not a filler) is over, it is not speaking or
+        thinking, and it has been silent for quiet_s."""
+
+        def done() -> bool:
+            last = listener.last_voiced_time()
+            replied = any(
+                t.closed > since and t.who == "agent" and not _is_filler(t, norm_fillers) for t in transcripts
+            )
+            return replied and last is not None and not busy() and time.monotonic() - last > opts.quiet_s
+
+        await wait_for(done, opts.reply_timeout_s, step=0.05)
+
+    t_connect = time.monotonic()
+    await room.connect(opts.url, opts.token, room_options())
+    mic = await publish_mic(room)
+    sent: list[SentTurn] = []
+    greeting: float | None = None
+    try:
+        joined = await wait_for(agent_joined.is_set, opts.join_timeout_s) or any(
+            is_agent(p) for p in room.remote_participants.values()
+        )
+        if not joined:
+            raise CallerError(f"no agent joined room {opts.room} within {opts.join_timeout_s:.0f} s")
+        await wait_for(lambda: listener.first_voiced_after(t_connect), opts.reply_timeout_s)
+        greeting = listener.first_voiced_after(t_connect)
+        if greeting is None:
+            errors.append("no greeting heard")
+        await wait_reply_done(t_connect)
+        await asyncio.sleep(opts.settle_s)
+        for wav in turns:
+            utt = mic.say(load_wav_16k(wav))
+            last = await utt.last_voiced
+            turn = SentTurn(wav.name, utt.started.result(), last)
+            sent.append(turn)
+            if not await wait_for(partial(listener.first_voiced_after, last), opts.reply_timeout_s):
+                turn.replied = False  # reported per turn
+                continue
+            await wait_reply_done(last)
+            await asyncio.sleep(opts.settle_s)
+        await asyncio.sleep(0.5)  # late transcripts and metrics
+    finally:
+        await mic.stop()
+        await room.disconnect()
+        for t in tasks:
+            t.cancel()
+    return RoomCallRecord(
+        room=opts.room,
+        t_connect=t_connect,
+        end=time.monotonic(),
+        greeting_first_audio=greeting,
+        turns=sent,
+        transcripts=sorted(transcripts, key=lambda x: x.opened),
+        metrics=metrics,
+        errors=errors,
+        mic=mic.track,
+        agent=listener.track,
+    )
+
+
+class CallerError(RuntimeError):
+    """The call could not happen (no agent came); the message is one line."""
+
+
+# --- the record as the offline harness's CallResult ---------------------------------------------------------
+
+_WORD = re.compile(r"[^\w']+")
+
+
+def _norm(text: str) -> str:
+    return " ".join(_WORD.sub(" ", text.lower()).split())
+
+
+def _is_filler(tr: Transcript, norm_fillers: set[str]) -> bool:
+    return tr.who == "agent" and _norm(tr.text) in norm_fillers
+
+
+def filler_windows(
+    record: RoomCallRecord, filler_texts: set[str], lead_s: float = 0.3
+) -> list[tuple[float, float]]:
+    """When the agent played a cached filler: its transcript segment's lifetime (padded before, since the
+    audio may arrive a moment before the text)."""
+    norm = {_norm(t) for t in filler_texts}
+    return [(tr.opened - lead_s, tr.closed) for tr in record.transcripts if _is_filler(tr, norm)]
+
+
+def _first_voiced(track: Track, after: float, before: float, skip: list[tuple[float, float]]) -> float | None:
+    for start, pcm in track.chunks:
+        if start < after or start >= before:
+            continue
+        if any(a <= start < b for a, b in skip):
+            continue
+        idx = first_voiced_sample(pcm, track.sample_rate)
+        if idx is not None:
+            return start + idx / track.sample_rate
+    return None
+
+
+def _metric_ms(msg: dict[str, Any] | None, key: str) -> float | None:
+    v = msg.get(key) if msg else None
+    return float(v) if isinstance(v, int | float) else None
+
+
+def to_call_result(
+    record: RoomCallRecord, filler_texts: set[str] | None = None, pipeline: str = "parley"
+) -> CallResult:
+    """The same `CallResult` the offline harness builds, so report.py and the JSON contract apply as is."""
+    fillers = filler_windows(record, filler_texts or set())
+    norm_fillers = {_norm(t) for t in filler_texts or set()}
+    # CallResult wants devices; these two hold only what the caller sent and heard
+    mic = ScriptedMic(sample_rate=record.mic.sample_rate)
+    mic.track = record.mic
+    speaker = Loudspeaker(sample_rate=record.agent.sample_rate)
+    speaker.track = record.agent
+    marks: list[Mark] = []
+    results: list[TurnResult] = []
+    for i, sent in enumerate(record.turns):
+        hi = record.turns[i + 1].start if i + 1 < len(record.turns) else record.end + 1
+        end = sent.last_voiced
+        tr = TurnResult(file=sent.file, speech_start=sent.start, speech_end=end)
+        marks += [Mark("speech_start", sent.start, sent.file), Mark("speech_end", end, sent.file)]
+        audio = _first_voiced(record.agent, end, hi, fillers)
+        audible = _first_voiced(record.agent, end, hi, [])
+        tr.v2v_ms = (audio - end) * 1000 if audio is not None else None
+        tr.first_audible_ms = (audible - end) * 1000 if audible is not None else None
+        finals = [
+            t for t in record.transcripts if t.who == "caller" and t.final and sent.start <= t.closed < hi
+        ]
+        if finals:
+            tr.stt_final_ms = (finals[0].closed - end) * 1000
+            marks.append(Mark("stt_final", finals[0].closed))
+        tr.user_text = " ".join(t.text.strip() for t in finals if t.text.strip())
+        replies = [
+            t
+            for t in record.transcripts
+            if t.who == "agent" and sent.start <= t.opened < hi and not _is_filler(t, norm_fillers)
+        ]
+        tr.reply_text = " ".join(t.text.strip() for t in replies if t.text.strip())
+        msg = next((m for t, m in reversed(record.metrics) if sent.start <= t < hi and m.get("turn")), None)
+        tr.endpoint_ms = _metric_ms(msg, "end_of_turn_ms")
+        tr.llm_ttft_ms = _metric_ms(msg, "llm_ttft_ms")
+        tr.tts_ttfb_ms = _metric_ms(msg, "tts_ttfb_ms")
+        if not sent.replied:
+            tr.error = "no reply within timeout"
+        results.append(tr)
+    greeting = record.greeting_first_audio
+    return CallResult(
+        pipeline=pipeline,
+        t0=record.t_connect,
+        greeting_first_audio_ms=(greeting - record.t_connect) * 1000 if greeting is not None else None,
+        turns=results,
+        marks=sorted(marks, key=lambda m: m.t),
+        mic=mic,
+        speaker=speaker,
+        filler_windows=fillers,
+        errors=list(record.errors),
+        end=record.end,
+    )
+
+
+def default_filler_texts() -> set[str]:
+    """Every acknowledgement and hold line of the phrase set (what the worker may play as a filler)."""
+    from caches.phrases import load_phrases
+
+    phrases = load_phrases()
+    out: set[str] = set()
+    for kinds in [
+        *phrases.defaults.values(),
+        *(v for by in phrases.voice_overrides.values() for v in by.values()),
+    ]:
+        for kind in ("acknowledgement", "hold"):
+            out.update(kinds.get(kind, ()))  # type: ignore[call-overload]
+    return out
+
+
+# --- the runner: stack + worker + caller ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LiveKitCallOptions:
+    out_dir: Path  # logs, server config and the caller's record
+    isolation: Literal["auto", "netns", "loopback"] = "auto"  # auto: netns when allowed, else loopback
+    base_env: Mapping[str, str] = field(default_factory=dict)  # e.g. the caller's PARLEY_* settings
+    worker_env: Mapping[str, str] = field(default_factory=dict)
+    capture: bool = False  # netns only: capture and check that no packet left the namespace
+    join_timeout_s: float = 90.0
+    reply_timeout_s: float = 30.0
+    worker_ready_timeout_s: float = 180.0
+    call_timeout_s: float = 600.0
+
+
+def room_unavailable_reason() -> str | None:
+    """One line saying why a real local room cannot be used here, or None when it can."""
+    problem = livekit_server_problem()
+    if problem:
+        return problem
+    if not (REPO / "worker.py").is_file():
+        return "worker.py is not in this checkout"
+    return None
+
+
+def stack_options(opts: LiveKitCallOptions) -> StackOptions:
+    isolation = opts.isolation
+    if isolation == "auto":
+        isolation = "netns" if netns_available() else "loopback"
+    return StackOptions(
+        out_dir=opts.out_dir,
+        isolation=isolation,
+        with_worker=True,
+        capture=opts.capture and isolation == "netns",
+        base_env=dict(opts.base_env),
+        worker_env=dict(opts.worker_env),
+        worker_ready_timeout_s=opts.worker_ready_timeout_s,
+    )
+
+
+def run_caller(stack: E2EStack, turns: Sequence[Path], out: Path, opts: LiveKitCallOptions) -> RoomCallRecord:
+    """Run the caller as its own process inside the stack's network and read back what it recorded."""
+    cmd = [
+        str(PYTHON),
+        "-m",
+        "benchmarks.livekit_call",
+        "caller",
+        *("--url", stack.livekit_url, "--api-key", API_KEY, "--api-secret", API_SECRET),
+        *("--agent-name", stack.opts.agent_name, "--out", str(out)),
+        *("--join-timeout-s", str(opts.join_timeout_s), "--reply-timeout-s", str(opts.reply_timeout_s)),
+        *(arg for t in turns for arg in ("--turn", str(t))),
+    ]
+    res = stack.run_in_ns(cmd, timeout=opts.call_timeout_s)
+    if res.returncode != 0:
+        lines = (res.stderr or res.stdout).strip().splitlines()
+        raise CallerError(f"the caller failed: {lines[-1] if lines else f'exit code {res.returncode}'}")
+    return RoomCallRecord.load(out)
+
+
+def run_call_on_stack(
+    stack: E2EStack, turns: Sequence[Path], out: Path, opts: LiveKitCallOptions | None = None
+) -> CallResult:
+    """One scripted call through a stack that is already up (with its worker)."""
+    opts = opts or LiveKitCallOptions(out_dir=out)
+    record = run_caller(stack, turns, out, opts)
+    return to_call_result(record, default_filler_texts())
+
+
+def run_livekit_call(turns: Sequence[Path], opts: LiveKitCallOptions) -> CallResult:
+    """Start a local stack (server + worker), make one scripted call through it, tear it all down."""
+    stack = E2EStack(stack_options(opts))
+    t = time.monotonic()
+    with stack:
+        log.info(
+            "local LiveKit stack up",
+            extra={"isolation": stack.opts.isolation, "seconds": round(time.monotonic() - t, 1)},
+        )
+        result = run_call_on_stack(stack, turns, opts.out_dir / "caller", opts)
+    if stack.opts.capture:
+        count, leaks = stack.capture_summary()
+        if leaks:
+            result.errors.append(f"{len(leaks)} of {count} packets left the namespace, first: {leaks[0]}")
+    return result
+
+
+def try_room_call(turns: Sequence[Path], opts: LiveKitCallOptions) -> tuple[CallResult | None, str]:
+    """(the call's result, "") through a real local room, or (None, one line saying why there is none)."""
+    reason = room_unavailable_reason()
+    if reason:
+        return None, reason
+    try:
+        return run_livekit_call(turns, opts), ""
+    except (ComponentMissing, StackError, CallerError) as err:
+        first = str(err).strip().splitlines()
+        return None, first[0] if first else type(err).__name__
+
+
+# --- the caller process -------------------------------------------------------------------------
+
+
+async def _caller_main(args: argparse.Namespace) -> int:
+    from web.tokens import TokenOptions, issue_call_token
+
+    tok = TokenOptions(api_key=args.api_key, api_secret=args.api_secret, agent_name=args.agent_name)
+    room = args.room or f"call-{int(time.time())}"
+    token = issue_call_token(tok, room, "caller")
+    opts = CallerOptions(
+        url=args.url,
+        token=token.token,
+        identity=token.identity,
+        room=room,
+        join_timeout_s=args.join_timeout_s,
+        reply_timeout_s=args.reply_timeout_s,
+        filler_texts=frozenset(default_filler_texts()),
+    )
+    turns = [Path(t) for t in args.turn]
+    missing = [str(t) for t in turns if not t.is_file()]
+    if missing:
+        print(f"caller: no such turn file: {missing[0]}", file=sys.stderr)
+        return 2
+    try:
+        record = await call_in_room(opts, turns)
+    except CallerError as err:
+        print(f"caller: {err}", file=sys.stderr)
+        return 1
+    record.save(Path(args.out))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.livekit_call", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    c = sub.add_parser("caller", help="the scripted rtc caller (run inside the stack's network)")
+    c.add_argument("--url", required=True)
+    c.add_argument("--api-key", required=True)
+    c.add_argument("--api-secret", required=True)
+    c.add_argument("--agent-name", default="parley")
+    c.add_argument("--room", default="")
+    c.add_argument("--turn", action="append", default=[], help="a caller turn WAV (repeat, in order)")
+    c.add_argument("--out", required=True, help="folder for record.json and audio.npz")
+    c.add_argument("--join-timeout-s", type=float, default=60.0)
+    c.add_argument("--reply-timeout-s", type=float, default=30.0)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    return asyncio.run(_caller_main(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""`make demo`'s path through a real local room: `benchmarks.call --livekit` starts livekit-server and the
+worker, calls through the room, and writes the same report, JSON, stereo WAV and timeline PNG as offline;
+and the same runner on plain loopback (what a non-root user gets)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from benchmarks.livekit_call import LiveKitCallOptions, room_unavailable_reason, run_livekit_call
+from benchmarks.report import call_json
+from tests.e2e.conftest import CONVERSATION
+from tests.e2e.harness import PYTHON, REPO
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def one_turn(tmp_path: Path) -> Path:
+    if not CONVERSATION.is_dir():
+        pytest.skip(f"test audio not found: {CONVERSATION}")
+    reason = room_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    data = tmp_path / "turns"
+    data.mkdir()
+    shutil.copy(CONVERSATION / "c1.wav", data / "c1.wav")
+    return data
+
+
+def test_demo_command_calls_through_a_real_room(tmp_path: Path) -> None:
+    data, out = one_turn(tmp_path), tmp_path / "demo"
+    cmd = [str(PYTHON), "-m", "benchmarks.call", "--data", str(data), "--pipeline", "parley"]
+    cmd += ["--out", str(out), "--demo", "--livekit", "auto", "--json", str(out / "call.json")]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=420)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "through a real local LiveKit room" in res.stdout, res.stdout
+    assert "caller (c1.wav): " in res.stdout and "agent: " in res.stdout
+    assert "latency (ms, caller's last voiced sample → event)" in res.stdout
+    report = json.loads((out / "call.json").read_text())
+    assert report["transport"] == "livekit-room" and report["pipeline"] == "parley"
+    assert not report["errors"], report["errors"]
+    assert report["v2v_ms"]["p50"] is not None and report["greeting_first_audio_ms"] is not None
+    assert report["turns"][0]["reply_text"]
+    audio, rate = sf.read(report["files"]["wav"])
+    assert rate == 24000 and audio.shape[1] == 2
+    assert np.abs(audio[:, 0]).max() > 0.1 and np.abs(audio[:, 1]).max() > 0.1  # caller | agent
+    assert Path(report["files"]["timeline"]).stat().st_size > 10_000
+    assert (out / "stack" / "worker.log").is_file()  # the stack's logs stay with the demo's output
+
+
+def test_room_call_on_plain_loopback(tmp_path: Path) -> None:
+    data = one_turn(tmp_path)
+    opts = LiveKitCallOptions(out_dir=tmp_path / "stack", isolation="loopback")
+    res = run_livekit_call(sorted(data.glob("*.wav")), opts)
+    report = call_json(res)
+    assert not report["errors"], report["errors"]
+    assert res.turns[0].v2v_ms is not None and res.turns[0].reply_text
+    cfg = (tmp_path / "stack" / "livekit.yaml").read_text()
+    assert 'bind_addresses: ["127.0.0.1"]' in cfg and "node_ip: 127.0.0.1" in cfg
+
+
+def test_demo_make_target_runs_the_room_when_available() -> None:
+    recipe = subprocess.run(
+        ["make", "-n", "demo"], capture_output=True, text=True, cwd=REPO, timeout=60
+    ).stdout.splitlines()[-1]
+    assert "-m benchmarks.call" in recipe and "--livekit auto" in recipe and "--out out/demo" in recipe

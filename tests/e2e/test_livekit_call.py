@@ -1,0 +1,192 @@
+"""The real-room call runner's logic without a server: what the caller recorded → the harness's CallResult,
+the record's trip between processes, the stack's loopback config, and the CLI's one-line refusals."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from benchmarks import livekit_call
+from benchmarks.audio_io import Track
+from benchmarks.harness import write_stereo
+from benchmarks.livekit_call import (
+    RoomCallRecord,
+    SentTurn,
+    Transcript,
+    default_filler_texts,
+    to_call_result,
+)
+from benchmarks.livekit_stack import (
+    E2EStack,
+    HostLoopback,
+    Netns,
+    StackOptions,
+    livekit_server_config,
+)
+from benchmarks.report import call_json, latency_table, timeline_png
+from tests.e2e.harness import PYTHON, REPO
+
+T0 = 1000.0
+
+
+def tone(seconds: float, rate: int, amp: float = 0.3) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (amp * 32767 * np.sin(2 * np.pi * 220 * t)).astype(np.int16)
+
+
+def track_with(rate: int, voiced: list[tuple[float, float]], until: float) -> Track:
+    """10 ms frames from T0 to `until`; voiced (tone) inside the given (start, end) spans, else silence."""
+    track = Track(rate)
+    n = rate // 100
+    t = T0
+    while t < until:
+        on = any(a <= t < b for a, b in voiced)
+        track.add(t, tone(0.01, rate) if on else np.zeros(n, np.int16))
+        t = round(t + 0.01, 6)
+    return track
+
+
+def record() -> RoomCallRecord:
+    """Greeting at +0.5 s; turn c1 spoken 3–5 s, filler 'Sure.' at 5.4 s, reply at 6.2 s;
+    turn c2 spoken 10–12 s, no reply."""
+    mic = track_with(16000, [(T0 + 3, T0 + 5), (T0 + 10, T0 + 12)], T0 + 16)
+    agent = track_with(24000, [(T0 + 0.5, T0 + 2), (T0 + 5.4, T0 + 5.8), (T0 + 6.2, T0 + 8)], T0 + 16)
+    return RoomCallRecord(
+        room="call-x",
+        t_connect=T0,
+        end=T0 + 16,
+        greeting_first_audio=T0 + 0.5,
+        turns=[SentTurn("c1.wav", T0 + 3, T0 + 5), SentTurn("c2.wav", T0 + 10, T0 + 12, replied=False)],
+        transcripts=[
+            Transcript("agent", "Hi, how can I help?", True, T0 + 0.5, T0 + 2),
+            Transcript("caller", "book a", False, T0 + 4, T0 + 4),
+            Transcript("caller", "Book a cleaning.", True, T0 + 5.3, T0 + 5.3),
+            Transcript("agent", "Sure.", True, T0 + 5.45, T0 + 5.8),
+            Transcript("agent", "When would you like to come?", True, T0 + 6.2, T0 + 8),
+            Transcript("caller", "Wednesday.", True, T0 + 12.4, T0 + 12.4),
+        ],
+        metrics=[
+            (T0 + 2.1, {"turn": 0}),
+            (T0 + 8.1, {"turn": 1, "end_of_turn_ms": 250.0, "llm_ttft_ms": 400.0, "tts_ttfb_ms": 60.0}),
+        ],
+        errors=[],
+        mic=mic,
+        agent=agent,
+    )
+
+
+def test_record_becomes_the_harness_result_with_fillers_kept_out_of_v2v() -> None:
+    res = to_call_result(record(), {"Sure.", "One moment."})
+    assert res.greeting_first_audio_ms == pytest.approx(500, abs=1)
+    c1, c2 = res.turns
+    assert c1.first_audible_ms == pytest.approx(400, abs=11)  # the filler is heard first
+    assert c1.v2v_ms == pytest.approx(1200, abs=11)  # v2v counts the reply, not the filler
+    assert c1.stt_final_ms == pytest.approx(300, abs=1)
+    assert c1.user_text == "Book a cleaning."
+    assert c1.reply_text == "When would you like to come?"
+    assert (c1.endpoint_ms, c1.llm_ttft_ms, c1.tts_ttfb_ms) == (250.0, 400.0, 60.0)
+    assert res.filler_windows == [(pytest.approx(T0 + 5.15), T0 + 5.8)]
+    assert c2.v2v_ms is None and c2.error == "no reply within timeout"
+    assert c2.user_text == "Wednesday." and c2.endpoint_ms is None
+    report = call_json(res)
+    assert report["errors"] == ["c2.wav: no reply within timeout"]
+    assert report["v2v_ms"]["p50"] == pytest.approx(1200, abs=11)
+
+
+def test_without_filler_texts_the_filler_counts_as_the_reply() -> None:
+    res = to_call_result(record(), set())
+    assert res.turns[0].v2v_ms == pytest.approx(400, abs=11)
+    assert res.turns[0].reply_text == "Sure. When would you like to come?"
+
+
+def test_record_survives_the_trip_between_processes(tmp_path: Path) -> None:
+    rec = record()
+    rec.save(tmp_path)
+    back = RoomCallRecord.load(tmp_path)
+    assert back.turns == rec.turns and back.transcripts == rec.transcripts and back.metrics == rec.metrics
+    assert back.agent.sample_rate == 24000 and len(back.agent.chunks) == len(rec.agent.chunks)
+    assert back.mic.chunks[300][0] == rec.mic.chunks[300][0]
+    assert np.array_equal(back.mic.chunks[300][1], rec.mic.chunks[300][1])
+
+
+def test_report_outputs_come_from_a_room_result_unchanged(tmp_path: Path) -> None:
+    res = to_call_result(record(), {"Sure."})
+    table = latency_table(res)
+    assert "c1.wav" in table and "c2.wav" in table
+    write_stereo(res, tmp_path / "call.wav")
+    timeline_png(res, tmp_path / "timeline.png")
+    audio, rate = sf.read(str(tmp_path / "call.wav"))
+    assert rate == 24000 and audio.shape[1] == 2
+    # caller on the left from 3 s, agent on the right at 0.5 s (the greeting)
+    assert np.abs(audio[int(3.1 * rate) : int(4 * rate), 0]).max() > 0.1
+    assert np.abs(audio[int(0.6 * rate) : int(1.5 * rate), 1]).max() > 0.1
+    assert np.abs(audio[int(2.5 * rate) : int(2.9 * rate)]).max() < 1e-3
+    assert (tmp_path / "timeline.png").stat().st_size > 10_000
+
+
+def test_filler_texts_come_from_the_phrase_set() -> None:
+    texts = default_filler_texts()
+    assert "Okay." in texts and "Let me check that for you." in texts
+    assert "Hi, thanks for calling. How can I help you today?" not in texts  # a greeting is no filler
+
+
+def test_loopback_stack_binds_and_offers_only_127_0_0_1(tmp_path: Path) -> None:
+    stack = E2EStack(StackOptions(out_dir=tmp_path, isolation="loopback"))
+    assert isinstance(stack.ns, HostLoopback) and not stack.opts.capture
+    ports = {stack.opts.livekit_port, stack.opts.rtc_tcp_port, stack.opts.web_port}
+    assert len(ports) == 3 and 7880 not in ports  # free ports, not the defaults a `make dev` may hold
+    cfg = livekit_server_config(stack.opts, stack.ns)
+    assert 'bind_addresses: ["127.0.0.1"]' in cfg and "node_ip: 127.0.0.1" in cfg
+    assert "use_external_ip: false" in cfg and "includes: [lo]" in cfg
+    netns_cfg = livekit_server_config(StackOptions(out_dir=tmp_path), Netns("x"))
+    assert "node_ip: 10.77.0.1" in netns_cfg and "includes" not in netns_cfg
+    env = E2EStack(
+        StackOptions(out_dir=tmp_path, base_env={"PARLEY_LIVEKIT_URL": "wss://far", "PARLEY_X": "1"})
+    )
+    assert env.env()["LIVEKIT_URL"] == env.livekit_url and "PARLEY_LIVEKIT_URL" not in env.env()
+    assert env.env()["PARLEY_X"] == "1"
+
+
+def test_no_room_falls_back_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import call
+
+    monkeypatch.setattr(livekit_call, "livekit_server_problem", lambda: "livekit-server not installed: run x")
+    res, why = livekit_call.try_room_call([], livekit_call.LiveKitCallOptions(out_dir=Path("unused")))
+    assert res is None and why == "livekit-server not installed: run x"
+    args = argparse.Namespace(livekit="auto", demo=True, show_text=False)
+    assert call._room_call(args, [], Path("unused")) is None
+    out = capsys.readouterr()
+    assert out.out.strip().splitlines() == [
+        "no local LiveKit room (livekit-server not installed: run x); running the call offline instead"
+    ]
+    args.livekit = "on"
+    assert call._room_call(args, [], Path("unused")) is None
+    assert capsys.readouterr().err.startswith("error: no local LiveKit room: livekit-server not installed")
+
+
+def test_stock_through_a_room_is_refused_in_one_line() -> None:
+    res = subprocess.run(
+        [str(PYTHON), "-m", "benchmarks.call", "--data", ".", "--pipeline", "stock", "--livekit"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert res.returncode == 2
+    assert res.stderr.strip() == "error: --livekit runs the parley pipeline only (run stock and both offline)"
+
+
+def test_caller_refuses_a_missing_turn_file_in_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.wav"
+    cmd = [str(PYTHON), "-m", "benchmarks.livekit_call", "caller", "--url", "ws://127.0.0.1:9"]
+    cmd += ["--api-key", "k", "--api-secret", "s" * 32, "--turn", str(missing), "--out", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.strip() == f"caller: no such turn file: {missing}"
