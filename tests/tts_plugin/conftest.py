@@ -73,7 +73,9 @@ def engine_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def engine(engine_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
     """One engine for the session (max 2 streams, so tests can fill it). Tests that kill it restart it."""
     tmp = tmp_path_factory.mktemp("engine")
-    proc = EngineProcess(engine_model, Path(f"/tmp/parley-tts-test-{os.getpid()}.sock"), tmp / "engine.log")
+    sock = tmp / "engine.sock"  # private to this run: nothing else cleans it up or binds it
+    assert len(str(sock)) < 100, f"socket path too long for AF_UNIX: {sock}"
+    proc = EngineProcess(engine_model, sock, tmp / "engine.log")
     proc.start()
     yield proc
     proc.stop()
