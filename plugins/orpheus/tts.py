@@ -109,14 +109,21 @@ class OrpheusTTS(tts.TTS):
             voice=settings.tts_voice,
             language=settings.language,
             connect_timeout_s=settings.engine_connect_timeout_s,
+            pool_size=int(getattr(settings, "engine_pool_size", 1)),
         )
-        configure_engine_fill(opts.address, opts.secret, opts.connect_timeout_s)
+        configure_engine_fill(
+            opts.address,
+            opts.secret,
+            opts.connect_timeout_s,
+            unreachable_fill=float(getattr(settings, "engine_unreachable_load", 1.0)),
+        )
         orpheus = cls(opts, phrase_cache=phrase_cache)
         if fallback is None:
             return orpheus
-        from plugins.fallback_tts import FallbackTTS
+        from plugins.fallback_tts import FallbackOptions, FallbackTTS
 
-        return FallbackTTS(orpheus, fallback)
+        probe_s = float(getattr(settings, "tts_fallback_probe_s", 0.5))
+        return FallbackTTS(orpheus, fallback, FallbackOptions(probe_interval_s=probe_s))
 
     @property
     def options(self) -> OrpheusOptions:
@@ -468,7 +475,12 @@ def _fill_from_settings() -> _FillProbe | None:
     if not s.engine_address or s.tts_backend == "cpu":
         configure_engine_fill("")
         return None
-    configure_engine_fill(s.engine_address, s.engine_secret.get_secret_value(), s.engine_connect_timeout_s)
+    configure_engine_fill(
+        s.engine_address,
+        s.engine_secret.get_secret_value(),
+        s.engine_connect_timeout_s,
+        unreachable_fill=float(getattr(s, "engine_unreachable_load", 1.0)),
+    )
     return _fill
 
 
