@@ -45,11 +45,10 @@ async def _warm_stt(stt_model: Any, sample: Path) -> None:
 
 
 def build_parley(settings: Settings, llm_url: str) -> tuple[AgentSession, Agent, Any]:
-    from worker.pipeline import attach_fillers, build_agent, build_session, load_components
+    from worker.pipeline import build_call, load_components
 
     comp = load_components(settings, llm_url)
-    session, agent = build_session(settings, comp), build_agent(settings)
-    attach_fillers(settings, comp, session, agent)
+    session, agent = build_call(settings, comp)
     return session, agent, comp
 
 

@@ -65,12 +65,11 @@ async def _sample(stats: LoadStats, stop: asyncio.Event, every_s: float = 1.0) -
 async def _caller(
     idx: int, comp: Any, settings: Any, turns: list[Path], deadline: float, stats: LoadStats
 ) -> None:
-    from worker.pipeline import build_agent, build_session
+    from worker.pipeline import build_call
 
     await asyncio.sleep(idx * 2.5)  # stagger the calls like real arrivals
     while time.monotonic() < deadline:
-        session = build_session(settings, comp)
-        agent = build_agent(settings)
+        session, agent = build_call(settings, comp)
         try:
             res = await run_call(f"call{idx}", session, agent, turns, CallOptions(settle_s=0.4))
         except Exception as e:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from livekit import rtc
-from livekit.agents import APIError, llm
+from livekit.agents import APIError, llm, stt
 from livekit.agents.voice import Agent, ModelSettings
 
 from caches import FillerAgent
+from turn_detection import TurnHandling
 
 from .context import ContextOptions, bound_context
 
@@ -114,6 +116,7 @@ class ParleyAgent(FillerAgent):
             options.language, INSTRUCTIONS["en"]
         )
         super().__init__(instructions=self.base_instructions, **kwargs)  # type: ignore[arg-type]
+        self.turns: TurnHandling | None = None  # set per call by worker.pipeline.build_call
         self.greeting_audio: Callable[[str], AsyncIterable[rtc.AudioFrame] | None] | None = None
 
     @property
@@ -131,6 +134,15 @@ class ParleyAgent(FillerAgent):
             self.session.say(self.greeting, audio=audio)
         else:
             self.session.say(self.greeting)
+
+    def stt_node(  # type: ignore[override]
+        self, audio: AsyncIterable[rtc.AudioFrame], model_settings: ModelSettings
+    ) -> AsyncIterable[stt.SpeechEvent | str] | Any:
+        """Through the turn hooks: they feed the audio end-of-turn model and drop backchannels said over
+        the agent, so "mm-hmm" never interrupts it."""
+        if self.turns is None:
+            return Agent.default.stt_node(self, audio, model_settings)
+        return self.turns.hooks.stt_node(self, audio, model_settings)
 
     async def llm_node(  # type: ignore[override]
         self, chat_ctx: llm.ChatContext, tools: list[llm.Tool], model_settings: ModelSettings

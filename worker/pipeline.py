@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2 as httpx
-from livekit.agents import APIConnectOptions, llm, stt, tts, vad
+from livekit.agents import NOT_GIVEN, APIConnectOptions, llm, stt, tts, vad
 from livekit.agents.voice import AgentSession
 from livekit.agents.voice.agent_session import SessionConnectOptions
 
 from caches import FillerController, FillerControllerOptions, FillerOptions, FillerPolicy, PhraseCache
+from turn_detection import Profile, TurnOptions, build_turn_handling, load_vad, params_for
+from turn_detection.audio_eot import load_model as load_eot_model
 
 from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
@@ -30,7 +32,8 @@ log = logging.getLogger("parley.pipeline")
 class Components:
     """Per-process models, shared by all sessions in the process."""
 
-    vad: vad.VAD
+    vads: dict[Profile, vad.VAD]  # Silero tuned per profile (web 16 kHz, telephony 8 kHz)
+    eot_model: Any  # LiveKit's bundled v1-mini audio end-of-turn model (None where it cannot load)
     stt: stt.STT
     tts: tts.TTS
     llm: llm.LLM
@@ -39,28 +42,23 @@ class Components:
     live: dict[str, str] = field(default_factory=dict)  # what is live, for the one startup line
 
 
-def load_vad(profile: str = "web") -> vad.VAD:
-    from livekit.plugins import silero
+def load_stt(settings: Settings) -> stt.STT:
+    from plugins.whisper import ModelOptions, StreamingOptions, WhisperSTT, WhisperSTTOptions
 
-    # Silero's default 0.55 s end-of-speech silence was ~half of the stock pipeline's latency (DESIGN §8);
-    # the turn detector, not the VAD, decides whether a pause ends the turn.
-    return silero.VAD.load(
-        min_silence_duration=0.25 if profile == "web" else 0.3,
-        min_speech_duration=0.08,
-        activation_threshold=0.5,
-        prefix_padding_duration=0.3,
-        sample_rate=16000,
-    )
-
-
-def load_stt(settings: Settings, vad_model: vad.VAD) -> stt.STT:
-    from plugins.whisper import ModelOptions, WhisperSTT, WhisperSTTOptions
-
-    compute = settings.stt_compute_type or "default"
     return WhisperSTT(
         WhisperSTTOptions(
-            model=ModelOptions(model=settings.stt_model, device=settings.stt_device, compute_type=compute),
+            model=ModelOptions(
+                model=settings.stt_model,
+                device=settings.stt_device,
+                compute_type=settings.stt_compute_type or "default",
+                cpu_threads=settings.stt_cpu_threads,
+                num_workers=settings.stt_num_workers,
+            ),
             language=settings.effective_stt_language,
+            streaming=StreamingOptions(
+                partial_interval_s=settings.stt_partial_interval_s,
+                final_beam_size=settings.stt_final_beam_size,
+            ),
         )
     )
 
@@ -82,7 +80,13 @@ def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
 def load_llm(settings: Settings, base_url: str) -> llm.LLM:
     from livekit.plugins import openai
 
+    from .llm_server import MODEL_ALIAS
+
+    # llama.cpp's own repetition penalty keeps the small embedded model from looping; other servers get
+    # nothing they might reject
+    extra: dict[str, Any] = {"repeat_penalty": 1.15} if settings.llm_model == MODEL_ALIAS else {}
     return openai.LLM(
+        extra_body=extra or NOT_GIVEN,
         model=settings.llm_model,
         base_url=base_url,
         api_key=settings.llm_api_key.get_secret_value() or "not-needed",
@@ -114,19 +118,23 @@ def load_phrases(settings: Settings, voice: str) -> PhraseCache | None:
 
 
 def load_components(settings: Settings, llm_base_url: str) -> Components:
-    vad_model = load_vad()
-    stt_model = load_stt(settings, vad_model)
+    vads = {p: load_vad(params_for(p, turn_options(settings))) for p in Profile}
+    stt_model = load_stt(settings)
     tts_model, tts_live = load_tts(settings)
     for model in (stt_model, tts_model):
         _prewarm_once(model)
     voice = settings.tts_voice if tts_live.startswith("orpheus") else settings.cpu_voice
+    phrases = load_phrases(settings, voice)
+    if phrases is not None and hasattr(tts_model, "phrase_cache"):
+        tts_model.phrase_cache = phrases  # whole-utterance hits skip the engine round trip
     return Components(
-        vad=vad_model,
+        vads=vads,
+        eot_model=load_eot_model() if settings.turn_use_audio_model else None,
         stt=stt_model,
         tts=tts_model,
         llm=load_llm(settings, llm_base_url),
         voice=voice,
-        phrases=load_phrases(settings, voice),
+        phrases=phrases,
         live={
             "llm": f"{settings.llm_model} @ {llm_base_url}",
             "stt": f"faster-whisper:{settings.stt_model}/{settings.stt_device}",
@@ -136,24 +144,17 @@ def load_components(settings: Settings, llm_base_url: str) -> Components:
     )
 
 
-def turn_handling(settings: Settings, profile: str = "web") -> dict[str, Any]:
-    """Pinned to local models in every mode: nothing ever reaches LiveKit Cloud inference (DESIGN §3)."""
-    return {
-        "turn_detection": "vad",
-        "endpointing": {
-            "mode": "fixed",
-            "min_delay": settings.min_endpointing_delay_s,
-            "max_delay": settings.max_endpointing_delay_s,
-        },
-        "interruption": {
-            "enabled": True,
-            "mode": "vad",
-            "min_duration": 0.4,
-            "resume_false_interruption": True,
-            "false_interruption_timeout": 1.5,
-        },
-        "preemptive_generation": {"enabled": True, "preemptive_tts": False},
-    }
+def turn_options(settings: Settings) -> TurnOptions:
+    return TurnOptions(
+        language=settings.language,
+        use_audio_model=settings.turn_use_audio_model,
+        ignore_backchannels=settings.turn_ignore_backchannels,
+        delay_scale=settings.turn_delay_scale,
+    )
+
+
+def resolve_profile(settings: Settings, detected: str) -> Profile:
+    return Profile(settings.turn_profile if settings.turn_profile != "auto" else detected)
 
 
 def connect_options(settings: Settings) -> SessionConnectOptions:
@@ -166,16 +167,33 @@ def connect_options(settings: Settings) -> SessionConnectOptions:
     )
 
 
-def build_session(settings: Settings, comp: Components, profile: str = "web") -> AgentSession:
-    return AgentSession(
-        conn_options=connect_options(settings),
-        vad=comp.vad,
+def build_call(
+    settings: Settings, comp: Components, profile: str = "web", tools: Sequence[llm.Tool] | None = None
+) -> tuple[AgentSession, ParleyAgent]:
+    """One call's session and agent: local turn handling for the caller's profile, fillers, tools.
+
+    Turn detection and interruption mode are always set explicitly (turn_detection/setup.py): left unset,
+    livekit-agents uses LiveKit Cloud inference in `dev` mode.
+    """
+    prof = resolve_profile(settings, profile)
+    turns = build_turn_handling(turn_options(settings), prof, vad=comp.vads[prof], audio_model=comp.eot_model)
+    handling = dict(turns.session_kwargs["turn_handling"])
+    handling["preemptive_generation"] = {"enabled": True, "preemptive_tts": False}
+    session: AgentSession = AgentSession(
+        vad=turns.session_kwargs["vad"],
         stt=comp.stt,
         llm=comp.llm,
         tts=comp.tts,
-        turn_handling=turn_handling(settings, profile),  # type: ignore[arg-type]
+        turn_handling=handling,  # type: ignore[arg-type]
+        aec_warmup_duration=turns.session_kwargs.get("aec_warmup_duration"),
+        conn_options=connect_options(settings),
         user_away_timeout=None,
     )
+    turns.attach(session)
+    agent = build_agent(settings, tools)
+    agent.turns = turns
+    attach_fillers(settings, comp, session, agent)
+    return session, agent
 
 
 def attach_fillers(settings: Settings, comp: Components, session: AgentSession, agent: ParleyAgent) -> None:

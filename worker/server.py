@@ -51,17 +51,19 @@ def telephony_options(settings: Settings) -> TelephonyToolOptions:
 
 
 async def entrypoint(ctx: JobContext) -> None:
-    from .pipeline import attach_fillers, build_agent, build_session, load_components
+    from .pipeline import build_call, load_components
 
     settings = get_settings()
     comp = ctx.proc.userdata.get("components") or load_components(settings, settings.llm_base_url)
     await ctx.connect()
+    warm_up = getattr(comp.tts, "warm_up", None)
+    if warm_up is not None:  # open the engine connection on this loop now, not on the first reply
+        await warm_up()
     participant = await ctx.wait_for_participant()
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
-    session = build_session(settings, comp, profile)
-    agent = build_agent(settings, tools=telephony_tools(telephony_options(settings)) if phone else [])
-    attach_fillers(settings, comp, session, agent)
+    tools = telephony_tools(telephony_options(settings)) if phone else []
+    session, agent = build_call(settings, comp, profile, tools)
     metrics = RoomMetricsPublisher(ctx.room, RoomMetricsOptions(enabled=settings.room_metrics))
     metrics.attach(session)
     ctx.add_shutdown_callback(metrics.aclose)

@@ -63,7 +63,11 @@ class Settings(BaseSettings):
     # STT (faster-whisper)
     stt_model: str = "tiny.en"  # a name, a local CTranslate2 dir, or tiny.en = the bundled offline model
     stt_device: Literal["cpu", "cuda", "auto"] = "cpu"
-    stt_compute_type: str = "int8"
+    stt_compute_type: str = "default"  # default = int8 on CPU, float16 on CUDA
+    stt_cpu_threads: int = Field(0, ge=0)  # threads per decode; 0 = the machine's cores, at most 4
+    stt_num_workers: int = Field(2, ge=1)  # decodes that may run at once (different calls)
+    stt_partial_interval_s: float = Field(0.5, gt=0)  # new audio needed between partial re-decodes
+    stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
 
     # TTS
@@ -73,6 +77,28 @@ class Settings(BaseSettings):
     engine_address: str = ""  # unix:///path.sock or ws://127.0.0.1:PORT; empty = no engine
     engine_secret: SecretStr = SecretStr("")
     engine_connect_timeout_s: float = Field(1.0, gt=0)
+    engine_pool_size: int = Field(1, ge=1)  # pooled engine connections per job process
+    engine_unreachable_load: float = Field(
+        1.0, ge=0.0, le=1.0
+    )  # load reported when the engine cannot be asked
+    tts_fallback_probe_s: float = Field(0.5, gt=0)  # how often a fallen-back chain checks the engine again
+
+    # Orpheus engine (`python -m plugins.orpheus serve` takes these as its defaults) and its weights
+    orpheus_backend: Literal["torch", "trtllm", "openai"] = "torch"
+    orpheus_model_dir: str = ""  # checkpoint dir; empty = the tiny random test model (CPU proof only)
+    orpheus_snac_dir: str = ""
+    orpheus_device: str = "cpu"
+    orpheus_max_streams: int = Field(32, ge=1)  # admission limit; past it a stream gets a clear "full" error
+    orpheus_http_port: int = Field(0, ge=0, le=65535)  # loopback /metrics /capacity /healthz; 0 = off
+    orpheus_openai_base_url: str = ""  # remote completions endpoint serving Orpheus (openai backend)
+    orpheus_trtllm_runtime: Literal["pytorch", "engine"] = "pytorch"
+    orpheus_temperature: float = Field(0.5, ge=0.0, le=2.0)
+    orpheus_top_p: float = Field(0.9, gt=0.0, le=1.0)
+    orpheus_repetition_penalty: float = Field(1.1, ge=1.0, le=2.0)
+    orpheus_repo: str = "canopylabs/orpheus-3b-0.1-ft"  # gated: accept the licence and set HF_TOKEN
+    snac_repo: str = "hubertsiuzdak/snac_24khz"
+    orpheus_revision: str = ""
+    model_cache_dir: str = ""  # empty = huggingface_hub's cache
 
     # Phrase cache
     phrase_cache_dir: Path = Path("out/phrase-cache")
@@ -85,8 +111,9 @@ class Settings(BaseSettings):
 
     # Turn taking
     turn_profile: Literal["auto", "web", "telephony"] = "auto"
-    min_endpointing_delay_s: float = Field(0.2, ge=0.0, le=5.0)
-    max_endpointing_delay_s: float = Field(1.6, ge=0.1, le=10.0)
+    turn_delay_scale: float = Field(1.0, ge=0.25, le=4.0)  # >1 waits longer before answering, <1 snappier
+    turn_ignore_backchannels: bool = True  # "mm-hmm", "yeah", "okay" over the agent do not interrupt it
+    turn_use_audio_model: bool = True  # blend in LiveKit's bundled v1-mini audio end-of-turn model
 
     # Telephony (LiveKit SIP)
     sip_goodbye: str = "Thank you for calling. Goodbye!"
@@ -140,11 +167,6 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
-        if self.max_endpointing_delay_s < self.min_endpointing_delay_s:
-            raise ValueError(
-                "PARLEY_MAX_ENDPOINTING_DELAY_S: must be >= PARLEY_MIN_ENDPOINTING_DELAY_S "
-                f"({self.max_endpointing_delay_s} < {self.min_endpointing_delay_s})"
-            )
         if self.tts_backend == "orpheus" and not self.engine_address:
             raise ValueError("PARLEY_ENGINE_ADDRESS: required when PARLEY_TTS_BACKEND=orpheus")
         if self.tts_voice not in ORPHEUS_VOICES and self.language == "en":

@@ -25,32 +25,44 @@ def _fail(msg: str, code: int = 2) -> int:
     return code
 
 
+def _settings():  # type: ignore[no-untyped-def]
+    """Flag defaults come from Parley's one settings module (PARLEY_ORPHEUS_* in env or .env)."""
+    from worker.settings import get_settings
+
+    return get_settings()
+
+
 def add_engine_args(p: argparse.ArgumentParser) -> None:
     """Model/backend flags shared by serve, synth and the benchmarks."""
+    s = _settings()
     g = p.add_argument_group("engine")
-    g.add_argument("--backend", default="torch", choices=["torch", "trtllm", "openai", "standin"])
+    g.add_argument("--backend", default=s.orpheus_backend, choices=["torch", "trtllm", "openai", "standin"])
     g.add_argument(
         "--test-model", default="", help="dir written by make-test-model (default: built on demand)"
     )
     g.add_argument(
-        "--model-dir", default="", help="Orpheus checkpoint (torch/trtllm) or tokenizer dir (openai)"
+        "--model-dir",
+        default=s.orpheus_model_dir,
+        help="Orpheus checkpoint (torch/trtllm) or tokenizer dir (openai)",
     )
-    g.add_argument("--snac-dir", default="", help="SNAC 24 kHz dir (config.json + pytorch_model.bin)")
-    g.add_argument("--device", default="cpu")
+    g.add_argument(
+        "--snac-dir", default=s.orpheus_snac_dir, help="SNAC 24 kHz dir (config.json + pytorch_model.bin)"
+    )
+    g.add_argument("--device", default=s.orpheus_device)
     g.add_argument("--dtype", default="float32")
     g.add_argument("--cpu-threads", type=int, default=1)
-    g.add_argument("--max-streams", type=int, default=32)
-    g.add_argument("--openai-base-url", default="")
+    g.add_argument("--max-streams", type=int, default=s.orpheus_max_streams)
+    g.add_argument("--openai-base-url", default=s.orpheus_openai_base_url)
     g.add_argument("--openai-model", default="orpheus")
     g.add_argument("--tokenizer-dir", default="", help="tokenizer.json dir if not in --model-dir")
-    g.add_argument("--trtllm-runtime", default="pytorch", choices=["pytorch", "engine"])
+    g.add_argument("--trtllm-runtime", default=s.orpheus_trtllm_runtime, choices=["pytorch", "engine"])
     g.add_argument("--trtllm-max-batch", type=int, default=128)
     g.add_argument("--trtllm-kv-fp8", default="on", choices=["on", "off"])
     g.add_argument("--gpu-memory-fraction", type=float, default=0.85, help="trtllm KV cache share")
-    g.add_argument("--temperature", type=float, default=0.5)
-    g.add_argument("--top-p", type=float, default=0.9)
-    g.add_argument("--repetition-penalty", type=float, default=1.1)
-    g.add_argument("--language", default="en", choices=["en", "ko"])
+    g.add_argument("--temperature", type=float, default=s.orpheus_temperature)
+    g.add_argument("--top-p", type=float, default=s.orpheus_top_p)
+    g.add_argument("--repetition-penalty", type=float, default=s.orpheus_repetition_penalty)
+    g.add_argument("--language", default=s.language, choices=["en", "ko"])
 
 
 def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -229,7 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_serve.add_argument("--secret", default="", help="shared secret (required for ws://)")
     p_serve.add_argument("--secret-file", default="", help="read the shared secret from this file")
-    p_serve.add_argument("--http-port", type=int, default=0, help="loopback /metrics /capacity /healthz")
+    p_serve.add_argument(
+        "--http-port",
+        type=int,
+        default=_settings().orpheus_http_port,
+        help="loopback /metrics /capacity /healthz",
+    )
     add_engine_args(p_serve)
     p_synth = sub.add_parser("synth", help="synthesize text to WAV")
     p_synth.add_argument("--text")

@@ -33,7 +33,7 @@ def test_livekit_names_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
         ("PARLEY_ENGINE_ADDRESS", "tcp://1.2.3.4", "PARLEY_ENGINE_ADDRESS"),
         ("PARLEY_LLM_MAX_TOKENS", "-3", "PARLEY_LLM_MAX_TOKENS"),
         ("PARLEY_TTS_VOICE", "nobody", "PARLEY_TTS_VOICE"),
-        ("PARLEY_MAX_ENDPOINTING_DELAY_S", "0.01", "PARLEY_MAX_ENDPOINTING_DELAY_S"),
+        ("PARLEY_TURN_DELAY_SCALE", "9", "PARLEY_TURN_DELAY_SCALE"),
     ],
 )
 def test_bad_setting_is_one_line_naming_the_variable(
