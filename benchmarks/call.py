@@ -122,21 +122,31 @@ def _room_call(args: argparse.Namespace, turns: list[Path], out: Path) -> dict[s
     return {**_report(res, out, args, time.monotonic() - t), "transport": "livekit-room"}
 
 
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    settings = load_settings()
-    data = Path(args.data)
-    turns = sorted(data.glob("*.wav"))
+def _turns(args: argparse.Namespace) -> list[Path]:
+    turns = sorted(Path(args.data).glob("*.wav"))
     if not turns:
-        raise SystemExit(f"error: no *.wav turns in {data}")
-    names = ["parley", "stock"] if args.pipeline == "both" else [args.pipeline]
-    out = Path(args.out)
+        raise SystemExit(f"error: no *.wav turns in {args.data}")
+    return turns
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Through a real room (--livekit; in this thread, so Ctrl-C tears the stack down), else offline."""
     if args.livekit:
-        report = await asyncio.to_thread(_room_call, args, turns, out)
+        load_settings()  # a bad setting is one line here, not a worker that never registers
+        report = _room_call(args, _turns(args), Path(args.out))
         if report is not None:
             _write_json(args, report)
             return report
         if args.livekit == "on":
             raise SystemExit(1)
+    return asyncio.run(main_async(args))
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    settings = load_settings()
+    turns = _turns(args)
+    names = ["parley", "stock"] if args.pipeline == "both" else [args.pipeline]
+    out = Path(args.out)
     llm_server = None
     llm_url = settings.llm_base_url
     if not llm_url:
@@ -193,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.exit(2, "error: --livekit runs the parley pipeline only (run stock and both offline)\n")
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
-        report = asyncio.run(main_async(args))
+        report = run(args)
     except SettingsError as e:
         print(e, file=sys.stderr)
         sys.exit(2)

@@ -466,6 +466,11 @@ class E2EStack:
             raise StackError(
                 f"{cmd[0]} ran past {timeout:.0f} s; last output: {(err or out)[-800:]}"
             ) from None
+        except BaseException:  # Ctrl-C: the client is in its own session and would outlive us
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait(5)
+            raise
         return subprocess.CompletedProcess(cmd, popen.returncode, out, err)
 
     # readiness
