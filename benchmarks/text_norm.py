@@ -10,78 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-_ONES = (
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-)
-_TENS = ("_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
-_SCALES = ((10**12, "trillion"), (10**9, "billion"), (10**6, "million"), (1000, "thousand"))
-_ORDINAL_WORDS = {
-    "one": "first",
-    "two": "second",
-    "three": "third",
-    "five": "fifth",
-    "eight": "eighth",
-    "nine": "ninth",
-    "twelve": "twelfth",
-}
+# one spelling of numbers for the whole project: the engine's (what Parley says is what WER expects)
+from plugins.orpheus.engine.normalize import number_words as number_to_words
+from plugins.orpheus.engine.normalize import ordinal_words as ordinal_to_words
+
 _CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents")}
 _TITLES = {"dr": "doctor", "mr": "mister", "mrs": "missus", "ms": "miss"}
 _CURRENCIES["£"] = ("pound", "pounds", "penny", "pence")
 
 
-def number_to_words(n: int) -> str:
-    """Cardinal words for a non-negative integer: 325 -> "three hundred twenty five"."""
-    if n < 0:
-        return "minus " + number_to_words(-n)
-    if n < 20:
-        return _ONES[n]
-    if n < 100:
-        tens, ones = divmod(n, 10)
-        return _TENS[tens] + (" " + _ONES[ones] if ones else "")
-    if n < 1000:
-        hundreds, rest = divmod(n, 100)
-        return _ONES[hundreds] + " hundred" + (" " + number_to_words(rest) if rest else "")
-    for scale, name in _SCALES:
-        if n >= scale:
-            high, rest = divmod(n, scale)
-            return number_to_words(high) + " " + name + (" " + number_to_words(rest) if rest else "")
-    raise AssertionError("unreachable")
-
-
-def ordinal_to_words(n: int) -> str:
-    """Ordinal words: 12 -> "twelfth", 21 -> "twenty first"."""
-    words = number_to_words(n).split()
-    last = words[-1]
-    if last in _ORDINAL_WORDS:
-        words[-1] = _ORDINAL_WORDS[last]
-    elif last.endswith("y"):
-        words[-1] = last[:-1] + "ieth"
-    else:
-        words[-1] = last + "th"
-    return " ".join(words)
-
-
 def _digits_after_point(digits: str) -> str:
-    return " ".join(_ONES[int(d)] for d in digits)
+    return " ".join(number_to_words(int(d)) for d in digits)
 
 
 def _currency(m: re.Match[str]) -> str:
@@ -137,7 +76,7 @@ def _cardinal(m: re.Match[str]) -> str:
         return f" {number_to_words(n)} "
     if len(raw) == 4 and 1900 <= n <= 2099:
         return f" {_year(n)} "
-    return " " + " ".join(_ONES[int(d)] for d in raw) + " "
+    return " " + " ".join(number_to_words(int(d)) for d in raw) + " "
 
 
 _NUM = r"\d{1,3}(?:,\d{3})+|\d+"

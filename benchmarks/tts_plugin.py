@@ -14,17 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from benchmarks.tts import LocalEngine, count_underruns
+from benchmarks.tts import pct as _pct
 
 REPLIES = [
     "Sure, I can help with that. Your table for two is booked at seven. Anything else?",
@@ -54,20 +52,6 @@ class StreamResult:
     underruns: int = 0
     error: str | None = None
     arrivals: list[tuple[float, float]] = field(default_factory=list)  # (wall time, frame seconds)
-
-
-def count_underruns(arrivals: list[tuple[float, float]]) -> int:
-    """Gaps a real-time player would hear after the first frame: a frame arriving after the audio before it
-    has finished playing."""
-    if not arrivals:
-        return 0
-    play_end = arrivals[0][0]
-    gaps = 0
-    for t, dur in arrivals:
-        if t > play_end + 1e-3 and play_end > arrivals[0][0]:
-            gaps += 1
-        play_end = max(play_end, t) + dur
-    return gaps
 
 
 async def _one_reply(tts: Any, text: str, timeout_s: float) -> StreamResult:
@@ -122,10 +106,6 @@ async def _one_cancel(tts: Any, text: str, timeout_s: float) -> float | None:
     if engine is None or engine.final_event is None or engine.final_event.data.get("reason") != "cancelled":
         return None
     return (time.perf_counter() - t0) * 1000
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 2) if values else None
 
 
 async def run_plugin_bench(opts: PluginBenchOptions) -> dict[str, Any]:
@@ -183,38 +163,6 @@ async def run_plugin_bench(opts: PluginBenchOptions) -> dict[str, Any]:
     }
 
 
-class _LocalEngine:
-    """`python -m plugins.orpheus serve` on CPU with the tiny random model, for a self-contained run."""
-
-    def __init__(self, max_streams: int) -> None:
-        self.address = f"unix:///tmp/parley-bench-tts-{os.getpid()}.sock"
-        cmd = [sys.executable, "-m", "plugins.orpheus", "serve", "--address", self.address]
-        cmd += ["--max-streams", str(max_streams)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
-    def wait_ready(self, timeout_s: float = 300.0) -> None:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if line.startswith("ready"):
-                return
-            if not line and self.proc.poll() is not None:
-                break
-        self.stop()
-        raise RuntimeError(
-            "the engine server did not start (run `python -m plugins.orpheus serve` to see why)"
-        )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-
 def print_table(report: dict[str, Any]) -> None:
     rows = [
         ("streams", report["streams"]),
@@ -260,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     address = args.address
     try:
         if not address:
-            engine = _LocalEngine(max_streams=max(2, args.concurrency))
+            engine = LocalEngine(["--max-streams", str(max(2, args.concurrency))])
             engine.wait_ready()
             address = engine.address
         opts = PluginBenchOptions(

@@ -167,6 +167,17 @@ def connect_options(settings: Settings) -> SessionConnectOptions:
     )
 
 
+def _log_transcripts(session: AgentSession) -> None:
+    """Only with PARLEY_LOG_TRANSCRIPTS=true: what each side said, one structured line per message."""
+    tlog = logging.getLogger("parley.transcripts")
+
+    @session.on("conversation_item_added")
+    def _on_item(ev: Any) -> None:
+        item = ev.item
+        if getattr(item, "type", "") == "message" and item.text_content:
+            tlog.info("transcript", extra={"role": item.role, "text": item.text_content})
+
+
 def build_call(
     settings: Settings, comp: Components, profile: str = "web", tools: Sequence[llm.Tool] | None = None
 ) -> tuple[AgentSession, ParleyAgent]:
@@ -190,6 +201,8 @@ def build_call(
         user_away_timeout=None,
     )
     turns.attach(session)
+    if settings.log_transcripts:
+        _log_transcripts(session)
     agent = build_agent(settings, tools)
     agent.turns = turns
     attach_fillers(settings, comp, session, agent)

@@ -65,7 +65,7 @@ async def test_a_long_monologue_stays_bounded(
     mono = np.concatenate([x for p in parts * 2 for x in (p, gap)])[: 16_000 * 60]
     turn = _write(tmp_path / "monologue.wav", mono)
     before = psutil.Process().memory_info().rss
-    res = await _call(embedded_llm_url, [turn])
+    res = await _call(embedded_llm_url, [turn], reply_timeout_s=45.0)  # a minute of speech to decode first
     grown_mb = (psutil.Process().memory_info().rss - before) / 1e6
     assert not res.errors, res.errors
     assert res.turns[0].v2v_ms is not None, "no reply after a 60 s monologue"

@@ -1,0 +1,62 @@
+"""The caller hangs up mid-sentence: the session ends cleanly and nothing is left running."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from benchmarks.audio_io import Loudspeaker, ScriptedMic
+from benchmarks.call import build_parley
+from benchmarks.harness import load_turn
+from worker.settings import load_settings
+
+pytestmark = pytest.mark.slow
+
+
+async def test_hang_up_mid_utterance_leaves_no_streams_or_tasks(
+    embedded_llm_url: str, shared_audio: Path
+) -> None:
+    session, agent, comp = build_parley(load_settings(), embedded_llm_url)
+    baseline = {t for t in asyncio.all_tasks() if not t.done()}
+    mic, speaker = ScriptedMic(), Loudspeaker()
+    session.input.audio = mic
+    session.output.audio = speaker
+    await session.start(agent, record=False)
+    await asyncio.sleep(1.0)  # greeting plays
+    pcm = load_turn(shared_audio / "conversation" / "c1.wav")
+    mic.play(pcm[: len(pcm) // 2])  # half a sentence, then the line goes dead
+    await asyncio.sleep(1.5)
+    mic.close()
+    await asyncio.wait_for(session.aclose(), 10)
+    await speaker.aclose()
+    await asyncio.sleep(1.0)
+    left = [
+        t
+        for t in asyncio.all_tasks()
+        if not t.done() and t not in baseline and t is not asyncio.current_task()
+    ]
+    assert comp.tts.active_streams == 0
+    assert not left, [t.get_name() for t in left]
+
+
+async def test_hang_up_while_the_agent_speaks(embedded_llm_url: str, shared_audio: Path) -> None:
+    session, agent, comp = build_parley(load_settings(), embedded_llm_url)
+    mic, speaker = ScriptedMic(), Loudspeaker()
+    session.input.audio = mic
+    session.output.audio = speaker
+    await session.start(agent, record=False)
+    await asyncio.sleep(1.0)
+    await mic.play(load_turn(shared_audio / "conversation" / "c1.wav"))
+    for _ in range(300):  # until the reply is being spoken
+        if speaker.track.first_voiced_after(speaker.segment_starts[-1] if speaker.segment_starts else 0) and (
+            len(speaker.segment_starts) >= 2
+        ):
+            break
+        await asyncio.sleep(0.05)
+    mic.close()
+    await asyncio.wait_for(session.aclose(), 10)
+    await speaker.aclose()
+    await asyncio.sleep(0.5)
+    assert comp.tts.active_streams == 0
