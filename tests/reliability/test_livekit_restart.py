@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.livekit_stack import (
+    API_KEY,
+    API_SECRET,
     E2EStack,
     StackOptions,
     _which,
@@ -30,7 +32,7 @@ import asyncio, sys
 from livekit import api
 
 async def main():
-    async with api.LiveKitAPI(sys.argv[1], "devkey", "secret") as lk:
+    async with api.LiveKitAPI(sys.argv[1], sys.argv[3], sys.argv[4]) as lk:
         req = api.CreateAgentDispatchRequest(agent_name="parley", room=sys.argv[2])
         await lk.agent_dispatch.create_dispatch(req)
 
@@ -68,7 +70,8 @@ def test_worker_reregisters_and_takes_calls_after_a_server_restart(tmp_path: Pat
             time.sleep(0.5)
         assert _count(worker.log_text(), r"registered worker") >= 2, worker.log_tail()
         done = stack.run_in_ns(
-            [sys.executable, "-c", DISPATCH, stack.livekit_url, "after-restart"], timeout=60
+            [sys.executable, "-c", DISPATCH, stack.livekit_url, "after-restart", API_KEY, API_SECRET],
+            timeout=60,
         )
         assert done.returncode == 0, done.stderr[-500:]
         deadline = time.monotonic() + 60
