@@ -38,24 +38,28 @@ class LoadStats:
     errors: list[str] = field(default_factory=list)
     underruns: list[tuple[float, float]] = field(default_factory=list)
     samples: list[tuple[float, float, float]] = field(default_factory=list)  # (time, rss MB, cpu %)
+    own_rss: list[float] = field(default_factory=list)  # the calls' process alone (MB), same sample times
     conversations: int = 0
 
 
-def _rss_mb(proc: psutil.Process) -> float:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
+def _rss_mb(proc: psutil.Process) -> tuple[float, float]:
+    """(this process, its children: the embedded LLM) in MB."""
+    children = 0
+    for p in proc.children(recursive=True):
         try:
-            total += p.memory_info().rss
+            children += p.memory_info().rss
         except psutil.Error:
             continue
-    return total / 1e6
+    return proc.memory_info().rss / 1e6, children / 1e6
 
 
 async def _sample(stats: LoadStats, stop: asyncio.Event, every_s: float = 1.0) -> None:
     proc = psutil.Process()
     psutil.cpu_percent(None)
     while not stop.is_set():
-        stats.samples.append((time.monotonic() - stats.t0, _rss_mb(proc), psutil.cpu_percent(None)))
+        own, children = _rss_mb(proc)
+        stats.samples.append((time.monotonic() - stats.t0, own + children, psutil.cpu_percent(None)))
+        stats.own_rss.append(own)
         try:
             await asyncio.wait_for(stop.wait(), every_s)
         except TimeoutError:
@@ -163,6 +167,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "rss_mb_max": round(max(rss), 1) if rss else None,
         "rss_mb_first_third_median": round(float(np.median(rss[:third])), 1) if rss else None,
         "rss_mb_last_third_median": round(float(np.median(rss[-third:])), 1) if rss else None,
+        "own_rss_mb_first_third_median": round(float(np.median(stats.own_rss[:third])), 1) if rss else None,
+        "own_rss_mb_last_third_median": round(float(np.median(stats.own_rss[-third:])), 1) if rss else None,
         "cpu_pct_mean": round(float(np.mean([c for *_, c in stats.samples])), 1) if stats.samples else None,
         "rss_curve_mb": [
             [round(t, 1), round(r, 1)] for t, r, _ in stats.samples[:: max(1, len(stats.samples) // 120)]

@@ -69,6 +69,7 @@ def _serve(opts: EmbeddedLLMOptions) -> None:
     params.cpuparams.n_threads = opts.threads
     params.cpuparams_batch.n_threads = opts.threads
     params.cache_prompt = True
+    params.cache_ram_mib = 128  # llama.cpp's host-RAM prompt cache grows to GBs by default: keep it bounded
     params.warmup = True
     server = xlc.Server(params)
     base = f"http://127.0.0.1:{port}"
