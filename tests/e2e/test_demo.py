@@ -66,7 +66,9 @@ def test_room_call_on_plain_loopback(tmp_path: Path) -> None:
 
 
 def test_demo_make_target_runs_the_room_when_available() -> None:
-    recipe = subprocess.run(
-        ["make", "-n", "demo"], capture_output=True, text=True, cwd=REPO, timeout=60
-    ).stdout.splitlines()[-1]
+    # run from inside `make test` too: a nested make prints "Entering/Leaving directory" lines around it
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-n", "demo"], capture_output=True, text=True, cwd=REPO, timeout=60
+    ).stdout.splitlines()
+    recipe = next((line for line in out if "benchmarks.call" in line), "")
     assert "-m benchmarks.call" in recipe and "--livekit auto" in recipe and "--out out/demo" in recipe
