@@ -14,6 +14,7 @@ import contextlib
 import hmac
 import logging
 import os
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,8 @@ class ServerOptions:
     max_write_buffer: int = 32 * 1024 * 1024  # a client this far behind is dropped
 
 
-class _Conn:
-    """One client connection: its streams, and how to send to it."""
+class _Conn(ABC):
+    """One client connection: its streams, and how to send to it (the transport subclasses say how)."""
 
     def __init__(self, server: EngineServer, name: str) -> None:
         self.server = server
@@ -49,14 +50,14 @@ class _Conn:
         self.closed = False
 
     # transport-specific
-    def send_json(self, obj: dict[str, Any]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def send_json(self, obj: dict[str, Any]) -> None: ...
 
-    def send_audio(self, sid: int, pcm: bytes) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def send_audio(self, sid: int, pcm: bytes) -> None: ...
 
-    def abort(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def abort(self) -> None: ...
 
     # protocol
     def handle(self, msg: dict[str, Any]) -> None:
