@@ -217,6 +217,17 @@ async def _wait_idle(rec: Recorder, speaker: Loudspeaker, timeout: float, since:
     return False
 
 
+def _stall_state(rec: Recorder, speaker: Loudspeaker, since: float) -> str:
+    """Where a turn stalled: heard or not, answered or not, still speaking or not."""
+    finals = sum(1 for t, _ in rec.user_finals if t > since)
+    replies = sum(1 for t, _ in rec.replies if t > since)
+    endpoints = sum(1 for m in rec.marks if m.kind == "endpoint" and m.t > since)
+    return (
+        f"finals={finals} endpoints={endpoints} replies={replies} state={rec.agent_state} "
+        f"speaker_idle={speaker.idle.is_set()}"
+    )
+
+
 async def run_call(
     pipeline: str,
     session: AgentSession,
@@ -262,7 +273,7 @@ async def run_call(
         tr = TurnResult(file=path.name, speech_start=start, speech_end=end)
         ok = await _wait_idle(rec, speaker, opt.reply_timeout_s, since=end)
         if not ok:
-            tr.error = "no complete reply within timeout"
+            tr.error = f"no complete reply within timeout ({_stall_state(rec, speaker, end)})"
         await asyncio.sleep(opt.settle_s)
         results.append(tr)
 

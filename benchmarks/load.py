@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from worker.memory import release_free_memory, tune_allocator
 from worker.settings import SettingsError, load_settings
 
 from .harness import CallOptions, run_call
@@ -40,6 +41,7 @@ class LoadStats:
     samples: list[tuple[float, float, float]] = field(default_factory=list)  # (time, rss MB, cpu %)
     own_rss: list[float] = field(default_factory=list)  # the calls' process alone (MB), same sample times
     conversations: int = 0
+    threads: list[int] = field(default_factory=list)
 
 
 def _rss_mb(proc: psutil.Process) -> tuple[float, float]:
@@ -60,6 +62,7 @@ async def _sample(stats: LoadStats, stop: asyncio.Event, every_s: float = 1.0) -
         own, children = _rss_mb(proc)
         stats.samples.append((time.monotonic() - stats.t0, own + children, psutil.cpu_percent(None)))
         stats.own_rss.append(own)
+        stats.threads.append(proc.num_threads())
         try:
             await asyncio.wait_for(stop.wait(), every_s)
         except TimeoutError:
@@ -80,6 +83,7 @@ async def _caller(
             stats.errors.append(f"call{idx}: {type(e).__name__}: {str(e)[:160]}")
             continue
         stats.conversations += 1
+        await asyncio.to_thread(release_free_memory)  # what the worker does when a call ends
         stats.errors += [f"call{idx}: {e}" for e in res.errors]
         for tr in res.turns:
             if tr.error:
@@ -87,6 +91,15 @@ async def _caller(
             if tr.v2v_ms is not None:
                 stats.v2v.append((tr.speech_end - stats.t0, tr.v2v_ms))
         stats.underruns += res.speaker.underruns
+
+
+def _slope_mb_per_min(samples: list[tuple[float, float]]) -> float | None:
+    """Least-squares growth of the second half of a run: warm-up excluded, is memory still climbing?"""
+    half = samples[len(samples) // 2 :]
+    if len(half) < 10:
+        return None
+    t, mb = np.array(half).T
+    return round(float(np.polyfit(t / 60, mb, 1)[0]), 2)
 
 
 def _pct(vals: list[float], q: float) -> float | None:
@@ -124,6 +137,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from worker.pipeline import load_components
 
     settings = load_settings()
+    tune_allocator()  # as the worker's prewarm does
     turns = sorted(Path(args.data).glob("*.wav"))
     if not turns:
         raise SystemExit(f"error: no *.wav turns in {args.data}")
@@ -161,6 +175,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "errors": len(stats.errors),
         "error_list": stats.errors[:50],
         "underruns": len(stats.underruns),
+        "underrun_gaps_ms": sorted(round(g * 1000) for _, g in stats.underruns)[-20:],
         "v2v_ms": {"p50": _pct(v2v, 50), "p99": _pct(v2v, 99)},
         "leaked_streams": leaked_tts,
         "leaked_tasks": leaked_tasks,
@@ -169,9 +184,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "rss_mb_last_third_median": round(float(np.median(rss[-third:])), 1) if rss else None,
         "own_rss_mb_first_third_median": round(float(np.median(stats.own_rss[:third])), 1) if rss else None,
         "own_rss_mb_last_third_median": round(float(np.median(stats.own_rss[-third:])), 1) if rss else None,
+        "rss_growth_second_half_mb_per_min": _slope_mb_per_min([(t, r) for t, r, _ in stats.samples]),
+        "own_rss_growth_second_half_mb_per_min": _slope_mb_per_min(
+            [(t, o) for (t, _, _), o in zip(stats.samples, stats.own_rss, strict=False)]
+        ),
+        "threads_first_last": [stats.threads[0], stats.threads[-1]] if stats.threads else None,
         "cpu_pct_mean": round(float(np.mean([c for *_, c in stats.samples])), 1) if stats.samples else None,
         "rss_curve_mb": [
             [round(t, 1), round(r, 1)] for t, r, _ in stats.samples[:: max(1, len(stats.samples) // 120)]
+        ],
+        "own_rss_curve_mb": [
+            [round(s[0], 1), round(o, 1)]
+            for s, o in list(zip(stats.samples, stats.own_rss, strict=False))[
+                :: max(1, len(stats.samples) // 120)
+            ]
         ],
     }
     out = Path(args.out)
@@ -193,6 +219,7 @@ def _print(report: dict[str, Any]) -> None:
             "RSS median first → last third MB",
             f"{report['rss_mb_first_third_median']} → {report['rss_mb_last_third_median']}",
         ),
+        ("RSS growth, second half MB/min", report["rss_growth_second_half_mb_per_min"]),
         ("CPU mean %", report["cpu_pct_mean"]),
     ]
     w = max(len(k) for k, _ in rows)

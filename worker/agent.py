@@ -7,6 +7,7 @@ budget; an LLM failure becomes a short spoken apology instead of dead air.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,11 @@ GREETING = {
     "ko": "안녕하세요, 전화 주셔서 감사합니다. 무엇을 도와드릴까요?",
 }
 
+REPEAT = {  # the LLM answered the caller with nothing at all: never leave dead air
+    "en": "Sorry, could you say that again?",
+    "ko": "죄송해요, 다시 한 번 말씀해 주시겠어요?",
+}
+
 APOLOGY = {
     "en": "Sorry, I'm having trouble thinking right now. Could you say that again?",
     "ko": "죄송합니다, 잠시 문제가 있었어요. 다시 한 번 말씀해 주시겠어요?",
@@ -53,6 +59,7 @@ _SENTENCE_END = (".", "!", "?", "…", "。", "?", "!")
 class AgentOptions:
     language: str = "en"
     max_sentences: int = 3
+    max_words: int | None = 45  # ~15 s of speech: a reply that runs on without a full stop ends here
     context: ContextOptions = field(default_factory=ContextOptions)
     instructions: str | None = None  # None = the built-in speech instructions for `language`
     greeting: str | None = None  # None = the built-in greeting; "" = do not greet
@@ -71,28 +78,49 @@ def count_sentence_ends(text: str) -> int:
     return n
 
 
-async def limit_sentences(chunks: AsyncIterable[object], max_sentences: int) -> AsyncIterator[str]:
-    """Pass text through until `max_sentences` sentences are complete, then stop the LLM stream."""
+async def limit_reply(
+    chunks: AsyncIterable[object], max_sentences: int, max_words: int | None = None
+) -> AsyncIterator[str | llm.ChatChunk]:
+    """Pass text through until `max_sentences` sentences are complete (or `max_words` words, for a model
+    that runs on without a full stop), then stop the LLM stream.
+
+    Tool calls and usage ride along as chunks without their text, so a SIP call's end_call/transfer tools
+    still run and token usage is still counted."""
     seen = ""
     async for chunk in chunks:
         if isinstance(chunk, str):
             text: str | None = chunk
-        elif isinstance(chunk, llm.ChatChunk) and chunk.delta:
-            text = chunk.delta.content
+        elif isinstance(chunk, llm.ChatChunk):
+            delta = chunk.delta
+            if (delta and delta.tool_calls) or chunk.usage is not None:
+                yield llm.ChatChunk(
+                    id=chunk.id,
+                    delta=llm.ChoiceDelta(role="assistant", tool_calls=delta.tool_calls) if delta else None,
+                    usage=chunk.usage,
+                )
+            text = delta.content if delta else None
         else:
-            continue  # flush markers and tool-call chunks carry no speech
+            continue  # flush markers carry no speech
         if not text:
             continue
+        sent = len(seen)
         before = count_sentence_ends(seen + " ")
         seen += text
+        cut = None
         if count_sentence_ends(seen + " ") >= max_sentences > before:
-            # cut right after the sentence end that reached the budget
             cut = _cut_after_sentences(seen, max_sentences)
-            tail = cut[len(seen) - len(text) :]
-            if tail:
-                yield tail
+        elif max_words is not None and len(seen.split()) > max_words:
+            cut = _cut_at_words(seen, max_words)
+        if cut is not None:
+            if len(cut) > sent:
+                yield cut[sent:]
             return
         yield text
+
+
+def _cut_at_words(text: str, n: int) -> str:
+    """The first `n` words of text (as written, spacing kept)."""
+    return text[: list(re.finditer(r"\S+", text))[n - 1].end()]
 
 
 def _cut_after_sentences(text: str, n: int) -> str:
@@ -146,15 +174,33 @@ class ParleyAgent(FillerAgent):
 
     async def llm_node(  # type: ignore[override]
         self, chat_ctx: llm.ChatContext, tools: list[llm.Tool], model_settings: ModelSettings
-    ) -> AsyncIterator[str]:
+    ) -> AsyncIterator[str | llm.ChatChunk]:
         bounded = bound_context(chat_ctx, self.base_instructions, self.options.context)
-        produced = False
+        spoke = acted = False
         try:
             stream = Agent.default.llm_node(self, bounded, tools, model_settings)
-            async for text in limit_sentences(stream, self.options.max_sentences):
-                produced = True
-                yield text
+            async for out in limit_reply(stream, self.options.max_sentences, self.options.max_words):
+                if isinstance(out, str):
+                    spoke = spoke or bool(out.strip())
+                else:
+                    acted = acted or bool(out.delta and out.delta.tool_calls)
+                yield out
         except APIError as e:
             log.warning("llm failed; apologising", extra={"error": str(e)[:200]})
-            if not produced:
+            if not spoke:
                 yield APOLOGY.get(self.options.language, APOLOGY["en"])
+            return
+        if not spoke and not acted and _answering_the_caller(chat_ctx):
+            log.warning("llm returned an empty reply; asking the caller to repeat")
+            yield REPEAT.get(self.options.language, REPEAT["en"])
+
+
+def _answering_the_caller(chat_ctx: llm.ChatContext) -> bool:
+    """True when the last thing in the context is the caller speaking (not a tool result the LLM may
+    rightly leave unanswered)."""
+    for item in reversed(chat_ctx.items):
+        if item.type == "message":
+            return item.role == "user"
+        if item.type in ("function_call", "function_call_output"):
+            return False
+    return False

@@ -37,6 +37,9 @@ class EmbeddedLLMOptions:
     n_ctx: int = 4096  # per slot
     n_parallel: int = 4  # concurrent calls served without queueing
     threads: int = 2
+    cache_ram_mib: int = (
+        0  # llama.cpp's cross-slot host-RAM prompt cache; each slot still reuses its own prefix
+    )
 
 
 def model_path() -> str:
@@ -69,7 +72,7 @@ def _serve(opts: EmbeddedLLMOptions) -> None:
     params.cpuparams.n_threads = opts.threads
     params.cpuparams_batch.n_threads = opts.threads
     params.cache_prompt = True
-    params.cache_ram_mib = 128  # llama.cpp's host-RAM prompt cache grows to GBs by default: keep it bounded
+    params.cache_ram_mib = opts.cache_ram_mib  # its default grows the server by GBs under load
     params.warmup = True
     server = xlc.Server(params)
     base = f"http://127.0.0.1:{port}"
@@ -118,6 +121,8 @@ class EmbeddedLLM:
             str(self._opts.n_parallel),
             "--threads",
             str(self._opts.threads),
+            "--cache-ram-mib",
+            str(self._opts.cache_ram_mib),
         ]
         self._proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=False
@@ -164,9 +169,18 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cache-ram-mib", type=int, default=EmbeddedLLMOptions.cache_ram_mib)
     a = ap.parse_args()
     try:
-        _serve(EmbeddedLLMOptions(port=a.port, n_ctx=a.ctx, n_parallel=a.parallel, threads=a.threads))
+        _serve(
+            EmbeddedLLMOptions(
+                port=a.port,
+                n_ctx=a.ctx,
+                n_parallel=a.parallel,
+                threads=a.threads,
+                cache_ram_mib=a.cache_ram_mib,
+            )
+        )
     except EmbeddedLLMError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

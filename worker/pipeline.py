@@ -237,6 +237,7 @@ def build_agent(settings: Settings, tools: Sequence[llm.Tool] | None = None) -> 
         AgentOptions(
             language=settings.language,
             max_sentences=settings.llm_max_sentences,
+            max_words=settings.llm_max_words,
             context=ContextOptions(
                 recent_turns=settings.context_recent_turns, max_chars=settings.context_max_chars
             ),

@@ -7,6 +7,7 @@ CPU load and the TTS engine's fill, so LiveKit stops sending calls to a host who
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -16,6 +17,7 @@ from livekit.agents import AgentServer, JobContext, JobProcess, cli
 from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers for download-files)
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
+from .memory import release_free_memory, tune_allocator
 from .room_metrics import RoomMetricsOptions, RoomMetricsPublisher
 from .settings import Settings, SettingsError, get_settings
 from .sip import (
@@ -37,6 +39,7 @@ def prewarm(proc: JobProcess) -> None:
     """Runs once per job process before any call: VAD, STT, TTS (and its engine connection), phrase cache."""
     from .pipeline import load_components
 
+    tune_allocator()  # before the models load: their buffers then go back to the kernel when freed
     settings = get_settings()
     comp = load_components(settings, settings.llm_base_url)
     proc.userdata["components"] = comp
@@ -67,6 +70,7 @@ async def entrypoint(ctx: JobContext) -> None:
     metrics = RoomMetricsPublisher(ctx.room, RoomMetricsOptions(enabled=settings.room_metrics))
     metrics.attach(session)
     ctx.add_shutdown_callback(metrics.aclose)
+    ctx.add_shutdown_callback(_hand_back_memory)
     if phone:
         dtmf = DtmfHandler(
             ctx.room,
@@ -77,6 +81,11 @@ async def entrypoint(ctx: JobContext) -> None:
         ctx.add_shutdown_callback(dtmf.aclose)
     log.info("call started", extra={"room": ctx.room.name, "profile": profile, "phone": phone})
     await session.start(agent, room=ctx.room, record=settings.record_audio)
+
+
+async def _hand_back_memory() -> None:
+    """When a call ends, give the allocator's free pages back (a job process may serve many calls)."""
+    await asyncio.to_thread(release_free_memory)
 
 
 def engine_load() -> float:

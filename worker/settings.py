@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     llm_temperature: float = Field(0.6, ge=0.0, le=2.0)
     llm_max_tokens: int = Field(96, ge=8, le=4096)
     llm_max_sentences: int = Field(3, ge=1, le=20)
+    llm_max_words: int = Field(45, ge=5, le=1000)  # a spoken reply ends here even without a full stop
     llm_timeout_s: float = Field(8.0, gt=0)
     llm_embedded_port: int = Field(0, ge=0, le=65535)  # 0 = pick a free port
     llm_embedded_ctx: int = Field(4096, ge=512)

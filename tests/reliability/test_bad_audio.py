@@ -35,7 +35,8 @@ async def test_noise_and_silence_make_no_turns(embedded_llm_url: str, tmp_path: 
     ]
     res = await _call(embedded_llm_url, turns, reply_timeout_s=6.0)
     for tr in res.turns:
-        assert tr.error == "no complete reply within timeout"  # nothing to answer
+        assert tr.error and tr.error.startswith("no complete reply within timeout")  # nothing to answer
+        assert "finals=0 endpoints=0 replies=0" in tr.error, tr.error
         assert tr.user_text == "", f"phantom transcript from {tr.file}: {tr.user_text!r}"
         assert tr.reply_text == "", f"agent answered noise in {tr.file}"
 

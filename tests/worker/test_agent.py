@@ -2,7 +2,7 @@ from collections.abc import AsyncIterator
 
 from livekit.agents import llm
 
-from worker.agent import count_sentence_ends, limit_sentences
+from worker.agent import count_sentence_ends, limit_reply
 from worker.context import ContextOptions, bound_context
 
 
@@ -13,7 +13,7 @@ async def _gen(parts: list[str]) -> AsyncIterator[str]:
 
 async def test_reply_stops_after_the_sentence_budget() -> None:
     parts = ["Sure", ", I can", " help. It costs", " 3.50 dollars. Anything", " else? More text", " here."]
-    out = [t async for t in limit_sentences(_gen(parts), 2)]
+    out = [t async for t in limit_reply(_gen(parts), 2)]
     assert "".join(out) == "Sure, I can help. It costs 3.50 dollars."
 
 
@@ -59,3 +59,9 @@ def test_character_budget_applies() -> None:
     out = bound_context(ctx, "INSTR", ContextOptions(recent_turns=6, max_chars=1000))
     verbatim = [m for m in out.items if m.type == "message" and m.role == "user"]
     assert 1 <= len(verbatim) <= 3
+
+
+async def test_reply_without_a_full_stop_ends_at_the_word_budget() -> None:
+    parts = ["Sure", " one two, three", " four five six seven", " eight nine ten eleven"]
+    out = "".join([t async for t in limit_reply(_gen(parts), 3, max_words=7)])  # type: ignore[misc]
+    assert out == "Sure one two, three four five six"

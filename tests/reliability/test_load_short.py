@@ -1,0 +1,31 @@
+"""The short version of `benchmarks.load` that CI runs: concurrent calls through the real pipeline (Whisper,
+turn detection, embedded LLM, CPU voice) end with nothing left open and a full report. The 10-minute run's
+figures are measured with `make load`, not asserted here."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from benchmarks.load import main_async
+
+pytestmark = pytest.mark.slow
+
+
+async def test_two_calls_for_half_a_minute(
+    embedded_llm_url: str, shared_audio: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARLEY_LLM_BASE_URL", embedded_llm_url)
+    args = argparse.Namespace(
+        calls=2, minutes=0.5, data=str(shared_audio / "conversation"), out=str(tmp_path)
+    )
+    report = await main_async(args)
+    assert report["conversations"] >= 2, report
+    assert report["turns"] >= 4, report
+    assert report["error_list"] == []
+    assert report["leaked_streams"] == 0
+    assert report["v2v_ms"]["p50"] is not None
+    assert report["rss_mb_max"] > 0 and report["rss_curve_mb"]
+    assert (tmp_path / "load.png").stat().st_size > 10_000

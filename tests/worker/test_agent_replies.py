@@ -1,0 +1,115 @@
+"""ParleyAgent's reply path through a real AgentSession: tool calls survive the sentence budget, and an
+LLM that answers the caller with nothing still gets the caller a spoken line."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from livekit.agents import AgentSession, APIConnectOptions, function_tool, llm
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
+
+from worker.agent import REPEAT, AgentOptions, ParleyAgent, limit_reply
+
+
+class ScriptLLM(llm.LLM):
+    """Test double for the LLM endpoint (a hosted API boundary): each request answers with the next
+    script entry, a list of text pieces and/or tool-call names."""
+
+    def __init__(self, *script: list[str]) -> None:
+        super().__init__()
+        self.script = list(script)
+        self.requests = 0
+
+    def chat(
+        self,
+        *,
+        chat_ctx: llm.ChatContext,
+        tools: list | None = None,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        **_: object,
+    ) -> llm.LLMStream:
+        step = self.script[min(self.requests, len(self.script) - 1)]
+        self.requests += 1
+        return _ScriptStream(self, step, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
+
+
+class _ScriptStream(llm.LLMStream):
+    def __init__(self, owner: ScriptLLM, step: list[str], **kw: Any) -> None:
+        super().__init__(owner, **kw)
+        self._step = step
+
+    async def _run(self) -> None:
+        for piece in self._step:
+            if piece.startswith("tool:"):
+                call = llm.FunctionToolCall(name=piece[5:], arguments="{}", call_id=uuid.uuid4().hex)
+                delta = llm.ChoiceDelta(role="assistant", tool_calls=[call])
+            else:
+                delta = llm.ChoiceDelta(role="assistant", content=piece)
+            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
+
+
+def _agent(**kw: Any) -> ParleyAgent:
+    return ParleyAgent(AgentOptions(greeting=""), **kw)
+
+
+async def test_tool_call_after_text_still_runs() -> None:
+    ended: list[bool] = []
+
+    @function_tool
+    async def end_call() -> str:
+        """End the call."""
+        ended.append(True)
+        return "call ended"
+
+    fake = ScriptLLM(["Okay, goodbye.", "tool:end_call"], [""])
+    async with AgentSession(llm=fake) as session:
+        await session.start(_agent(tools=[end_call]))
+        result = await session.run(user_input="that's all, bye")
+    result.expect.contains_function_call(name="end_call")
+    assert ended == [True]
+
+
+async def test_empty_reply_to_the_caller_becomes_a_request_to_repeat() -> None:
+    async with AgentSession(llm=ScriptLLM(["", "  "])) as session:
+        await session.start(_agent())
+        result = await session.run(user_input="hello?")
+    said = [e.item.text_content for e in result.events if e.type == "message" and e.item.role == "assistant"]
+    assert [s.strip() for s in said] == [REPEAT["en"]]
+
+
+async def test_silence_after_a_tool_result_is_allowed() -> None:
+    @function_tool
+    async def note() -> str:
+        """Take a note."""
+        return "noted"
+
+    fake = ScriptLLM(["tool:note"], [])
+    async with AgentSession(llm=fake) as session:
+        await session.start(_agent(tools=[note]))
+        result = await session.run(user_input="note that down")
+    said = [e.item.text_content for e in result.events if e.type == "message" and e.item.role == "assistant"]
+    assert said == []  # the follow-up after the tool output said nothing, and Parley did not fill it
+    assert fake.requests == 2
+
+
+async def _chunks(items: list[llm.ChatChunk]) -> AsyncIterator[llm.ChatChunk]:
+    for c in items:
+        yield c
+
+
+async def test_budget_passes_tool_calls_and_usage_without_their_text() -> None:
+    call = llm.FunctionToolCall(name="end_call", arguments="{}", call_id="c1")
+    usage = llm.CompletionUsage(completion_tokens=3, prompt_tokens=5, total_tokens=8)
+    items = [
+        llm.ChatChunk(id="1", delta=llm.ChoiceDelta(role="assistant", content="Bye.")),
+        llm.ChatChunk(id="2", delta=llm.ChoiceDelta(role="assistant", content=" x", tool_calls=[call])),
+        llm.ChatChunk(id="3", usage=usage),
+    ]
+    out = [o async for o in limit_reply(_chunks(items), 3)]
+    assert [o for o in out if isinstance(o, str)] == ["Bye.", " x"]
+    chunks = [o for o in out if isinstance(o, llm.ChatChunk)]
+    assert chunks[0].delta is not None and chunks[0].delta.tool_calls == [call]
+    assert chunks[0].delta.content is None
+    assert chunks[1].usage == usage
