@@ -158,9 +158,11 @@ def instrument(agent: Agent, rec: Recorder) -> Agent:
                 if isinstance(chunk, str)
                 else (chunk.delta.content if getattr(chunk, "delta", None) else "")
             )
-            if first and text:
-                first = False
-                rec.mark("llm_first_token")
+            if text:
+                if first:
+                    first = False
+                    rec.mark("llm_first_token")
+                rec.mark("llm_text")
             yield chunk
 
     async def tts_node(

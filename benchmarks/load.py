@@ -42,6 +42,7 @@ class LoadStats:
     own_rss: list[float] = field(default_factory=list)  # the calls' process alone (MB), same sample times
     conversations: int = 0
     threads: list[int] = field(default_factory=list)
+    underrun_causes: list[dict[str, float | None]] = field(default_factory=list)
 
 
 def _rss_mb(proc: psutil.Process) -> tuple[float, float]:
@@ -91,6 +92,27 @@ async def _caller(
             if tr.v2v_ms is not None:
                 stats.v2v.append((tr.speech_end - stats.t0, tr.v2v_ms))
         stats.underruns += res.speaker.underruns
+        stats.underrun_causes += [_underrun_cause(res.marks, t, gap) for t, gap in res.speaker.underruns]
+
+
+def _underrun_cause(marks: list[Any], starved: float, gap: float) -> dict[str, float | None]:
+    """What the loudspeaker waited for: a piece still synthesising when it ran dry (synthesis slower than
+    playback), or one whose synthesis began only after (its text, or the piece before it, was late)."""
+
+    def last(kind: str, before: float) -> float | None:
+        ts = [m.t for m in marks if m.kind == kind and m.t <= before]
+        return ts[-1] if ts else None
+
+    resumed = starved + gap
+    piece = last("tts_piece", resumed)
+    text = last("llm_text", piece) if piece is not None else None
+    ms = lambda a, b: round((a - b) * 1000) if a is not None and b is not None else None  # noqa: E731
+    return {
+        "gap_ms": round(gap * 1000),
+        "synth_ms": ms(resumed, piece),
+        "synth_began_after_dry_ms": ms(piece, starved),
+        "text_before_synth_ms": ms(piece, text),
+    }
 
 
 def _slope_mb_per_min(samples: list[tuple[float, float]]) -> float | None:
@@ -176,6 +198,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "error_list": stats.errors[:50],
         "underruns": len(stats.underruns),
         "underrun_gaps_ms": sorted(round(g * 1000) for _, g in stats.underruns)[-20:],
+        "underrun_causes": stats.underrun_causes[:20],
         "v2v_ms": {"p50": _pct(v2v, 50), "p99": _pct(v2v, 99)},
         "leaked_streams": leaked_tts,
         "leaked_tasks": leaked_tasks,
