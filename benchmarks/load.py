@@ -124,6 +124,11 @@ def _slope_mb_per_min(samples: list[tuple[float, float]]) -> float | None:
     return round(float(np.polyfit(t / 60, mb, 1)[0]), 2)
 
 
+def _curve(samples: list[tuple[float, float]], points: int = 120) -> list[list[float]]:
+    """About `points` (time s, MB) pairs for the JSON report."""
+    return [[round(t, 1), round(v, 1)] for t, v in samples[:: max(1, len(samples) // points)]]
+
+
 def _pct(vals: list[float], q: float) -> float | None:
     return round(float(np.percentile(vals, q)), 1) if vals else None
 
@@ -188,6 +193,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             llm_server.close()
     v2v = [v for _, v in stats.v2v]
     rss = [r for _, r, _ in stats.samples]
+    own = [(t, o) for (t, _, _), o in zip(stats.samples, stats.own_rss, strict=False)]
     third = max(1, len(rss) // 3)
     report = {
         "calls": args.calls,
@@ -208,20 +214,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "own_rss_mb_first_third_median": round(float(np.median(stats.own_rss[:third])), 1) if rss else None,
         "own_rss_mb_last_third_median": round(float(np.median(stats.own_rss[-third:])), 1) if rss else None,
         "rss_growth_second_half_mb_per_min": _slope_mb_per_min([(t, r) for t, r, _ in stats.samples]),
-        "own_rss_growth_second_half_mb_per_min": _slope_mb_per_min(
-            [(t, o) for (t, _, _), o in zip(stats.samples, stats.own_rss, strict=False)]
-        ),
+        "own_rss_growth_second_half_mb_per_min": _slope_mb_per_min(own),
         "threads_first_last": [stats.threads[0], stats.threads[-1]] if stats.threads else None,
         "cpu_pct_mean": round(float(np.mean([c for *_, c in stats.samples])), 1) if stats.samples else None,
-        "rss_curve_mb": [
-            [round(t, 1), round(r, 1)] for t, r, _ in stats.samples[:: max(1, len(stats.samples) // 120)]
-        ],
-        "own_rss_curve_mb": [
-            [round(s[0], 1), round(o, 1)]
-            for s, o in list(zip(stats.samples, stats.own_rss, strict=False))[
-                :: max(1, len(stats.samples) // 120)
-            ]
-        ],
+        "rss_curve_mb": _curve([(t, r) for t, r, _ in stats.samples]),
+        "own_rss_curve_mb": _curve(own),
     }
     out = Path(args.out)
     _png(stats, out / "load.png")

@@ -87,6 +87,7 @@ async def limit_reply(
     Tool calls and usage ride along as chunks without their text, so a SIP call's end_call/transfer tools
     still run and token usage is still counted."""
     seen = ""
+    ends = 0  # sentence ends in `seen`, carried from chunk to chunk
     async for chunk in chunks:
         if isinstance(chunk, str):
             text: str | None = chunk
@@ -104,10 +105,10 @@ async def limit_reply(
         if not text:
             continue
         sent = len(seen)
-        before = count_sentence_ends(seen + " ")
-        seen += text
+        before, seen = ends, seen + text
+        ends = count_sentence_ends(seen + " ")
         cut = None
-        if count_sentence_ends(seen + " ") >= max_sentences > before:
+        if ends >= max_sentences > before:
             cut = _cut_after_sentences(seen, max_sentences)
         elif max_words is not None and len(seen.split()) > max_words:
             cut = _cut_at_words(seen, max_words)
