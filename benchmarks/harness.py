@@ -30,7 +30,7 @@ log = logging.getLogger("parley.harness")
 
 @dataclass
 class Mark:
-    kind: str  # speech_start|end, endpoint, stt_final, llm_first_token, tts_text, tts_piece, tts_first_frame
+    kind: str  # speech_start|end, endpoint, stt_final, llm_request|first_token|text, tts_text|piece, …
     t: float
     info: str = ""
 
@@ -152,6 +152,7 @@ def instrument(agent: Agent, rec: Recorder) -> Agent:
         self: Agent, chat_ctx: Any, tools: Any, model_settings: ModelSettings
     ) -> AsyncIterator[Any]:
         first = True
+        rec.mark("llm_request")
         async for chunk in _as_aiter(orig_llm(self, chat_ctx, tools, model_settings)):
             text = (
                 chunk

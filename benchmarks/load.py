@@ -43,6 +43,7 @@ class LoadStats:
     conversations: int = 0
     threads: list[int] = field(default_factory=list)
     underrun_causes: list[dict[str, float | None]] = field(default_factory=list)
+    marks: list[tuple[int, list[Any]]] = field(default_factory=list)  # (call, its marks), for LLM stalls
 
 
 def _rss_mb(proc: psutil.Process) -> tuple[float, float]:
@@ -92,6 +93,7 @@ async def _caller(
             if tr.v2v_ms is not None:
                 stats.v2v.append((tr.speech_end - stats.t0, tr.v2v_ms))
         stats.underruns += res.speaker.underruns
+        stats.marks.append((idx, res.marks))
         stats.underrun_causes += [_underrun_cause(res.marks, t, gap) for t, gap in res.speaker.underruns]
 
 
@@ -112,6 +114,55 @@ def _underrun_cause(marks: list[Any], starved: float, gap: float) -> dict[str, f
         "synth_ms": ms(resumed, piece),
         "synth_began_after_dry_ms": ms(piece, starved),
         "text_before_synth_ms": ms(piece, text),
+    }
+
+
+def _spans(marks: list[Any], start: str, end: str) -> list[tuple[float, float]]:
+    """(start, end) times of each `start` mark up to the next `end` mark."""
+    out, began = [], None
+    for m in marks:
+        if m.kind == start:
+            began = m.t
+        elif m.kind == end and began is not None:
+            out.append((began, m.t))
+            began = None
+    return out
+
+
+def _llm_stalls(calls: list[tuple[int, list[Any]]], over_s: float = 0.3) -> dict[str, Any]:
+    """Gaps between one reply's LLM text chunks, and what the other calls were doing during the long ones
+    (speaking: their Whisper partials run; prefill: their LLM request had no first token yet)."""
+    gaps: list[float] = []
+    stalls: list[tuple[float, float]] = []
+    for _, marks in calls:
+        prev = None
+        for m in marks:
+            if m.kind == "llm_request":
+                prev = None
+            elif m.kind == "llm_text":
+                if prev is not None:
+                    gaps.append(m.t - prev)
+                    if m.t - prev > over_s:
+                        stalls.append((prev, m.t))
+                prev = m.t
+    speaking = [s for _, mk in calls for s in _spans(mk, "speech_start", "speech_end")]
+    prefill = [s for _, mk in calls for s in _spans(mk, "llm_request", "llm_first_token")]
+    overlaps = lambda a, b, spans: sum(1 for s, e in spans if s < b and e > a)  # noqa: E731
+    return {
+        "chunk_gap_ms": {
+            "p50": _pct([g * 1000 for g in gaps], 50),
+            "p99": _pct([g * 1000 for g in gaps], 99),
+        },
+        "stalls_over_ms": round(over_s * 1000),
+        "stalls": len(stalls),
+        "stall_context": [
+            {
+                "gap_ms": round((b - a) * 1000),
+                "callers_speaking": overlaps(a, b, speaking),
+                "prefills": overlaps(a, b, prefill),
+            }
+            for a, b in sorted(stalls, key=lambda s: s[0] - s[1])[:20]
+        ],
     }
 
 
@@ -170,13 +221,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"error: no *.wav turns in {args.data}")
     llm_server = None
     llm_url = settings.llm_base_url
+    slots = max(settings.max_calls, args.calls)
     if not llm_url:
         llm_server = EmbeddedLLM(
-            EmbeddedLLMOptions(n_parallel=max(4, args.calls), threads=settings.llm_embedded_threads)
+            EmbeddedLLMOptions(
+                n_parallel=slots, threads=settings.llm_embedded_threads, log_path=settings.llm_embedded_log
+            )
         )
         llm_url = await asyncio.to_thread(llm_server.start)
     try:
-        comp = load_components(settings, llm_url)  # main thread: LiveKit plugins register on import
+        # main thread: LiveKit plugins register on import
+        comp = load_components(settings, llm_url, llm_slots=slots)
         baseline_tasks = len(asyncio.all_tasks())
         stats = LoadStats(t0=time.monotonic())
         stop = asyncio.Event()
@@ -205,6 +260,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "underruns": len(stats.underruns),
         "underrun_gaps_ms": sorted(round(g * 1000) for _, g in stats.underruns)[-20:],
         "underrun_causes": stats.underrun_causes[:20],
+        "llm_stalls": _llm_stalls(stats.marks),
         "v2v_ms": {"p50": _pct(v2v, 50), "p99": _pct(v2v, 99)},
         "leaked_streams": leaked_tts,
         "leaked_tasks": leaked_tasks,
@@ -232,6 +288,10 @@ def _print(report: dict[str, Any]) -> None:
         ("conversations / turns", f"{report['conversations']} / {report['turns']}"),
         ("errors", report["errors"]),
         ("underruns after first audio", report["underruns"]),
+        (
+            f"LLM stalls > {report['llm_stalls']['stalls_over_ms']} ms",
+            report["llm_stalls"]["stalls"],
+        ),
         ("v2v p50 / p99 ms", f"{report['v2v_ms']['p50']} / {report['v2v_ms']['p99']}"),
         ("leaked streams / tasks", f"{report['leaked_streams']} / {report['leaked_tasks']}"),
         ("RSS max MB", report["rss_mb_max"]),

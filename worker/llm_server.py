@@ -36,10 +36,11 @@ class EmbeddedLLMOptions:
     port: int = 0
     n_ctx: int = 4096  # per slot
     n_parallel: int = 4  # concurrent calls served without queueing
-    threads: int = 2
+    threads: int = 1  # see Settings.llm_embedded_threads
     cache_ram_mib: int = (
         0  # llama.cpp's cross-slot host-RAM prompt cache; each slot still reuses its own prefix
     )
+    log_path: str = ""  # llama.cpp's own log (prompt/eval timings per request); empty = discarded
 
 
 def model_path() -> str:
@@ -124,9 +125,15 @@ class EmbeddedLLM:
             "--cache-ram-mib",
             str(self._opts.cache_ram_mib),
         ]
+        log_file = open(self._opts.log_path or os.devnull, "ab")  # noqa: SIM115 (the child keeps it)
         self._proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=False
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            text=True,
+            start_new_session=False,
         )
+        log_file.close()  # the child has its own copy
         line: list[str] = []
 
         def read() -> None:
@@ -168,7 +175,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--parallel", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=EmbeddedLLMOptions.threads)
     ap.add_argument("--cache-ram-mib", type=int, default=EmbeddedLLMOptions.cache_ram_mib)
     a = ap.parse_args()
     try:

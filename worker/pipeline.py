@@ -8,7 +8,7 @@ by every session that process runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from turn_detection.audio_eot import load_model as load_eot_model
 
 from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
+from .llm_slots import SlotPool
 from .settings import Settings
 
 log = logging.getLogger("parley.pipeline")
@@ -40,6 +41,9 @@ class Components:
     voice: str = ""  # the voice the phrase cache is keyed by
     phrases: PhraseCache | None = None
     live: dict[str, str] = field(default_factory=dict)  # what is live, for the one startup line
+    llm_base_url: str = ""
+    llm_client: Any = None  # shared by the per-call LLMs
+    llm_slots: SlotPool | None = None  # embedded LLM only: one KV-cache slot per call
 
 
 def load_stt(settings: Settings) -> stt.STT:
@@ -77,7 +81,9 @@ def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
     return OrpheusTTS.from_settings(settings, fallback=cpu), f"orpheus:{settings.tts_voice}"
 
 
-def load_llm(settings: Settings, base_url: str) -> llm.LLM:
+def load_llm(settings: Settings, base_url: str, client: Any = None, slot: int | None = None) -> llm.LLM:
+    """The OpenAI-compatible LLM. `client` shares one connection pool between calls; `slot` pins the
+    requests to one llama.cpp slot of the embedded LLM (worker/llm_slots.py)."""
     from livekit.plugins import openai
 
     from .llm_server import MODEL_ALIAS
@@ -85,16 +91,43 @@ def load_llm(settings: Settings, base_url: str) -> llm.LLM:
     # llama.cpp's own repetition penalty keeps the small embedded model from looping; other servers get
     # nothing they might reject
     extra: dict[str, Any] = {"repeat_penalty": 1.15} if settings.llm_model == MODEL_ALIAS else {}
+    if slot is not None:
+        extra["id_slot"] = slot
     return openai.LLM(
         extra_body=extra or NOT_GIVEN,
         model=settings.llm_model,
         base_url=base_url,
+        client=client,
         api_key=settings.llm_api_key.get_secret_value() or "not-needed",
         temperature=settings.llm_temperature,
         max_completion_tokens=settings.llm_max_tokens,
         timeout=httpx.Timeout(settings.llm_timeout_s, connect=2.0),
         max_retries=0,
     )
+
+
+def llm_client(settings: Settings, base_url: str) -> Any:
+    """One HTTP client for every call's LLM in this process (per-call LLMs differ only in their slot)."""
+    import openai
+
+    return openai.AsyncClient(
+        api_key=settings.llm_api_key.get_secret_value() or "not-needed",
+        base_url=base_url,
+        max_retries=0,
+        http_client=httpx.AsyncClient(
+            timeout=httpx.Timeout(settings.llm_timeout_s, connect=2.0),
+            limits=httpx.Limits(max_connections=50, max_keepalive_connections=50, keepalive_expiry=120),
+        ),
+    )
+
+
+def llm_slot_pool(settings: Settings, base_url: str, slots: int | None) -> SlotPool | None:
+    """Slots to pin calls to, only for the embedded llama.cpp server (`id_slot` is its own extension)."""
+    from .llm_server import MODEL_ALIAS
+
+    if settings.llm_model != MODEL_ALIAS or not base_url:
+        return None
+    return SlotPool(base_url, slots or settings.max_calls)
 
 
 def _prewarm_once(model: stt.STT | tts.TTS) -> None:
@@ -117,7 +150,8 @@ def load_phrases(settings: Settings, voice: str) -> PhraseCache | None:
     return cache if len(cache) else None
 
 
-def load_components(settings: Settings, llm_base_url: str) -> Components:
+def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None = None) -> Components:
+    """`llm_slots`: how many parallel slots the embedded LLM serves (default `max_calls`)."""
     vads = {p: load_vad(params_for(p, turn_options(settings))) for p in Profile}
     stt_model = load_stt(settings)
     tts_model, tts_live = load_tts(settings)
@@ -133,6 +167,9 @@ def load_components(settings: Settings, llm_base_url: str) -> Components:
         stt=stt_model,
         tts=tts_model,
         llm=load_llm(settings, llm_base_url),
+        llm_base_url=llm_base_url,
+        llm_client=llm_client(settings, llm_base_url),
+        llm_slots=llm_slot_pool(settings, llm_base_url, llm_slots),
         voice=voice,
         phrases=phrases,
         live={
@@ -190,16 +227,19 @@ def build_call(
     turns = build_turn_handling(turn_options(settings), prof, vad=comp.vads[prof], audio_model=comp.eot_model)
     handling = dict(turns.session_kwargs["turn_handling"])
     handling["preemptive_generation"] = {"enabled": True, "preemptive_tts": False}
+    on_close: list[Callable[[Any], None]] = []
     session: AgentSession = AgentSession(
         vad=turns.session_kwargs["vad"],
         stt=comp.stt,
-        llm=comp.llm,
+        llm=call_llm(settings, comp, on_close),
         tts=comp.tts,
         turn_handling=handling,  # type: ignore[arg-type]
         aec_warmup_duration=turns.session_kwargs.get("aec_warmup_duration"),
         conn_options=connect_options(settings),
         user_away_timeout=None,
     )
+    for hook in on_close:
+        session.on("close", hook)
     turns.attach(session)
     if settings.log_transcripts:
         _log_transcripts(session)
@@ -207,6 +247,16 @@ def build_call(
     agent.turns = turns
     attach_fillers(settings, comp, session, agent)
     return session, agent
+
+
+def call_llm(settings: Settings, comp: Components, close_hooks: list[Callable[[Any], None]]) -> llm.LLM:
+    """This call's LLM: pinned to a free slot of the embedded LLM when there is one (released when the
+    session closes, or by the kernel if the process dies), else the shared one."""
+    lease = comp.llm_slots.lease() if comp.llm_slots is not None else None
+    if lease is None:
+        return comp.llm
+    close_hooks.append(lambda _ev: lease.release())
+    return load_llm(settings, comp.llm_base_url, client=comp.llm_client, slot=lease.id)
 
 
 def attach_fillers(settings: Settings, comp: Components, session: AgentSession, agent: ParleyAgent) -> None:

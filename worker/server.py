@@ -135,7 +135,12 @@ def _start_embedded_llm(settings: Settings) -> Any:
     from .llm_server import EmbeddedLLM, EmbeddedLLMError, EmbeddedLLMOptions
 
     llm = EmbeddedLLM(
-        EmbeddedLLMOptions(port=settings.llm_embedded_port, threads=settings.llm_embedded_threads)
+        EmbeddedLLMOptions(
+            port=settings.llm_embedded_port,
+            threads=settings.llm_embedded_threads,
+            n_parallel=settings.max_calls,  # one slot per call (worker/llm_slots.py)
+            log_path=settings.llm_embedded_log,
+        )
     )
     try:
         url = llm.start()
