@@ -35,6 +35,7 @@ _ABBREVIATIONS = {
     "mt",
 }
 _TAG = re.compile(r"<[a-z]+>")
+_TRAILING_TAG = re.compile(r"\s*<[a-z]+>\s*$")
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,24 @@ class SpeechChunker:
                 self._buf = piece + " " + self._buf
                 break
         return pieces
+
+    def take_words(self, min_words: int = 2) -> str | None:
+        """Cut now, at the last complete word, even mid-clause: for when the listener is about to run out
+        of audio and the LLM has not reached a clause end yet. A word still being written stays, and so
+        does a trailing emotive tag (it belongs to the words after it)."""
+        buf = self._buf
+        end = max(buf.rfind(" "), buf.rfind("\n"))
+        if end <= 0:
+            return None
+        tag = _TRAILING_TAG.search(buf[:end])
+        if tag:
+            end = tag.start()
+        head = buf[:end].strip()
+        if head.count("<") > head.count(">") or _word_count(head) < min_words:
+            return None  # inside an emotive tag, or too little to say on its own
+        self._buf = buf[end:].lstrip()
+        self._emitted += 1
+        return head
 
     def flush(self) -> list[str]:
         """End of input: whatever is left is the last piece."""

@@ -36,11 +36,20 @@ class EmbeddedLLMOptions:
     port: int = 0
     n_ctx: int = 4096  # per slot
     n_parallel: int = 4  # concurrent calls served without queueing
-    threads: int = 1  # see Settings.llm_embedded_threads
+    threads: int = 0  # 0 = auto_threads()
     cache_ram_mib: int = (
         0  # llama.cpp's cross-slot host-RAM prompt cache; each slot still reuses its own prefix
     )
     log_path: str = ""  # llama.cpp's own log (prompt/eval timings per request); empty = discarded
+
+
+def auto_threads(cores: int | None = None) -> int:
+    """llama.cpp's threads spin-wait for each other at every layer; when the cores are shared with Whisper
+    and the voice, one descheduled thread stalls the rest. Measured on 2 cores under 4 calls (4-minute load
+    probes): 2 threads gave 7 token stalls over 300 ms, 1 thread gave 1. So: half the cores beyond the
+    first, 1 to 4."""
+    cores = cores or os.cpu_count() or 1
+    return max(1, min(4, (cores - 1) // 2))
 
 
 def model_path() -> str:
@@ -70,8 +79,9 @@ def _serve(opts: EmbeddedLLMOptions) -> None:
     params.port = port
     params.n_parallel = opts.n_parallel
     params.n_ctx = opts.n_ctx * opts.n_parallel
-    params.cpuparams.n_threads = opts.threads
-    params.cpuparams_batch.n_threads = opts.threads
+    threads = opts.threads or auto_threads()
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
     params.cache_prompt = True
     params.cache_ram_mib = opts.cache_ram_mib  # its default grows the server by GBs under load
     params.warmup = True

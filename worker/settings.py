@@ -57,7 +57,7 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(8.0, gt=0)
     llm_embedded_port: int = Field(0, ge=0, le=65535)  # 0 = pick a free port
     llm_embedded_ctx: int = Field(4096, ge=512)
-    llm_embedded_threads: int = Field(1, ge=1)  # llama.cpp threads spin at barriers: 1 wins on shared cores
+    llm_embedded_threads: int = Field(0, ge=0)  # 0 = auto (worker/llm_server.py: auto_threads)
     llm_embedded_log: str = ""  # a file for llama.cpp's own log (per-request prompt/eval timings)
     context_recent_turns: int = Field(8, ge=1)
     context_max_chars: int = Field(6000, ge=500)

@@ -2,11 +2,14 @@
 
 Pieces are cut with `SpeechChunker` (first audio after the first clause, not the first sentence) and
 synthesised off the event loop, one after another, so the next piece is ready while the current one plays.
+When the LLM is slower than speech, `PlayoutClock` says when the listener is about to run out and the
+words already written go out without waiting for the clause to end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from livekit.agents import APIConnectionError, APIConnectOptions, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
+from plugins.playout import PlayoutClock, PlayoutOptions
 from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
 
 from .voice import SAMPLE_RATE, CpuVoice, CpuVoiceError
@@ -23,6 +27,7 @@ from .voice import SAMPLE_RATE, CpuVoice, CpuVoiceError
 class CpuVoiceOptions:
     voice: str = "heart"
     chunker: ChunkerOptions = field(default_factory=ChunkerOptions)
+    playout: PlayoutOptions = field(default_factory=PlayoutOptions)
 
 
 class CpuVoiceTTS(tts.TTS):
@@ -102,9 +107,11 @@ class _CpuSynthesizeStream(tts.SynthesizeStream):
             stream=True,
         )
         pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        chunker = SpeechChunker(self._voice._opts.chunker)
+        clock = PlayoutClock(self._voice._opts.playout)
+        synthesizing = False
 
         async def read_input() -> None:
-            chunker = SpeechChunker(self._voice._opts.chunker)
             async for data in self._input_ch:
                 if isinstance(data, self._FlushSentinel):
                     for p in chunker.flush():
@@ -116,7 +123,17 @@ class _CpuSynthesizeStream(tts.SynthesizeStream):
                 pieces.put_nowait(p)
             pieces.put_nowait(None)
 
+        async def cut_before_dry() -> None:
+            """The listener is about to run out and the LLM is mid-clause: speak the words already here."""
+            while True:
+                await asyncio.sleep(clock.options.poll_s)
+                if not synthesizing and pieces.empty() and clock.running_dry():
+                    words = chunker.take_words(clock.options.min_words)
+                    if words:
+                        pieces.put_nowait(words)
+
         reader = asyncio.create_task(read_input())
+        watcher = asyncio.create_task(cut_before_dry())
         segment_started = False
         self._voice.active_streams += 1
         try:
@@ -125,11 +142,17 @@ class _CpuSynthesizeStream(tts.SynthesizeStream):
                     output_emitter.start_segment(segment_id=uuid.uuid4().hex)
                     segment_started = True
                 self._mark_started()
-                output_emitter.push(await self._voice.synth_piece(piece))
+                synthesizing, began = True, time.monotonic()
+                pcm = await self._voice.synth_piece(piece)
+                synthesizing = False
+                clock.synthesized(time.monotonic() - began)
+                clock.sent(len(pcm) / 2 / SAMPLE_RATE)
+                output_emitter.push(pcm)
             if segment_started:
                 output_emitter.end_segment()
             await reader
         finally:
             self._voice.active_streams -= 1
+            watcher.cancel()
             if not reader.done():
                 reader.cancel()

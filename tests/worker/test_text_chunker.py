@@ -45,3 +45,37 @@ def test_nothing_speakable_gives_nothing() -> None:
 def test_nothing_is_lost_or_duplicated() -> None:
     text = "Hi there! I can help, of course. Which day, Monday or Tuesday? Great: see you at 10.15 then."
     assert " ".join(stream(text, step=1)) == text
+
+
+def test_take_words_cuts_at_the_last_complete_word() -> None:
+    c = SpeechChunker()
+    c.push("I can book that for you on Tues")
+    assert c.take_words() == "I can book that for you on"
+    assert c.push("day at ten. ") == ["Tuesday at ten."]
+
+
+def test_take_words_keeps_too_little_and_unfinished_tags() -> None:
+    c = SpeechChunker()
+    c.push("Well")
+    assert c.take_words() is None  # a word still being written
+    c.push(" ok")
+    assert c.take_words() is None  # one complete word is below the minimum
+    c = SpeechChunker()
+    c.push("That is funny <laugh> and")
+    assert c.take_words() == "That is funny"  # the tag stays with the words after it
+    assert c.flush() == ["<laugh> and"]
+    c = SpeechChunker()
+    c.push("That is <lau")
+    assert c.take_words(min_words=2) == "That is"
+
+
+def test_take_words_loses_nothing() -> None:
+    text = "Let me check the calendar for the first open slot next week and get back to you"
+    c = SpeechChunker()
+    out: list[str] = []
+    for i, word in enumerate(text.split(" ")):
+        out += c.push(word + " ")
+        if i % 4 == 3 and (taken := c.take_words()):
+            out.append(taken)
+    out += c.flush()
+    assert " ".join(out).split() == text.split()
