@@ -159,6 +159,7 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
         _prewarm_once(model)
     voice = settings.tts_voice if tts_live.startswith("orpheus") else settings.cpu_voice
     phrases = load_phrases(settings, voice)
+    client = llm_client(settings, llm_base_url)
     if phrases is not None and hasattr(tts_model, "phrase_cache"):
         tts_model.phrase_cache = phrases  # whole-utterance hits skip the engine round trip
     return Components(
@@ -166,9 +167,9 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
         eot_model=load_eot_model() if settings.turn_use_audio_model else None,
         stt=stt_model,
         tts=tts_model,
-        llm=load_llm(settings, llm_base_url),
+        llm=load_llm(settings, llm_base_url, client=client),
         llm_base_url=llm_base_url,
-        llm_client=llm_client(settings, llm_base_url),
+        llm_client=client,
         llm_slots=llm_slot_pool(settings, llm_base_url, llm_slots),
         voice=voice,
         phrases=phrases,
