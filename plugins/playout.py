@@ -9,8 +9,12 @@ stream knows when it must cut at the last complete word instead.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from plugins.text_chunker import SpeechChunker
 
 
 @dataclass(frozen=True)
@@ -42,3 +46,19 @@ class PlayoutClock:
             return False  # before the first audio the first-piece rule decides
         now = time.monotonic() if now is None else now
         return self.dry_at - now <= self.synth_s + self.options.margin_s
+
+
+async def cut_before_dry(
+    clock: PlayoutClock,
+    chunker: SpeechChunker,
+    pieces: asyncio.Queue[str | None],
+    busy: Callable[[], bool] = lambda: False,
+) -> None:
+    """Run beside a streaming TTS until cancelled: when the listener is about to run out, nothing is queued
+    (and the voice is not `busy` with a piece), speak the complete words the LLM has written so far."""
+    while True:
+        await asyncio.sleep(clock.options.poll_s)
+        if not busy() and pieces.empty() and clock.running_dry():
+            words = chunker.take_words(clock.options.min_words)
+            if words:
+                pieces.put_nowait(words)

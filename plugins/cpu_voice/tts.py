@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from livekit.agents import APIConnectionError, APIConnectOptions, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
-from plugins.playout import PlayoutClock, PlayoutOptions
+from plugins.playout import PlayoutClock, PlayoutOptions, cut_before_dry
 from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
 
 from .voice import SAMPLE_RATE, CpuVoice, CpuVoiceError
@@ -123,17 +123,8 @@ class _CpuSynthesizeStream(tts.SynthesizeStream):
                 pieces.put_nowait(p)
             pieces.put_nowait(None)
 
-        async def cut_before_dry() -> None:
-            """The listener is about to run out and the LLM is mid-clause: speak the words already here."""
-            while True:
-                await asyncio.sleep(clock.options.poll_s)
-                if not synthesizing and pieces.empty() and clock.running_dry():
-                    words = chunker.take_words(clock.options.min_words)
-                    if words:
-                        pieces.put_nowait(words)
-
         reader = asyncio.create_task(read_input())
-        watcher = asyncio.create_task(cut_before_dry())
+        watcher = asyncio.create_task(cut_before_dry(clock, chunker, pieces, busy=lambda: synthesizing))
         segment_started = False
         self._voice.active_streams += 1
         try:

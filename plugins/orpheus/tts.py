@@ -2,8 +2,10 @@
 
 The LLM's token stream is cut with `SpeechChunker` (the first piece leaves after the first clause) and each
 piece is pushed into ONE engine stream over the pooled, already-handshaken connection, so the engine starts
-generating the next piece while the current one plays. Closing the stream (barge-in) sends `cancel` at
-once. A whole utterance found in the phrase cache is played with no engine round trip.
+generating the next piece while the current one plays. When the LLM writes slower than the voice speaks,
+the words already written go out before the listener runs out (`plugins.playout`). Closing the stream
+(barge-in) sends `cancel` at once. A whole utterance found in the phrase cache is played with no engine
+round trip.
 
 `engine_fill()` is the engine's fill (0..1) for the worker's load report, read from the engine's capacity
 op and cached for about a second. Protocol details stay in `plugins.orpheus.client` / `protocol`.
@@ -26,6 +28,7 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
 from plugins.orpheus import protocol
 from plugins.orpheus.client import ClientStream, EngineClient, EngineError, EngineEvent
+from plugins.playout import PlayoutClock, PlayoutOptions, cut_before_dry
 from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
 
 if TYPE_CHECKING:
@@ -57,6 +60,7 @@ class OrpheusOptions:
     pool_size: int = 1  # pooled connections per job process; streams are multiplexed over them
     connect_timeout_s: float = 1.0
     chunker: ChunkerOptions = field(default_factory=ChunkerOptions)
+    playout: PlayoutOptions = field(default_factory=PlayoutOptions)
     frame_size_ms: int = 50  # LiveKit frame size (the first frame is 20 ms either way)
     cache_wait_turns: int = 8  # event-loop turns to wait for end of input before a whole-utterance lookup
 
@@ -212,7 +216,10 @@ class OrpheusTTS(tts.TTS):
 
 
 async def _pump_audio(
-    stream: ClientStream, emitter: tts.AudioEmitter, on_first: Callable[[], None]
+    stream: ClientStream,
+    emitter: tts.AudioEmitter,
+    on_first: Callable[[], None],
+    clock: PlayoutClock | None = None,
 ) -> EngineEvent:
     """Engine audio → emitter until the stream's final event; engine errors become APIErrors."""
     first = True
@@ -221,6 +228,8 @@ async def _pump_audio(
             if first:
                 first = False
                 on_first()
+            if clock is not None:
+                clock.sent(len(item) / 2 / NUM_CHANNELS / SAMPLE_RATE)
             emitter.push(item)
     final = stream.final_event
     if final is None:  # iteration ended without a final event: the connection went away
@@ -303,9 +312,10 @@ class OrpheusStream(tts.SynthesizeStream):
         pieces: asyncio.Queue[str | None] = asyncio.Queue()
         text_parts: list[str] = []
         input_ended = asyncio.Event()
+        chunker = SpeechChunker(opts.chunker)
+        clock = PlayoutClock(opts.playout)
 
         async def read_input() -> None:
-            chunker = SpeechChunker(opts.chunker)
             try:
                 async for data in self._input_ch:
                     if isinstance(data, self._FlushSentinel):
@@ -322,6 +332,7 @@ class OrpheusStream(tts.SynthesizeStream):
                 pieces.put_nowait(None)  # the sender never waits on input that can no longer come
 
         reader = asyncio.create_task(read_input(), name="orpheus-read-input")
+        watcher = asyncio.create_task(cut_before_dry(clock, chunker, pieces), name="orpheus-cut-before-dry")
         stream: ClientStream | None = None
         self._orpheus.active_streams += 1
         try:
@@ -341,7 +352,7 @@ class OrpheusStream(tts.SynthesizeStream):
                 raise _unavailable(e) from None
             sender = asyncio.create_task(self._send_pieces(stream, first, pieces), name="orpheus-send")
             try:
-                final = await _pump_audio(stream, output_emitter, self._on_first_audio(stream))
+                final = await _pump_audio(stream, output_emitter, self._on_first_audio(stream, clock), clock)
             finally:
                 if not sender.done():
                     sender.cancel()
@@ -351,6 +362,7 @@ class OrpheusStream(tts.SynthesizeStream):
                 output_emitter.end_segment()
         finally:
             self._orpheus.active_streams -= 1
+            watcher.cancel()
             if stream is not None and not stream.finished:
                 await stream.cancel()  # barge-in or failure: the engine stops generating now
             if not reader.done():
@@ -379,9 +391,11 @@ class OrpheusStream(tts.SynthesizeStream):
         emitter.push(pcm)
         return True
 
-    def _on_first_audio(self, stream: ClientStream) -> Callable[[], None]:
+    def _on_first_audio(self, stream: ClientStream, clock: PlayoutClock) -> Callable[[], None]:
         def record() -> None:
             self.engine_ttfb_ms = stream.first_audio_ms
+            if stream.first_audio_ms is not None:
+                clock.synthesized(stream.first_audio_ms / 1000)  # how long the engine takes to start a piece
 
         return record
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -158,3 +159,51 @@ def test_underruns_count_gaps_after_first_audio() -> None:
 
     assert count_underruns([(0.0, 0.1), (0.05, 0.1), (0.15, 0.1)]) == 0  # always ahead of playback
     assert count_underruns([(0.0, 0.1), (0.3, 0.1), (0.35, 0.1)]) == 1  # one gap of 0.2 s
+
+
+async def test_slow_llm_text_loses_no_words(running_engine: EngineProcess) -> None:
+    """An LLM slower than speech: pieces may leave mid-clause (plugins.playout); every word goes once."""
+    voice = OrpheusTTS(OrpheusOptions(address=running_engine.address))
+    pieces: list[str] = []
+    voice.piece_listeners.append(pieces.append)
+    await voice.warm_up()
+    stream = voice.stream(conn_options=NO_RETRY)
+    words = ["let", "me", "look", "at", "the", "calendar", "for", "the", "first", "open", "morning"]
+    stream.push_text("Sure, I can help. ")
+    for w in words:
+        await asyncio.sleep(0.1)
+        stream.push_text(w + " ")
+    stream.push_text("next week.")
+    stream.end_input()
+    frames = [ev.frame async for ev in stream]
+    await stream.aclose()
+    await voice.aclose()
+    assert frames
+    assert " ".join(pieces).split() == ["Sure,", "I", "can", "help.", *words, "next", "week."]
+
+
+async def test_engine_audio_advances_the_playout_clock() -> None:
+    from plugins.orpheus.client import EngineEvent
+    from plugins.orpheus.tts import _pump_audio
+    from plugins.playout import PlayoutClock
+
+    class OneSecondReply:
+        """The engine side of one reply as the client hands it over (socket test double): 1 s of audio."""
+
+        final_event = EngineEvent("done", {"reason": "completed"})
+
+        async def __aiter__(self):  # type: ignore[no-untyped-def]
+            for _ in range(10):
+                yield b"\x00\x00" * 2400  # 100 ms at 24 kHz
+
+    class Emitter:
+        def __init__(self) -> None:
+            self.pushed = 0
+
+        def push(self, data: bytes) -> None:
+            self.pushed += len(data)
+
+    clock, emitter = PlayoutClock(), Emitter()
+    final = await _pump_audio(OneSecondReply(), emitter, lambda: None, clock)  # type: ignore[arg-type]
+    assert final.type == "done" and emitter.pushed == 48000
+    assert 0.95 < clock.dry_at - time.monotonic() <= 1.0
