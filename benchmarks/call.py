@@ -151,9 +151,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     llm_url = settings.llm_base_url
     if not llm_url:
         from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
+        from worker.pipeline import conversation_prefix
 
-        llm_server = EmbeddedLLM(EmbeddedLLMOptions(threads=settings.llm_embedded_threads))
+        llm_server = EmbeddedLLM(
+            EmbeddedLLMOptions(threads=settings.llm_embedded_threads, log_path=settings.llm_embedded_log)
+        )
         llm_url = await asyncio.to_thread(llm_server.start)
+        await asyncio.to_thread(llm_server.warm, conversation_prefix(settings))
     results: dict[str, Any] = {}
     try:
         for name in names:

@@ -212,7 +212,7 @@ def _png(stats: LoadStats, path: Path) -> None:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
-    from worker.pipeline import load_components
+    from worker.pipeline import conversation_prefix, load_components
 
     settings = load_settings()
     tune_allocator()  # as the worker's prewarm does
@@ -229,6 +229,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             )
         )
         llm_url = await asyncio.to_thread(llm_server.start)
+        await asyncio.to_thread(llm_server.warm, conversation_prefix(settings))
     try:
         # main thread: LiveKit plugins register on import
         comp = load_components(settings, llm_url, llm_slots=slots)

@@ -130,6 +130,18 @@ def llm_slot_pool(settings: Settings, base_url: str, slots: int | None) -> SlotP
     return SlotPool(base_url, slots or settings.max_calls)
 
 
+def conversation_prefix(settings: Settings) -> list[dict[str, str]]:
+    """What every call's LLM requests begin with (the agent's instructions, then its greeting), for
+    warming the embedded LLM's slots before the first call."""
+    from .agent import GREETING, INSTRUCTIONS
+
+    lang = settings.language
+    return [
+        {"role": "system", "content": INSTRUCTIONS.get(lang, INSTRUCTIONS["en"])},
+        {"role": "assistant", "content": GREETING.get(lang, GREETING["en"])},
+    ]
+
+
 def _prewarm_once(model: stt.STT | tts.TTS) -> None:
     """Warm a model now, in the process's prewarm. AgentSession calls `prewarm()` again at every session
     start, on the event loop; a second warm-up decode there delayed each call's greeting by ~1 s."""

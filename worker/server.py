@@ -133,6 +133,7 @@ def build_server(settings: Settings) -> AgentServer:
 
 def _start_embedded_llm(settings: Settings) -> Any:
     from .llm_server import EmbeddedLLM, EmbeddedLLMError, EmbeddedLLMOptions
+    from .pipeline import conversation_prefix
 
     llm = EmbeddedLLM(
         EmbeddedLLMOptions(
@@ -146,6 +147,7 @@ def _start_embedded_llm(settings: Settings) -> Any:
         url = llm.start()
     except EmbeddedLLMError as e:
         raise SettingsError(f"embedded LLM: {e}") from None
+    llm.warm(conversation_prefix(settings))
     os.environ["PARLEY_LLM_BASE_URL"] = url  # inherited by LiveKit's job processes
     get_settings.cache_clear()
     return llm

@@ -14,7 +14,7 @@ import pytest
 from livekit.agents import llm
 
 from worker.llm_slots import SlotPool
-from worker.pipeline import Components, call_llm, llm_client, load_llm
+from worker.pipeline import Components, call_llm, conversation_prefix, llm_client, load_llm
 from worker.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,10 +77,11 @@ def test_a_pool_needs_a_slot(tmp_path: Path) -> None:
         SlotPool("http://127.0.0.1:1/v1", 0, root=tmp_path)
 
 
-async def _ask(model: Any, text: str) -> int:
+async def _ask(model: Any, text: str, prefix: list[dict[str, str]] | None = None) -> int:
     """One streamed turn; how many prompt tokens the server took from its cache."""
     ctx = llm.ChatContext()
-    ctx.add_message(role="system", content="You are a terse assistant.")
+    for m in prefix or [{"role": "system", "content": "You are a terse assistant."}]:
+        ctx.add_message(role=m["role"], content=m["content"])  # type: ignore[arg-type]
     ctx.add_message(role="user", content=text)
     cached = 0
     async with model.chat(chat_ctx=ctx) as stream:
@@ -88,6 +89,20 @@ async def _ask(model: Any, text: str) -> int:
             if chunk.usage is not None:
                 cached = chunk.usage.prompt_cached_tokens
     return cached
+
+
+def _llm_only(settings: Any, base_url: str, slots: SlotPool) -> Components:
+    """Components with only the LLM side (what these tests exercise)."""
+    return Components(
+        vads={},
+        eot_model=None,
+        stt=None,  # type: ignore[arg-type]
+        tts=None,  # type: ignore[arg-type]
+        llm=load_llm(settings, base_url),
+        llm_base_url=base_url,
+        llm_client=llm_client(settings, base_url),
+        llm_slots=slots,
+    )
 
 
 def _busy_slots(base_url: str) -> set[int]:
@@ -102,16 +117,7 @@ async def test_each_call_gets_its_own_slot_of_the_real_embedded_llm(tmp_path: Pa
 
     settings = load_settings()
     with EmbeddedLLM(EmbeddedLLMOptions(n_parallel=3)) as server:
-        comp = Components(
-            vads={},
-            eot_model=None,
-            stt=None,  # type: ignore[arg-type]  # only the LLM side is exercised here
-            tts=None,  # type: ignore[arg-type]
-            llm=load_llm(settings, server.base_url),
-            llm_base_url=server.base_url,
-            llm_client=llm_client(settings, server.base_url),
-            llm_slots=SlotPool(server.base_url, 2, root=tmp_path),
-        )
+        comp = _llm_only(settings, server.base_url, SlotPool(server.base_url, 2, root=tmp_path))
         hooks_a: list[Any] = []
         hooks_b: list[Any] = []
         call_a = call_llm(settings, comp, hooks_a)
@@ -126,3 +132,16 @@ async def test_each_call_gets_its_own_slot_of_the_real_embedded_llm(tmp_path: Pa
             hook(None)  # the session closed
         again: list[Any] = []
         assert call_llm(settings, comp, again) is not comp.llm and len(again) == 1
+
+
+async def test_warm_slots_hold_the_conversation_prefix_before_the_first_call(tmp_path: Path) -> None:
+    from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
+
+    settings = load_settings()
+    prefix = conversation_prefix(settings)
+    with EmbeddedLLM(EmbeddedLLMOptions(n_parallel=2)) as server:
+        assert server.warm(prefix) == 2
+        comp = _llm_only(settings, server.base_url, SlotPool(server.base_url, 2, root=tmp_path))
+        first_call = call_llm(settings, comp, [])
+        # instructions + greeting came from the cache: only the caller's words were read
+        assert await _ask(first_call, "I'd like to book a cleaning.", prefix) >= 100
