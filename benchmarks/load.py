@@ -166,6 +166,11 @@ def _llm_stalls(calls: list[tuple[int, list[Any]]], over_s: float = 0.3) -> dict
     }
 
 
+def _task_name(task: asyncio.Task[Any]) -> str:
+    coro = task.get_coro()
+    return f"{task.get_name()}: {getattr(coro, '__qualname__', type(coro).__name__)}"
+
+
 def _slope_mb_per_min(samples: list[tuple[float, float]]) -> float | None:
     """Least-squares growth of the second half of a run: warm-up excluded, is memory still climbing?"""
     half = samples[len(samples) // 2 :]
@@ -233,17 +238,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     try:
         # main thread: LiveKit plugins register on import
         comp = load_components(settings, llm_url, llm_slots=slots)
-        baseline_tasks = len(asyncio.all_tasks())
+        baseline_tasks = set(asyncio.all_tasks())
         stats = LoadStats(t0=time.monotonic())
         stop = asyncio.Event()
         sampler = asyncio.create_task(_sample(stats, stop))
         deadline = stats.t0 + args.minutes * 60
         await asyncio.gather(*(_caller(i, comp, settings, turns, deadline, stats) for i in range(args.calls)))
         await asyncio.sleep(2.0)  # let closing sessions finish their cleanup
-        leaked_tasks = max(0, len(asyncio.all_tasks()) - baseline_tasks - 1)
-        leaked_tts = int(getattr(comp.tts, "active_streams", 0))
         stop.set()
-        await sampler
+        await sampler  # (its own pending wait would otherwise count as a task left behind)
+        leaked = list(asyncio.all_tasks() - baseline_tasks)
+        leaked_tts = int(getattr(comp.tts, "active_streams", 0))
     finally:
         if llm_server:
             llm_server.close()
@@ -264,7 +269,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "llm_stalls": _llm_stalls(stats.marks),
         "v2v_ms": {"p50": _pct(v2v, 50), "p99": _pct(v2v, 99)},
         "leaked_streams": leaked_tts,
-        "leaked_tasks": leaked_tasks,
+        "leaked_tasks": len(leaked),
+        "leaked_task_names": sorted({_task_name(t) for t in leaked})[:20],
         "rss_mb_max": round(max(rss), 1) if rss else None,
         "rss_mb_first_third_median": round(float(np.median(rss[:third])), 1) if rss else None,
         "rss_mb_last_third_median": round(float(np.median(rss[-third:])), 1) if rss else None,

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -195,6 +196,10 @@ class EmbeddedLLM:
             if self._proc.poll() is None:
                 self._proc.kill()
         self._proc = None
+        if self.base_url:
+            from .llm_slots import slot_dir
+
+            shutil.rmtree(slot_dir(self.base_url), ignore_errors=True)  # its slot locks go with it
 
     def __enter__(self) -> EmbeddedLLM:
         self.start()

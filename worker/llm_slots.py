@@ -39,15 +39,19 @@ class SlotLease:
         return self._fd >= 0
 
 
+def slot_dir(base_url: str, root: Path | None = None) -> Path:
+    """Where the lock files for the LLM server at `base_url` live (removed when that server stops)."""
+    where = urlsplit(base_url)
+    return (root or Path(tempfile.gettempdir())) / f"parley-llm-{where.hostname or 'local'}-{where.port or 0}"
+
+
 class SlotPool:
     """`n` slots of the LLM server at `base_url`; `lease()` returns a free one or None when all are held."""
 
     def __init__(self, base_url: str, n: int, root: Path | None = None) -> None:
         if n < 1:
             raise ValueError("a slot pool needs at least one slot")
-        where = urlsplit(base_url)
-        name = f"parley-llm-{where.hostname or 'local'}-{where.port or 0}"
-        self.dir = (root or Path(tempfile.gettempdir())) / name
+        self.dir = slot_dir(base_url, root)
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.n = n
 

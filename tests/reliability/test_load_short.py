@@ -26,6 +26,7 @@ async def test_two_calls_for_half_a_minute(
     assert report["turns"] >= 4, report
     assert report["error_list"] == []
     assert report["leaked_streams"] == 0
+    assert report["leaked_tasks"] == 0, report["leaked_task_names"]
     assert report["v2v_ms"]["p50"] is not None
     assert report["rss_mb_max"] > 0 and report["rss_curve_mb"]
     assert (tmp_path / "load.png").stat().st_size > 10_000

@@ -134,14 +134,16 @@ async def test_each_call_gets_its_own_slot_of_the_real_embedded_llm(tmp_path: Pa
         assert call_llm(settings, comp, again) is not comp.llm and len(again) == 1
 
 
-async def test_warm_slots_hold_the_conversation_prefix_before_the_first_call(tmp_path: Path) -> None:
+async def test_warm_slots_hold_the_conversation_prefix_before_the_first_call() -> None:
     from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
 
     settings = load_settings()
     prefix = conversation_prefix(settings)
     with EmbeddedLLM(EmbeddedLLMOptions(n_parallel=2)) as server:
         assert server.warm(prefix) == 2
-        comp = _llm_only(settings, server.base_url, SlotPool(server.base_url, 2, root=tmp_path))
+        pool = SlotPool(server.base_url, 2)  # the real lock directory, as the worker uses it
+        comp = _llm_only(settings, server.base_url, pool)
         first_call = call_llm(settings, comp, [])
         # instructions + greeting came from the cache: only the caller's words were read
         assert await _ask(first_call, "I'd like to book a cleaning.", prefix) >= 100
+    assert not pool.dir.exists()  # the server's slot locks went with it
