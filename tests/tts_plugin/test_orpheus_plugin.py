@@ -58,7 +58,10 @@ async def test_stream_speaks_llm_tokens_piece_by_piece(running_engine: EnginePro
     assert frames and all(f.sample_rate == 24000 and f.num_channels == 1 for f in frames)
     audio = np.concatenate([np.frombuffer(f.data, dtype=np.int16) for f in frames])
     assert audio.size > 24000 * 0.2 and np.abs(audio).max() > 0
-    assert pieces == split_text(REPLY)
+    # the first piece follows the chunker's rule; later ones may leave early when the listener is about
+    # to run out (plugins.playout: the random test model's audio can be short); every word goes once
+    assert pieces[0] == split_text(REPLY)[0]
+    assert " ".join(pieces).split() == REPLY.split()
     assert stream.engine_ttfb_ms is not None and stream.piece_sent_at is not None
     assert metrics and metrics[0].ttfb > 0  # _mark_started was called: TTFB metrics flow
     assert voice.active_streams == 0
