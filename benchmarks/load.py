@@ -148,11 +148,9 @@ def _llm_stalls(calls: list[tuple[int, list[Any]]], over_s: float = 0.3) -> dict
     speaking = [s for _, mk in calls for s in _spans(mk, "speech_start", "speech_end")]
     prefill = [s for _, mk in calls for s in _spans(mk, "llm_request", "llm_first_token")]
     overlaps = lambda a, b, spans: sum(1 for s, e in spans if s < b and e > a)  # noqa: E731
+    gaps_ms = [g * 1000 for g in gaps]
     return {
-        "chunk_gap_ms": {
-            "p50": _pct([g * 1000 for g in gaps], 50),
-            "p99": _pct([g * 1000 for g in gaps], 99),
-        },
+        "chunk_gap_ms": {"p50": _pct(gaps_ms, 50), "p99": _pct(gaps_ms, 99)},
         "stalls_over_ms": round(over_s * 1000),
         "stalls": len(stalls),
         "stall_context": [

@@ -64,6 +64,14 @@ class AgentOptions:
     instructions: str | None = None  # None = the built-in speech instructions for `language`
     greeting: str | None = None  # None = the built-in greeting; "" = do not greet
 
+    @property
+    def spoken_instructions(self) -> str:
+        return self.instructions or INSTRUCTIONS.get(self.language, INSTRUCTIONS["en"])
+
+    @property
+    def spoken_greeting(self) -> str:
+        return self.greeting if self.greeting is not None else GREETING.get(self.language, GREETING["en"])
+
 
 def count_sentence_ends(text: str) -> int:
     """Sentence ends in text, ignoring decimals like 3.30 (a period followed by a digit)."""
@@ -141,18 +149,14 @@ def _cut_after_sentences(text: str, n: int) -> str:
 class ParleyAgent(FillerAgent):
     def __init__(self, options: AgentOptions, **kwargs: object) -> None:
         self.options = options
-        self.base_instructions = options.instructions or INSTRUCTIONS.get(
-            options.language, INSTRUCTIONS["en"]
-        )
+        self.base_instructions = options.spoken_instructions
         super().__init__(instructions=self.base_instructions, **kwargs)  # type: ignore[arg-type]
         self.turns: TurnHandling | None = None  # set per call by worker.pipeline.build_call
         self.greeting_audio: Callable[[str], AsyncIterable[rtc.AudioFrame] | None] | None = None
 
     @property
     def greeting(self) -> str:
-        if self.options.greeting is not None:
-            return self.options.greeting
-        return GREETING.get(self.options.language, GREETING["en"])
+        return self.options.spoken_greeting
 
     async def on_enter(self) -> None:
         """Greet at once; from the phrase cache when it holds the line (no synthesis delay)."""

@@ -133,12 +133,10 @@ def llm_slot_pool(settings: Settings, base_url: str, slots: int | None) -> SlotP
 def conversation_prefix(settings: Settings) -> list[dict[str, str]]:
     """What every call's LLM requests begin with (the agent's instructions, then its greeting), for
     warming the embedded LLM's slots before the first call."""
-    from .agent import GREETING, INSTRUCTIONS
-
-    lang = settings.language
+    opts = agent_options(settings)
     return [
-        {"role": "system", "content": INSTRUCTIONS.get(lang, INSTRUCTIONS["en"])},
-        {"role": "assistant", "content": GREETING.get(lang, GREETING["en"])},
+        {"role": "system", "content": opts.spoken_instructions},
+        {"role": "assistant", "content": opts.spoken_greeting},
     ]
 
 
@@ -295,15 +293,16 @@ def attach_fillers(settings: Settings, comp: Components, session: AgentSession, 
     agent.fillers.attach()
 
 
-def build_agent(settings: Settings, tools: Sequence[llm.Tool] | None = None) -> ParleyAgent:
-    return ParleyAgent(
-        AgentOptions(
-            language=settings.language,
-            max_sentences=settings.llm_max_sentences,
-            max_words=settings.llm_max_words,
-            context=ContextOptions(
-                recent_turns=settings.context_recent_turns, max_chars=settings.context_max_chars
-            ),
+def agent_options(settings: Settings) -> AgentOptions:
+    return AgentOptions(
+        language=settings.language,
+        max_sentences=settings.llm_max_sentences,
+        max_words=settings.llm_max_words,
+        context=ContextOptions(
+            recent_turns=settings.context_recent_turns, max_chars=settings.context_max_chars
         ),
-        tools=list(tools or []),
     )
+
+
+def build_agent(settings: Settings, tools: Sequence[llm.Tool] | None = None) -> ParleyAgent:
+    return ParleyAgent(agent_options(settings), tools=list(tools or []))
