@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the tests and tools use. Idempotent: installs only what is missing.
 set -euo pipefail
-PKGS=(sox libsndfile1 libportaudio2)
+PKGS=(sox libsndfile1 libportaudio2 espeak-ng)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -13,33 +13,54 @@ from dataclasses import dataclass
 
 from .model import DecodeResult, Segment
 
-# Never plausible from a caller talking to a voice agent.
-PHANTOM_PHRASES = frozenset(
-    {
-        "thanks for watching",
-        "thank you for watching",
-        "thanks for watching and see you next time",
-        "please subscribe",
-        "subscribe to my channel",
-        "like and subscribe",
-        "dont forget to like and subscribe",
-        "see you in the next video",
-        "subtitles by the amaraorg community",
-        "transcription by castingwords",
-        "translated by",
-        "www mooji org",
-        "music",
-        "applause",
-        "laughter",
-        "silence",
-        "blank audio",
-        "no speech",
-    }
-)
+# Never plausible from a caller talking to a voice agent, per language (keys as `phrase_key` writes them).
+PHANTOM_PHRASES: dict[str, frozenset[str]] = {
+    "en": frozenset(
+        {
+            "thanks for watching",
+            "thank you for watching",
+            "thanks for watching and see you next time",
+            "please subscribe",
+            "subscribe to my channel",
+            "like and subscribe",
+            "dont forget to like and subscribe",
+            "see you in the next video",
+            "subtitles by the amaraorg community",
+            "transcription by castingwords",
+            "translated by",
+            "www mooji org",
+            "music",
+            "applause",
+            "laughter",
+            "silence",
+            "blank audio",
+            "no speech",
+        }
+    ),
+    # Whisper's Korean inventions on silence come from broadcast/video subtitles: sign-offs and credits.
+    "ko": frozenset(
+        {
+            "시청해주셔서 감사합니다",
+            "시청해 주셔서 감사합니다",
+            "시청 해주셔서 감사합니다",
+            "구독과 좋아요 부탁드립니다",
+            "구독 좋아요 부탁드립니다",
+            "구독과 좋아요",
+            "좋아요와 구독 부탁드립니다",
+            "다음 영상에서 만나요",
+            "자막 제공",
+            "음악",
+            "박수",
+        }
+    ),
+}
 # Real replies sometimes, but also the commonest inventions on near-silence: need good evidence.
-WEAK_PHRASES = frozenset(
-    {"thank you", "thanks", "you", "bye", "bye bye", "okay", "oh", "so", "i", "uh", "um", "hmm"}
-)
+WEAK_PHRASES: dict[str, frozenset[str]] = {
+    "en": frozenset(
+        {"thank you", "thanks", "you", "bye", "bye bye", "okay", "oh", "so", "i", "uh", "um", "hmm"}
+    ),
+    "ko": frozenset({"감사합니다", "네", "음", "어", "아", "안녕히 계세요", "안녕하세요"}),
+}
 
 _ANNOTATION = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*|[♪♫♬]+")
 
@@ -60,9 +81,22 @@ class GuardOptions:
 
 
 def phrase_key(text: str) -> str:
-    """Lower-case letters and spaces only, for blocklist lookups."""
-    t = re.sub(r"['’]", "", text.lower())
-    return " ".join(re.sub(r"[^a-z0-9 ]+", " ", t).split())
+    """Case-folded letters and digits of any script, single-spaced, for blocklist lookups.
+
+    Unicode-aware on purpose: a key of ASCII letters only is empty for Hangul, and an empty key reads as
+    "nothing was said".
+    """
+    t = re.sub(r"['’]", "", text.casefold())
+    return " ".join(re.sub(r"[\W_]+", " ", t).split())
+
+
+def _phrase_sets(language: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Phantom and weak phrases to check: the decode's language, plus English (Whisper's default inventions
+    turn up in any language)."""
+    lang = (language or "en").split("-")[0].lower()
+    phantom = PHANTOM_PHRASES["en"] | PHANTOM_PHRASES.get(lang, frozenset())
+    weak = WEAK_PHRASES["en"] | WEAK_PHRASES.get(lang, frozenset())
+    return phantom, weak
 
 
 def _segment_ok(seg: Segment, opts: GuardOptions) -> bool:
@@ -78,15 +112,17 @@ def _segment_ok(seg: Segment, opts: GuardOptions) -> bool:
 def clean_text(result: DecodeResult, *, speech_s: float, opts: GuardOptions = GuardOptions()) -> str:
     """The text worth showing for a decode, or "" when it looks invented.
 
-    `speech_s` is how much of the audio the speech gate classed as speech.
+    `speech_s` is how much of the audio the speech gate classed as speech. The phrase lists follow the
+    decode's language (`result.language`).
     """
     kept = [s for s in result.segments if _segment_ok(s, opts)]
     text = " ".join(_ANNOTATION.sub(" ", s.text).strip() for s in kept)
     text = " ".join(text.split())
     key = phrase_key(text)
-    if not key or key in PHANTOM_PHRASES:
+    phantom, weak = _phrase_sets(result.language)
+    if not key or key in phantom:
         return ""
-    if key in WEAK_PHRASES:
+    if key in weak:
         logprob = min(s.avg_logprob for s in kept)
         if speech_s < opts.weak_phrase_min_speech_s or logprob < opts.weak_phrase_min_logprob:
             return ""

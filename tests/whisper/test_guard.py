@@ -58,3 +58,33 @@ def test_annotations_are_stripped_inside_text() -> None:
 def test_phrase_key() -> None:
     assert phrase_key(" Thanks for watching!") == "thanks for watching"
     assert phrase_key("Don't forget") == "dont forget"
+
+
+def test_phrase_key_keeps_every_script() -> None:
+    assert phrase_key("네, 맞아요!") == "네 맞아요"
+    assert phrase_key("Café — OK?") == "café ok"
+    assert phrase_key("…!?") == ""
+
+
+def korean(*segs: tuple[str, float, float, float]) -> DecodeResult:
+    return DecodeResult(
+        segments=tuple(Segment(t, 0.0, 1.0, nsp, lp, cr) for t, nsp, lp, cr in segs),
+        language="ko",
+        audio_s=2.0,
+        decode_s=0.1,
+    )
+
+
+def test_korean_transcripts_survive_the_guard() -> None:
+    for text in (" 예약을 내일로 바꾸고 싶어요.", " 전화번호가 어떻게 되세요?", " 네, 맞아요."):
+        assert clean_text(korean((text, 0.02, -0.3, 1.2)), speech_s=1.5) == text.strip(), text
+
+
+def test_korean_phantoms_and_weak_phrases() -> None:
+    assert clean_text(korean((" 시청해주셔서 감사합니다.", 0.01, -0.1, 1.0)), speech_s=3.0) == ""
+    assert clean_text(korean((" 구독과 좋아요 부탁드립니다!", 0.01, -0.1, 1.0)), speech_s=3.0) == ""
+    # a real "thank you" needs audio behind it, like its English counterpart
+    assert clean_text(korean((" 감사합니다.", 0.05, -0.2, 1.0)), speech_s=0.8) == "감사합니다."
+    assert clean_text(korean((" 감사합니다.", 0.05, -0.2, 1.0)), speech_s=0.1) == ""
+    # English inventions are dropped from a Korean decode too
+    assert clean_text(korean((" Thanks for watching!", 0.01, -0.1, 1.0)), speech_s=3.0) == ""
