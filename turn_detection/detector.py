@@ -110,7 +110,7 @@ class ParleyTurnDetector:
                 await asyncio.wait_for(self._hooks.final_arrived.wait(), timeout=max(0.0, wait))
                 return 0.0  # superseded by the call the FINAL triggers
             except TimeoutError:
-                pass
+                self._hooks.give_up_on_finals()
         text = _last_user_text(chat_ctx)
         lang = None if self._hooks.options.language == "en" else self._hooks.options.language
         audio_p = await self._audio_probability_for(speech_end)

@@ -44,9 +44,12 @@ class TurnHooks:
         self.overlapping = False
         """True while the caller's current utterance started over the agent's speech."""
         self.backchannels_ignored = 0
-        self.awaiting_final = False
-        """Speech started and no final transcript of it came through the STT node yet."""
+        self.pending_finals = 0
+        """Caller utterances (VAD speech starts) of this turn whose FINAL has not come through the STT node.
+        A count, not a flag: the FINAL of a first fragment may arrive while a second is being spoken, and
+        must not mark the turn's text as complete."""
         self.final_arrived = asyncio.Event()
+        """Set when every pending FINAL has come (`pending_finals` back to 0)."""
         self.stt_node_running = False
         self._stt_pipeline: Any | None = None
         self.speech_end_listeners: list[Callable[[float], None]] = []
@@ -65,7 +68,7 @@ class TurnHooks:
     def on_user_state(self, ev: Any) -> None:
         if ev.new_state == "speaking":
             self.overlapping = self.agent_speaking
-            self.awaiting_final = True
+            self.pending_finals += 1
             self.final_arrived.clear()
         elif ev.old_state == "speaking":
             # the framework back-dates this event to the end of the speech (VAD silence subtracted)
@@ -94,9 +97,25 @@ class TurnHooks:
         self.agent_speaking = ev.new_state == "speaking"
 
     @property
+    def awaiting_final(self) -> bool:
+        return self.pending_finals > 0
+
+    @property
     def text_is_stale(self) -> bool:
-        """The newest speech has no final transcript yet (known only when the STT node is ours)."""
-        return self.stt_node_running and self.awaiting_final
+        """Some speech of this turn has no final transcript yet (known only when the STT node is ours)."""
+        return self.stt_node_running and self.pending_finals > 0
+
+    def on_final(self) -> None:
+        """A FINAL came through the STT node (passed on or dropped): one utterance fewer to wait for."""
+        self.pending_finals = max(0, self.pending_finals - 1)
+        if self.pending_finals == 0:
+            self.final_arrived.set()
+
+    def give_up_on_finals(self) -> None:
+        """The detector waited long enough: utterances the STT never finalised (a cough, audio with no
+        speech in it) stop counting, so they cannot hold later turns."""
+        self.pending_finals = 0
+        self.final_arrived.set()
 
     # -- STT path ------------------------------------------------------------------------------------------
     def should_drop(self, ev: stt.SpeechEvent) -> bool:
@@ -137,8 +156,7 @@ class TurnHooks:
         self.stt_node_running = True
         async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
             if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
-                self.awaiting_final = False  # the STT finished this speech, whether we pass it on or not
-                self.final_arrived.set()
+                self.on_final()  # the STT finished an utterance, whether we pass it on or not
             if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
                 if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
                     yield _cleared(ev)

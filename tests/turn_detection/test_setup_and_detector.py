@@ -236,8 +236,7 @@ async def test_stale_text_waits_for_the_final_of_the_new_speech() -> None:
     call = asyncio.create_task(det.predict_end_of_turn(_ctx("I need a taxi.")))
     await asyncio.sleep(0.1)
     assert not call.done()
-    hooks.awaiting_final = False  # what the STT node does when a FINAL passes through
-    hooks.final_arrived.set()
+    hooks.on_final()  # what the STT node does when a FINAL passes through
     assert await call < await det.unlikely_threshold(None)  # superseded: the FINAL re-runs the detector
     assert await det.predict_end_of_turn(_ctx("I need a taxi. To the airport.")) >= 0.7
 
@@ -249,3 +248,36 @@ async def test_stale_text_is_judged_when_no_final_comes() -> None:
     end = time.time() - hooks.params.endpoint.final_wait  # a cough long enough ago: its FINAL never came
     hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=end))
     assert await det.predict_end_of_turn(_ctx("What time do you open?")) >= 0.7
+
+
+async def test_first_fragments_final_does_not_complete_a_turn_still_being_spoken() -> None:
+    import asyncio
+
+    det, hooks = _detector()
+    hooks.stt_node_running = True
+    now = time.time()
+    # fragment 1 spoken and flushed; fragment 2 starts before fragment 1's FINAL arrives
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=now))
+    hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=now))
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=now))
+    hooks.on_final()  # fragment 1's FINAL
+    assert hooks.pending_finals == 1 and hooks.text_is_stale and not hooks.final_arrived.is_set()
+    hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=time.time()))
+    call = asyncio.create_task(det.predict_end_of_turn(_ctx("My number is 555.")))
+    await asyncio.sleep(0.1)
+    assert not call.done()  # fragment 2's words are not in yet: no judgement on fragment 1 alone
+    hooks.on_final()
+    assert hooks.pending_finals == 0 and hooks.final_arrived.is_set()
+    assert await call < await det.unlikely_threshold(None)  # superseded by the call the FINAL triggers
+
+
+async def test_finals_that_never_come_do_not_hold_later_turns() -> None:
+    det, hooks = _detector()
+    hooks.stt_node_running = True
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=time.time()))
+    end = time.time() - hooks.params.endpoint.final_wait
+    hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=end))
+    await det.predict_end_of_turn(_ctx("What time do you open?"))
+    assert hooks.pending_finals == 0 and not hooks.text_is_stale
+    hooks.on_final()  # a late or extra FINAL never makes the count negative
+    assert hooks.pending_finals == 0
