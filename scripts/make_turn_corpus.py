@@ -1,0 +1,404 @@
+"""Make the labelled turn-taking corpus: synthetic callers who finish, hesitate, read digits and spell names.
+
+    python scripts/make_turn_corpus.py [--out out/corpus] [--seed 16] [--renders 4]
+
+Why: the ten shared fixture files are one voice and ten sentences; rules tuned on them fit them. This corpus
+is big and varied enough to tune on one half and quote the other. Everything is made here from a seed (no
+hand-edited audio), so the same command always gives the same files.
+
+  - Voices: hibari-tts "heart" with its American and its British spelling-to-sound rules, and espeak-ng
+    English voices with different accents and voice variants (two engines, eight voices).
+  - Per file: speaking rate, speech level (-32..-18 dBFS RMS), noise type (white, pink, brown, babble-like,
+    mains hum) at 10-20 dB SNR, and pause lengths are drawn from the seed.
+  - Cases: finished statements, questions, short answers, backchannels ("done"), and hesitations ("pause")
+    after a function word, after a content word inside an unfinished clause, after a filler, thinking pauses
+    of 1-2.5 s, digit groups, spelled letters, list items, and pauses after a complete clause.
+  - Split once by sentence template (never by file): every template is in `dev` or in `test`.
+  - Output: out/corpus/{dev,test}/{web,telephony}/ with WAVs, same-name .txt transcripts and labels.json in
+    the benchmarks.turns format ({file, kind, speech_segments_s}, plus case, clause, template, voice, text,
+    split). web = 16 kHz PCM; telephony = the same audio band-limited to 300-3400 Hz, 8 kHz G.711 mu-law.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import random
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+RATE = 16000
+PHONE_RATE = 8000
+
+
+@dataclass(frozen=True)
+class Voice:
+    engine: str  # "hibari" | "espeak"
+    name: str
+    variant: str = ""
+    """hibari: "us" or "gb" spelling-to-sound rules; espeak: a voice variant (+f3, +m2 ...)."""
+
+
+VOICES = (
+    Voice("hibari", "heart", "us"),
+    Voice("hibari", "heart", "gb"),
+    Voice("espeak", "en-us", "+m3"),
+    Voice("espeak", "en-gb", "+f3"),
+    Voice("espeak", "en-gb-scotland", "+m1"),
+    Voice("espeak", "en-029", "+f2"),
+    Voice("espeak", "en-gb-x-rp", "+f4"),
+    Voice("espeak", "en-us", "+m7"),
+)
+
+
+@dataclass(frozen=True)
+class Template:
+    """A sentence pattern; "|" marks where the caller pauses, {slot}s are filled from the word lists."""
+
+    id: str
+    case: str
+    text: str
+
+    @property
+    def kind(self) -> str:
+        return "done" if self.case in DONE_CASES else "pause"
+
+    @property
+    def clause(self) -> str:
+        """What the words before the pause are: an unfinished clause/sequence, or a complete clause."""
+        return "" if self.kind == "done" else ("complete" if self.case in COMPLETE_CASES else "open")
+
+
+DONE_CASES = ("statement", "question", "short_answer", "backchannel")
+COMPLETE_CASES = ("complete_clause", "thinking")
+
+# fmt: off
+TEMPLATES: dict[str, list[str]] = {
+    "statement": [
+        "I'd like to cancel {service}.", "My flight lands at {time} on {day}.",
+        "The heater in the back bedroom stopped working last night.",
+        "We're running about {count} minutes late.",
+        "I already paid that bill online.", "I'll pick it up from {place} on {day}.",
+        "That sounds good to me.", "Take whichever one you like.", "See you then.",
+        "That's the part I was worried about.", "Great, that helps a lot.", "I left my keys at {place}.",
+    ],
+    "question": [
+        "Who am I speaking with?", "Can you tell me when {place} opens on {day}?",
+        "Is there parking near {place}?", "How much does the delivery cost?",
+        "What time does the last train leave?", "Do you have anything earlier than {time}?",
+        "Where should I send the documents?", "Could you repeat that last part?",
+        "Which entrance should we use?", "Is {name} still working there?",
+    ],
+    "short_answer": [
+        "Yes, I do.", "No, thanks.", "Sure.", "That's right.", "Not yet.", "Yes please.",
+        "Definitely not.", "{day}.", "Around {time}.", "Both of them.", "Either is fine.", "Just one.",
+    ],
+    "backchannel": ["Mm-hmm.", "Okay.", "Right.", "Uh-huh.", "Yeah.", "I see.", "Got it.", "Oh, okay."],
+    "function_word": [
+        "I'm calling about the | order I placed on {day}.",
+        "Could you put me through to | someone in billing?",
+        "I was hoping to | move my appointment to {day}.",
+        "My daughter wants to | sign up for the swim class.",
+        "We need a table for | {count} people at {time}.", "Can I pay with | a card over the phone?",
+        "The problem is that the | screen keeps going black.", "I bought it from | your shop near {place}.",
+        "Is it possible to | get a refund instead?", "I'd rather not | leave it with a neighbour.",
+    ],
+    "content_word": [
+        "The technician who came on {day} | never fixed the leak.",
+        "The package I ordered last week | still hasn't arrived.",
+        "I'd like to return | the shoes I got online.",
+        "My neighbour's dog | keeps barking all night.", "I need to reschedule | my dentist appointment.",
+        "Someone from your office | called me yesterday.",
+        "The internet in our building | has been down since {day}.", "Could you check | my last payment?",
+        "The woman at the front desk | told me to call this number.", "We usually order | {item} on Fridays.",
+    ],
+    "filler": [
+        "I wanted to ask, um, | whether you deliver on weekends.", "The best day for me is, uh, | {day}.",
+        "So, um, | my card was charged twice.", "I think it was, uh, | the second one on the list.",
+        "Could I get, um, | {item} and a salad?", "It's for my, uh, | my brother's birthday.",
+        "We're staying at, um, | the hotel by {place}.", "Yeah, so, | the door still won't lock.",
+        "And the, um, | the invoice number is wrong.", "I need, uh, | a ride to {place}.",
+    ],
+    "thinking": [
+        "Um, let me think. | I'd say {day} is best.", "Hmm, let me check. | Yes, I have it here.",
+        "Hold on a second. | Okay, I found the receipt.", "Give me a moment. | It's under my wife's name.",
+        "Uh, one second. | It should be {name}.", "Let me see. | I think it was around {time}.",
+        "Well, | I'm not really sure yet.", "Good question. | I'd have to ask my manager.",
+    ],
+    "digits": [
+        "My phone number is {d3}, | {d3}, | {d4}.", "My card number is {d4}, | {d4}, | {d4}.",
+        "The confirmation code is {d3}, | {d3}.", "My account number is {d2}, | {d3}, | {d2}.",
+        "You can reach me at {d3} | {d3} | {d4}.", "The order number is {d4}, | {d3}.",
+        "The postcode is {d3} | {d2}.", "It's extension {d2} | {d2}.",
+    ],
+    "spelled": [
+        "My last name is {surname}, that's {spell}.", "It's spelled {spell}.",
+        "The street is {surname} Road, {spell}.", "The reference starts with {spell}.",
+        "My first name is {first}, {spellfirst}.", "That's {surname} with {spell}.",
+        "The username is {spell}.", "Under the name {surname}, {spell}.",
+    ],
+    "list": [
+        "I need {item}, | {item}, | and {item}.", "We'd like to see {place}, | {place}, | and {place}.",
+        "The kids want pancakes, | eggs, | and orange juice.",
+        "Can you add {item} | and {item} to the order?",
+        "The days that work are {day}, | {day}, | or {day}.", "I'm bringing {item}, | {item}, | and {item}.",
+        "It needs new brakes, | tyres, | and an oil change.", "Red, | blue, | or green are all fine.",
+    ],
+    "complete_clause": [
+        "I'd like to book a table. | For {count} people, at {time}.",
+        "My internet stopped working. | It's been down since {day}.",
+        "I got a letter from you. | It says I owe a late fee.",
+        "That works for me. | Can you send a confirmation?",
+        "I'm calling for my mother. | She can't hear very well.",
+        "The delivery came today. | But one of the boxes was crushed.",
+        "I moved last month. | I need to update my address.", "Yes, that's correct. | And it's under {name}.",
+    ],
+}
+# fmt: on
+
+WORDS: dict[str, list[str]] = {
+    "service": ["my internet plan", "the gym membership", "my car insurance", "the newspaper delivery"],
+    "time": ["nine thirty", "two o'clock", "quarter past four", "noon", "half past six", "ten fifteen"],
+    "day": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "next week"],
+    "place": ["the airport", "the main library", "the train station", "the north entrance", "the harbour"],
+    "count": ["two", "three", "four", "five", "six", "twenty"],
+    "item": ["a large pizza", "two coffees", "the blue jacket", "a phone charger", "some batteries", "milk"],
+    "name": ["Jordan", "Priya", "Marcus", "Elena", "Tomasz", "Aisha", "Daniel", "Mei"],
+    "surname": ["Novak", "Reyes", "Okafor", "Lindqvist", "Haddad", "Brennan", "Castillo", "Moreau"],
+    "first": ["Ingrid", "Rafael", "Siobhan", "Kwame", "Yusuf", "Maren"],
+}
+DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+
+
+def fill(template: Template, rng: random.Random) -> list[str]:
+    """The template's parts (split at pauses) with every slot filled."""
+    text = template.text
+    surname, first = rng.choice(WORDS["surname"]), rng.choice(WORDS["first"])
+    while "{" in text:
+        start = text.index("{")
+        slot = text[start + 1 : text.index("}", start)]
+        if slot.startswith("d") and slot[1:].isdigit():
+            value = " ".join(rng.choice(DIGITS) for _ in range(int(slot[1:])))
+        elif slot in ("spell", "spellfirst"):
+            value = _spelled(surname if slot == "spell" else first, rng)
+        elif slot == "surname":
+            value = surname
+        elif slot == "first":
+            value = first
+        else:
+            value = rng.choice(WORDS[slot])
+        text = text[:start] + value + text[start + len(slot) + 2 :]
+    return [p.strip() for p in text.split("|")]
+
+
+def _spelled(word: str, rng: random.Random) -> str:
+    """Letters in groups of two or three, a pause ("|") between groups: how callers spell a name."""
+    letters = [c.upper() for c in word if c.isalpha()]
+    groups, i = [], 0
+    while i < len(letters):
+        n = rng.choice((2, 3))
+        groups.append(", ".join(letters[i : i + n]))
+        i += n
+    return ", | ".join(groups)
+
+
+# --- speech -----------------------------------------------------------------------------------------------
+class Synth:
+    """Both engines behind one call: text -> float32 mono 16 kHz, silence trimmed."""
+
+    def __init__(self) -> None:
+        from hibari import Hibari
+        from hibari.g2p import G2P
+
+        self._hibari = {
+            "us": Hibari("heart"),
+            "gb": Hibari("heart", g2p=G2P(british=True)),
+        }
+        if shutil.which("espeak-ng") is None:
+            raise SystemExit("error: espeak-ng not found (scripts/setup_system.sh installs it)")
+
+    def __call__(self, voice: Voice, text: str, rate: float, seed: int) -> np.ndarray:
+        if voice.engine == "hibari":
+            audio = self._hibari[voice.variant](text, speed=rate, seed=seed)
+            return trim(soxr.resample(audio, 24000, RATE).astype(np.float32))
+        return trim(espeak(f"{voice.name}{voice.variant}", text, wpm=round(165 * rate), pitch=45 + seed % 20))
+
+
+def espeak(voice: str, text: str, *, wpm: int = 165, pitch: int = 50) -> np.ndarray:
+    """espeak-ng speech as float32 mono 16 kHz (espeak writes 22.05 kHz WAV to stdout)."""
+    out = subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(wpm), "-p", str(pitch), "--stdout", text],
+        check=True,
+        capture_output=True,
+    ).stdout
+    audio, sr = sf.read(io.BytesIO(out), dtype="float32")
+    return soxr.resample(audio, sr, RATE).astype(np.float32)
+
+
+def trim(audio: np.ndarray, floor_db: float = -40.0) -> np.ndarray:
+    """Cut leading/trailing silence: 10 ms frames quieter than `floor_db` below the peak frame."""
+    frame = RATE // 100
+    n = len(audio) // frame
+    if n == 0:
+        return audio
+    rms = np.sqrt(np.mean(audio[: n * frame].reshape(n, frame) ** 2, axis=1) + 1e-12)
+    loud = np.flatnonzero(20 * np.log10(rms / rms.max()) > floor_db)
+    return audio[loud[0] * frame : (loud[-1] + 1) * frame]
+
+
+# --- noise and channel ------------------------------------------------------------------------------------
+def noise(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit-RMS background noise of one of a few everyday kinds."""
+    if kind == "hum":
+        t = np.arange(n) / RATE
+        x = sum(np.sin(2 * np.pi * 50 * k * t + rng.uniform(0, 6)) / k for k in (1, 2, 3, 5))
+        x = np.asarray(x) + 0.3 * rng.standard_normal(n)
+    else:
+        spec = np.fft.rfft(rng.standard_normal(n))
+        f = np.fft.rfftfreq(n, 1 / RATE)
+        f[0] = f[1]
+        exponent = {"white": 0.0, "pink": 1.0, "brown": 2.0, "babble": 1.0}[kind]
+        x = np.fft.irfft(spec / f ** (exponent / 2), n)
+        if kind == "babble":  # a crowd: pink noise with a slow syllable-rate envelope
+            t = np.arange(n) / RATE
+            x = x * (1.3 + np.sin(2 * np.pi * rng.uniform(3, 5) * t) * np.sin(2 * np.pi * 0.3 * t))
+    return (x / (np.sqrt(np.mean(x**2)) + 1e-12)).astype(np.float32)
+
+
+def telephone(audio: np.ndarray) -> np.ndarray:
+    """A phone line: 8 kHz, 300-3400 Hz band (the G.711 mu-law coding is done by the WAV writer)."""
+    low = soxr.resample(audio, RATE, PHONE_RATE)
+    spec = np.fft.rfft(low)
+    f = np.fft.rfftfreq(len(low), 1 / PHONE_RATE)
+    spec[(f < 300) | (f > 3400)] = 0
+    return np.clip(np.fft.irfft(spec, len(low)), -1, 1).astype(np.float32)
+
+
+# --- assembly ---------------------------------------------------------------------------------------------
+def pause_s(case: str, rng: random.Random) -> float:
+    if case == "thinking":
+        return rng.uniform(1.0, 2.5)
+    if case == "complete_clause":
+        return rng.uniform(0.6, 1.5)
+    return rng.uniform(0.6, 2.2)
+
+
+def render(
+    synth: Synth, template: Template, voice: Voice, index: int, seed: int
+) -> tuple[np.ndarray, list[tuple[float, float]], str, dict[str, float | str]]:
+    """One utterance: speech parts with exact silences between them, then level and noise."""
+    rng = random.Random(f"{seed}:{template.id}:{index}")
+    parts = fill(template, rng)
+    rate = rng.uniform(0.85, 1.2)
+    pieces: list[np.ndarray] = [np.zeros(int(rng.uniform(0.2, 0.5) * RATE), np.float32)]
+    segments: list[tuple[float, float]] = []
+    pos = len(pieces[0])
+    for i, part in enumerate(parts):
+        if i:
+            gap = np.zeros(int(pause_s(template.case, rng) * RATE), np.float32)
+            pieces.append(gap)
+            pos += len(gap)
+        spoken = part
+        if i < len(parts) - 1 and not part.endswith((".", "?", "!")) and rng.random() < 0.5:
+            spoken = part.rstrip(",") + ","  # half the hesitations get the TTS's continuation rise
+        speech = synth(voice, spoken, rate, rng.randrange(1000))
+        segments.append((round(pos / RATE, 3), round((pos + len(speech)) / RATE, 3)))
+        pieces.append(speech)
+        pos += len(speech)
+    pieces.append(np.zeros(int(1.5 * RATE), np.float32))
+    audio = np.concatenate(pieces)
+    voiced = np.concatenate([audio[int(a * RATE) : int(b * RATE)] for a, b in segments])
+    level_db, snr_db = rng.uniform(-32, -18), rng.uniform(10, 20)
+    audio *= 10 ** (level_db / 20) / (np.sqrt(np.mean(voiced**2)) + 1e-12)
+    kind = rng.choice(("white", "pink", "brown", "babble", "hum"))
+    nrng = np.random.default_rng(rng.randrange(2**32))
+    audio = audio + noise(kind, len(audio), nrng) * 10 ** ((level_db - snr_db) / 20)
+    text = " ".join(parts)
+    info: dict[str, float | str] = {
+        "rate": round(rate, 2),
+        "level_dbfs": round(level_db, 1),
+        "noise": kind,
+        "snr_db": round(snr_db, 1),
+    }
+    return np.clip(audio, -1, 1).astype(np.float32), segments, text, info
+
+
+def split_templates(seed: int) -> dict[str, str]:
+    """Template id -> "dev" | "test": half of each case's templates each way, fixed by the seed."""
+    rng = random.Random(seed)
+    out: dict[str, str] = {}
+    for case, texts in TEMPLATES.items():
+        ids = [f"{case}_{i:02d}" for i in range(len(texts))]
+        rng.shuffle(ids)
+        for j, tid in enumerate(ids):
+            out[tid] = "dev" if j % 2 == 0 else "test"
+    return out
+
+
+def all_templates() -> list[Template]:
+    return [Template(f"{case}_{i:02d}", case, t) for case, ts in TEMPLATES.items() for i, t in enumerate(ts)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("out/corpus"))
+    ap.add_argument("--seed", type=int, default=16)
+    ap.add_argument("--renders", type=int, default=4, help="utterances per template (different voices)")
+    args = ap.parse_args(argv)
+    if not 1 <= args.renders <= len(VOICES):
+        print(f"error: --renders must be within [1, {len(VOICES)}]", file=sys.stderr)
+        return 2
+    synth = Synth()
+    splits = split_templates(args.seed)
+    labels: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for split in ("dev", "test"):
+        for channel in ("web", "telephony"):
+            folder = args.out / split / channel
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            labels[(split, channel)] = []
+    vrng = random.Random(args.seed)
+    for template in all_templates():
+        split = splits[template.id]
+        for index, voice in enumerate(vrng.sample(VOICES, args.renders)):
+            audio, segments, text, info = render(synth, template, voice, index, args.seed)
+            name = f"{template.id}_{index}.wav"
+            voice_name = f"{voice.engine}:{voice.name}{voice.variant if voice.engine == 'espeak' else ''}"
+            if voice.engine == "hibari":
+                voice_name += f"-{voice.variant}"
+            label = {
+                "file": name,
+                "kind": template.kind,
+                "speech_segments_s": [list(s) for s in segments],
+                "case": template.case,
+                "clause": template.clause,
+                "template": template.id,
+                "voice": voice_name,
+                "text": text,
+                "split": split,
+                **info,
+            }
+            for channel in ("web", "telephony"):
+                folder = args.out / split / channel
+                if channel == "web":
+                    sf.write(str(folder / name), audio, RATE, subtype="PCM_16")
+                else:
+                    sf.write(str(folder / name), telephone(audio), PHONE_RATE, subtype="ULAW")
+                (folder / name).with_suffix(".txt").write_text(text + "\n")
+                labels[(split, channel)].append({**label, "channel": channel})
+    for (split, channel), labs in labels.items():
+        (args.out / split / channel / "labels.json").write_text(json.dumps(labs, indent=1))
+        print(f"{split}/{channel}: {len(labs)} files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
