@@ -1,6 +1,7 @@
 """`python -m caches build`: synthesise the phrase set for one voice and language into a cache directory.
 
     python -m caches build [--voice V] [--language L] [--dir DIR] [--backend cpu|orpheus] [--phrases FILE]
+    python -m caches build --agent agents/NAME.yaml [--dir DIR] [--backend cpu|orpheus]
     python -m caches show [--dir DIR]
 
 Only missing or stale phrases are synthesised; a second build of the same set does no synthesis.
@@ -75,9 +76,26 @@ def make_tts(backend: str, voice: str, language: str, factory: str | None) -> tu
     raise CliError(f"unknown backend {backend!r}")
 
 
+def agent_build(args: argparse.Namespace) -> tuple[list[Phrase], str, str, Path]:
+    """(phrases, voice, language, dir) for one agent file: its own lines, in its own cache directory."""
+    from worker.agents import AgentFileError, agent_cache_dir, agent_phrases, apply_agent, load_agent_file
+    from worker.settings import SettingsError, load_settings
+
+    try:
+        spec = load_agent_file(args.agent)
+        settings = apply_agent(load_settings(), spec)
+    except (AgentFileError, SettingsError) as e:
+        raise CliError(str(e)) from None
+    voice = args.voice or (settings.tts_voice if args.backend == "orpheus" else settings.cpu_voice)
+    return agent_phrases(spec), voice, spec.language, agent_cache_dir(args.dir, spec)
+
+
 async def run_build(args: argparse.Namespace) -> BuildReport:
-    voice = args.voice or DEFAULT_VOICES[args.backend]
-    phrases = load_phrases(args.phrases).for_voice(voice, args.language)
+    if args.agent:
+        phrases, voice, args.language, args.dir = agent_build(args)
+    else:
+        voice = args.voice or DEFAULT_VOICES[args.backend]
+        phrases = load_phrases(args.phrases).for_voice(voice, args.language)
     engine, fingerprint = make_tts(args.backend, voice, args.language, args.tts)
     opts = BuildOptions(voice=voice, language=args.language, fingerprint=fingerprint)
     bar = tqdm(total=len(phrases), desc=f"phrases {voice}/{args.language}", unit="phrase", file=sys.stderr)
@@ -118,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         "--tts", help="any livekit TTS as module:factory (called with voice=); overrides --backend"
     )
     b.add_argument("--phrases", type=Path, default=None, help="phrase file (default caches/phrases.yaml)")
+    b.add_argument(
+        "--agent", type=Path, default=None, help="an agent file: build its phrases into DIR/agents/NAME"
+    )
     b.add_argument("--json", type=Path, default=None, help="write the build report as JSON here")
     s = sub.add_parser("show", help="list what a cache directory holds")
     s.add_argument("--dir", type=Path, default=DEFAULT_DIR)

@@ -123,6 +123,14 @@ class PhraseCache:
         self.metrics.record_lookup(hit is not None)
         return hit
 
+    def contains(self, text: str, voice: str, language: str) -> bool:
+        """Whether `text` is cached (not counted as a lookup in the metrics)."""
+        return (normalise_text(text), voice, language) in self._by_key
+
+    def texts(self, voice: str, language: str) -> list[str]:
+        """Every cached line for this voice and language."""
+        return [p.text for (_, v, lang), p in self._by_key.items() if v == voice and lang == language]
+
     def frames_for(
         self, text: str, voice: str, language: str, sample_rate: int | None = None
     ) -> AsyncGenerator[rtc.AudioFrame, None] | None:

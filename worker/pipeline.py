@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx2 as httpx
 from livekit.agents import NOT_GIVEN, APIConnectOptions, llm, stt, tts, vad
@@ -148,20 +148,34 @@ def _prewarm_once(model: stt.STT | tts.TTS) -> None:
 
 
 def load_phrases(settings: Settings, voice: str) -> PhraseCache | None:
-    """The phrase cache for this voice; None (synthesise everything) when it was never built."""
+    """The phrase cache for this voice (the served agent's own, with an agent file); None (synthesise
+    everything) when it was never built. For an agent, one line says what is missing or stale."""
+    from .agents import agent_cache_dir, agent_phrases, cache_report, served_spec
+
+    spec = served_spec(settings)
+    root = agent_cache_dir(settings.phrase_cache_dir, spec) if spec else settings.phrase_cache_dir
     try:
-        cache = PhraseCache.load(settings.phrase_cache_dir, voice=voice, language=settings.language)
+        cache: PhraseCache | None = PhraseCache.load(root, voice=voice, language=settings.language)
     except Exception as e:
         log.warning(
             "phrase cache not loaded; greetings and fillers will be synthesised",
             extra={"reason": str(e)[:200]},
         )
-        return None
-    return cache if len(cache) else None
+        cache = None
+    if spec is not None:
+        missing, stale = cache_report(cache, agent_phrases(spec), voice)
+        if missing or stale:
+            log.warning(
+                f"phrase cache for agent {spec.name} ({voice}): {len(missing)} phrases missing, "
+                f"{len(stale)} stale; they are synthesised when said. Build it with "
+                f"`python -m caches build --agent {spec.source or spec.name}`"
+            )
+    return cache if cache is not None and len(cache) else None
 
 
 def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None = None) -> Components:
     """`llm_slots`: how many parallel slots the embedded LLM serves (default `max_calls`)."""
+    settings = _served(settings)
     vads = {p: load_vad(params_for(p, turn_options(settings))) for p in Profile}
     stt_model = load_stt(settings)
     tts_model, tts_live = load_tts(settings)
@@ -234,6 +248,7 @@ def build_call(
     Turn detection and interruption mode are always set explicitly (turn_detection/setup.py): left unset,
     livekit-agents uses LiveKit Cloud inference in `dev` mode.
     """
+    settings = _served(settings)
     prof = resolve_profile(settings, profile)
     turns = build_turn_handling(turn_options(settings), prof, vad=comp.vads[prof], audio_model=comp.eot_model)
     handling = dict(turns.session_kwargs["turn_handling"])
@@ -293,8 +308,21 @@ def attach_fillers(settings: Settings, comp: Components, session: AgentSession, 
     agent.fillers.attach()
 
 
+def _served(settings: Settings) -> Settings:
+    """The settings with the served agent's file applied (PARLEY_AGENT; worker/agents)."""
+    from .agents import effective_settings
+
+    return effective_settings(settings)
+
+
 def agent_options(settings: Settings) -> AgentOptions:
+    from .agents import served_spec
+
+    settings = _served(settings)
+    spec = served_spec(settings)
     return AgentOptions(
+        instructions=spec.instructions if spec else None,
+        greeting=spec.greeting_text if spec else None,
         language=settings.language,
         max_sentences=settings.llm_max_sentences,
         max_words=settings.llm_max_words,
@@ -305,4 +333,8 @@ def agent_options(settings: Settings) -> AgentOptions:
 
 
 def build_agent(settings: Settings, tools: Sequence[llm.Tool] | None = None) -> ParleyAgent:
-    return ParleyAgent(agent_options(settings), tools=list(tools or []))
+    """Parley's agent, or the developer's own (PARLEY_AGENT=module:callable) with Parley's hooks: it has
+    the same per-call attributes (turns, fillers, greeting_audio; worker/agents/entry.py)."""
+    from .agents import make_agent
+
+    return cast(ParleyAgent, make_agent(_served(settings), agent_options(settings), list(tools or [])))

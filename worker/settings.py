@@ -44,6 +44,7 @@ class Settings(BaseSettings):
         SecretStr("secret"), validation_alias=AliasChoices("PARLEY_LIVEKIT_API_SECRET", "LIVEKIT_API_SECRET")
     )
     agent_name: str = "parley"
+    agent: str = ""  # the agent to serve: an agent file (YAML) or package.module:callable; empty = built-in
     language: Language = "en"
 
     # LLM (any OpenAI-compatible chat endpoint). Empty base URL = embedded SmolLM2 server.
@@ -86,7 +87,7 @@ class Settings(BaseSettings):
     tts_fallback_probe_s: float = Field(0.5, gt=0)  # how often a fallen-back chain checks the engine again
 
     # Orpheus engine (`python -m plugins.orpheus serve` takes these as its defaults) and its weights
-    orpheus_backend: Literal["torch", "trtllm", "openai"] = "torch"
+    orpheus_backend: Literal["torch", "cuda", "trtllm", "openai"] = "torch"
     orpheus_model_dir: str = ""  # checkpoint dir; empty = the tiny random test model (CPU proof only)
     orpheus_snac_dir: str = ""
     orpheus_device: str = "cpu"
@@ -135,6 +136,9 @@ class Settings(BaseSettings):
         900, ge=0
     )  # SIGTERM lets running calls finish this long (k8s grace = this + 60)
     prometheus_port: int = Field(0, ge=0, le=65535)  # 0 = off; exports lk_agents_worker_load for autoscaling
+    # the wiring the worker serves: Parley's, or the same models wired as LiveKit Agents' defaults (stock)
+    # or as an informed user would tune them (stock-tuned); the benchmarks compare them in the same room
+    pipeline: Literal["parley", "stock", "stock-tuned"] = "parley"
 
     # Logging and privacy
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

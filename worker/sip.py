@@ -315,6 +315,39 @@ def transfer_call_tool(options: TelephonyToolOptions) -> FunctionTool | None:
     )
 
 
+DTMF_CODES = {**{str(d): d for d in range(10)}, "*": 10, "#": 11, "A": 12, "B": 13, "C": 14, "D": 15}
+
+
+def dtmf_digits(keys: str) -> list[str]:
+    """The keys of a DTMF string (spaces and dashes ignored); a ToolError the LLM can read on a bad key."""
+    digits = [k for k in keys.upper() if k not in " -,"]
+    bad = sorted({k for k in digits if k not in DTMF_CODES})
+    if bad or not digits:
+        raise ToolError(f"keys must be digits 0-9, * or # (got {keys!r})")
+    return digits
+
+
+def send_dtmf_tool(gap_s: float = 0.25) -> FunctionTool:
+    """Press phone keys on the caller's line (navigating a phone menu, entering an extension)."""
+
+    async def send_dtmf(ctx: RunContext, keys: str) -> str:
+        digits = dtmf_digits(keys)
+        room = get_job_context().room
+        for digit in digits:
+            await room.local_participant.publish_dtmf(code=DTMF_CODES[digit], digit=digit)
+            await asyncio.sleep(gap_s)
+        log.info("sent DTMF", extra={"keys": len(digits)})
+        return f"pressed {' '.join(digits)}"
+
+    return function_tool(
+        send_dtmf,
+        name="send_dtmf",
+        description=(
+            "Press keys on the phone keypad (digits 0-9, * and #), for example to choose a menu option."
+        ),
+    )
+
+
 def telephony_tools(options: TelephonyToolOptions | None = None) -> list[FunctionTool]:
     """The tools a SIP call gets: end_call always, transfer_call when targets are configured."""
     opts = options or TelephonyToolOptions()

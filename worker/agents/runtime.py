@@ -1,0 +1,196 @@
+"""What the worker serves: PARLEY_AGENT (an agent file or a `module:callable`) applied to the settings, the
+agent built per call, its tools, and its own phrase cache."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from livekit.agents import llm
+from livekit.agents.voice import Agent
+
+from caches.normalise import normalise_text
+from caches.phrase_cache import PhraseCache
+from caches.phrases import Phrase, PhraseKind, load_phrases
+
+from ..agent import AgentOptions, ParleyAgent
+from ..settings import Settings, SettingsError, get_settings
+from ..sip import TelephonyToolOptions, end_call_tool, send_dtmf_tool, telephony_tools, transfer_call_tool
+from .entry import AgentEntryError, is_entry, load_factory, make_user_agent, served_agent
+from .http_tools import HttpToolRuntime, http_tools
+from .spec import AgentFileError, AgentSpec, load_agent_file
+
+log = logging.getLogger("parley.agents")
+
+
+@dataclass(frozen=True)
+class ServedAgent:
+    """The agent this worker serves: an agent file, a Python entry point, or both (the file's `entry`)."""
+
+    spec: AgentSpec | None = None
+    entry: str | None = None
+
+    @property
+    def name(self) -> str | None:
+        return self.spec.name if self.spec is not None else None
+
+
+def load_served_agent(value: str) -> ServedAgent | None:
+    """Resolve PARLEY_AGENT; raises AgentFileError / AgentEntryError with one line."""
+    if not value:
+        return None
+    if is_entry(value) and not Path(value).exists():
+        load_factory(value)  # import now: a bad entry point stops startup, not the first call
+        return ServedAgent(entry=value)
+    spec = load_agent_file(value)
+    if spec.entry:
+        load_factory(spec.entry)
+    return ServedAgent(spec=spec, entry=spec.entry)
+
+
+@functools.lru_cache(maxsize=8)
+def served_agent_for(value: str) -> ServedAgent | None:
+    try:
+        return load_served_agent(value)
+    except (AgentFileError, AgentEntryError) as e:
+        raise SettingsError(f"PARLEY_AGENT: {e}") from None
+
+
+def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
+    """The settings with the agent file's choices on top (anything the file leaves out keeps its setting)."""
+    if spec is None:
+        return settings
+    upd: dict[str, Any] = {"agent_name": spec.name, "language": spec.language}
+    pairs = {
+        "tts_voice": spec.voice,
+        "cpu_voice": spec.cpu_voice,
+        "llm_base_url": spec.llm.base_url,
+        "llm_model": spec.llm.model,
+        "llm_temperature": spec.llm.temperature,
+        "llm_max_tokens": spec.llm.max_tokens,
+        "llm_max_sentences": spec.llm.max_sentences,
+        "llm_max_words": spec.llm.max_words,
+        "turn_profile": spec.turn.profile,
+        "turn_delay_scale": spec.turn.patience,
+    }
+    upd.update({k: v for k, v in pairs.items() if v is not None})
+    end = spec.builtin("end_call")
+    goodbyes = spec.phrase_lines({}).get("goodbye") or []
+    if end is not None and (end.goodbye or goodbyes):
+        upd["sip_goodbye"] = end.goodbye or goodbyes[0]
+    transfer = spec.builtin("transfer")
+    if transfer is not None:
+        upd["sip_transfer_targets"] = dict(transfer.targets)
+    return settings.model_copy(update=upd)
+
+
+def effective_settings(settings: Settings) -> Settings:
+    """Settings for the agent PARLEY_AGENT names (unchanged without one). Idempotent."""
+    served = served_agent_for(settings.agent)
+    return apply_agent(settings, served.spec if served else None)
+
+
+def served_spec(settings: Settings) -> AgentSpec | None:
+    served = served_agent_for(settings.agent)
+    return served.spec if served else None
+
+
+def pop_agent_flag(argv: list[str]) -> list[str]:
+    """`worker.py dev|start|console --agent FILE`: the flag becomes PARLEY_AGENT (job processes inherit it)
+    and is removed before LiveKit's CLI parses the rest."""
+    out: list[str] = []
+    value: str | None = None
+    it = iter(argv)
+    for arg in it:
+        if arg == "--agent":
+            value = next(it, None)
+            if value is None:
+                raise SettingsError("--agent needs a value: an agent file or package.module:callable")
+        elif arg.startswith("--agent="):
+            value = arg.split("=", 1)[1]
+        else:
+            out.append(arg)
+    if value is not None:
+        os.environ["PARLEY_AGENT"] = value
+        get_settings.cache_clear()
+    return out
+
+
+# --- per call -------------------------------------------------------------------------------------------
+
+_HTTP = HttpToolRuntime()  # one connection pool per process for every call's HTTP tools
+
+
+def call_tools(settings: Settings, phone: bool, runtime: HttpToolRuntime | None = None) -> list[llm.Tool]:
+    """One call's tools. With an agent file: its HTTP tools always, and for SIP callers exactly the phone
+    built-ins it lists. Without one: the phone defaults (end_call, transfer when targets are set)."""
+    spec = served_spec(settings)
+    transfer = spec.builtin("transfer") if spec is not None else None
+    opts = TelephonyToolOptions(
+        goodbye=settings.sip_goodbye,
+        transfer_targets=settings.sip_transfer_targets,
+        play_dialtone=settings.sip_transfer_dialtone,
+        **({"transfer_message": transfer.message, "transfer_failed": transfer.failure} if transfer else {}),
+    )
+    if spec is None:
+        return list(telephony_tools(opts)) if phone else []
+    tools: list[llm.Tool] = list(http_tools(spec.http_tools, runtime or _HTTP))
+    if not phone:
+        return tools
+    if spec.builtin("end_call") is not None:
+        tools.append(end_call_tool(opts))
+    if transfer is not None and (tool := transfer_call_tool(opts)) is not None:
+        tools.append(tool)
+    if spec.builtin("dtmf") is not None:
+        tools.append(send_dtmf_tool())
+    return tools
+
+
+def make_agent(settings: Settings, options: AgentOptions, tools: Sequence[llm.Tool]) -> Agent:
+    """One call's agent: Parley's own, or the developer's (entry point) with Parley's hooks."""
+    served = served_agent_for(settings.agent)
+    if served is not None and served.entry:
+        try:
+            return served_agent(make_user_agent(served.entry), options, tools)
+        except AgentEntryError as e:
+            raise SettingsError(f"PARLEY_AGENT: {e}") from None
+    return ParleyAgent(options, tools=list(tools))
+
+
+# --- phrase cache ---------------------------------------------------------------------------------------
+
+
+def agent_phrases(spec: AgentSpec) -> list[Phrase]:
+    """Every phrase this agent says often enough to pre-synthesise (see AgentSpec.phrase_lines)."""
+    phrase_set = load_phrases()
+    defaults: dict[str, tuple[str, ...]] = {}
+    if spec.language in phrase_set.defaults:
+        defaults = {str(k): v for k, v in phrase_set.defaults[spec.language].items()}
+    out: list[Phrase] = []
+    for kind, lines in spec.phrase_lines(defaults).items():
+        kind_: PhraseKind = kind  # type: ignore[assignment]
+        out.extend(Phrase(text=t, kind=kind_, language=spec.language) for t in lines)
+    return out
+
+
+def agent_cache_dir(root: Path, spec: AgentSpec) -> Path:
+    """Each agent's phrases live apart: a build prunes what its own agent no longer says, nothing else."""
+    return Path(root) / "agents" / spec.name
+
+
+def cache_report(
+    cache: PhraseCache | None, phrases: Sequence[Phrase], voice: str
+) -> tuple[list[str], list[str]]:
+    """(missing, stale): the agent's phrases the cache lacks, and cached lines the agent no longer says."""
+    if cache is None:
+        return [p.text for p in phrases], []
+    missing = [p.text for p in phrases if not cache.contains(p.text, voice, p.language)]
+    wanted = {normalise_text(p.text) for p in phrases}
+    languages = {p.language for p in phrases}
+    stale = [t for lang in languages for t in cache.texts(voice, lang) if normalise_text(t) not in wanted]
+    return missing, stale
