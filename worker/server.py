@@ -17,17 +17,16 @@ from livekit.agents import AgentServer, JobContext, JobProcess, cli
 from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers for download-files)
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
+from .agents import call_tools, effective_settings, pop_agent_flag
 from .memory import release_free_memory, tune_allocator
 from .room_metrics import RoomMetricsOptions, RoomMetricsPublisher
 from .settings import Settings, SettingsError, get_settings
 from .sip import (
     DtmfHandler,
     DtmfOptions,
-    TelephonyToolOptions,
     dtmf_as_user_input,
     is_sip_participant,
     pick_turn_profile,
-    telephony_tools,
 )
 
 log = logging.getLogger("parley.worker")
@@ -45,14 +44,6 @@ def prewarm(proc: JobProcess) -> None:
     proc.userdata["components"] = comp
 
 
-def telephony_options(settings: Settings) -> TelephonyToolOptions:
-    return TelephonyToolOptions(
-        goodbye=settings.sip_goodbye,
-        transfer_targets=settings.sip_transfer_targets,
-        play_dialtone=settings.sip_transfer_dialtone,
-    )
-
-
 async def entrypoint(ctx: JobContext) -> None:
     from .pipeline import build_call, load_components
 
@@ -65,7 +56,7 @@ async def entrypoint(ctx: JobContext) -> None:
     participant = await ctx.wait_for_participant()
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
-    tools = telephony_tools(telephony_options(settings)) if phone else []
+    tools = call_tools(effective_settings(settings), phone)  # the agent file's, else the phone defaults
     session, agent = build_call(settings, comp, profile, tools)
     metrics = RoomMetricsPublisher(ctx.room, RoomMetricsOptions(enabled=settings.room_metrics))
     metrics.attach(session)
@@ -213,10 +204,10 @@ def check_audio_devices() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv if argv is None else argv)
+    argv = pop_agent_flag(list(sys.argv if argv is None else argv))  # --agent FILE = PARLEY_AGENT
     command = argv[1] if len(argv) > 1 else ""
     try:
-        settings = get_settings()
+        settings = effective_settings(get_settings())
         llm = None
         if command == "console":
             check_audio_devices()
@@ -224,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
             preflight(settings)
         if command in _RUN_COMMANDS and not settings.llm_base_url:
             llm = _start_embedded_llm(settings)
-            settings = get_settings()
+            settings = effective_settings(get_settings())
         if command == "download-files":
             from .downloads import register
 
