@@ -1,0 +1,100 @@
+"""Shared doubles for the agent tests. The only double is the LLM (an LLM that calls tools is a boundary
+this machine cannot reach: the embedded 135M model does not call tools reliably); the session, tools, HTTP
+server and TTS are real."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+from livekit import rtc
+from livekit.agents import APIConnectOptions, llm
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
+from livekit.agents.voice import io
+
+
+class ToolCallingLLM(llm.LLM):
+    """Test double for an LLM that calls tools: the first request of each caller turn asks for `tool` with
+    `arguments`; once a tool answer is in the context it says `reply_prefix` + that answer."""
+
+    def __init__(self, tool: str, arguments: dict[str, Any], reply_prefix: str = "Here it is. ") -> None:
+        super().__init__()
+        self.tool, self.arguments, self.reply_prefix = tool, arguments, reply_prefix
+        self.requests: list[llm.ChatContext] = []
+        self.tool_called_at: list[float] = []
+
+    def chat(
+        self,
+        *,
+        chat_ctx: llm.ChatContext,
+        tools: list | None = None,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        **_: object,
+    ) -> llm.LLMStream:
+        self.requests.append(chat_ctx.copy())
+        return _ToolStream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
+
+
+class _ToolStream(llm.LLMStream):
+    async def _run(self) -> None:
+        owner: ToolCallingLLM = self._llm  # type: ignore[assignment]
+        await asyncio.sleep(0.01)
+        items = self._chat_ctx.items
+        last = next((i for i in reversed(items) if i.type in ("message", "function_call_output")), None)
+        if last is not None and last.type == "function_call_output":
+            text = owner.reply_prefix + str(last.output)
+            for word in text.split(" "):
+                delta = llm.ChoiceDelta(role="assistant", content=word + " ")
+                self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
+            return
+        call = llm.FunctionToolCall(
+            name=owner.tool, arguments=json.dumps(owner.arguments), call_id=uuid.uuid4().hex
+        )
+        owner.tool_called_at.append(time.monotonic())
+        delta = llm.ChoiceDelta(role="assistant", tool_calls=[call])
+        self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
+
+
+class RealTimeSpeaker(io.AudioOutput):
+    """An audio output that plays in real time and notes when each segment started (monotonic)."""
+
+    def __init__(self, sample_rate: int = 24_000) -> None:
+        super().__init__(
+            label="test", capabilities=io.AudioOutputCapabilities(pause=False), sample_rate=sample_rate
+        )
+        self.starts: list[float] = []
+        self.samples: list[int] = []
+        self._open = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
+        await super().capture_frame(frame)
+        if not self._open:
+            self._open = True
+            self.starts.append(time.monotonic())
+            self.samples.append(0)
+            self.on_playback_started(created_at=time.time())
+        self.samples[-1] += frame.samples_per_channel
+        _ = np.frombuffer(frame.data, np.int16)
+
+    def flush(self) -> None:
+        super().flush()
+        if self._open:
+            self._open = False
+            duration = self.samples[-1] / self.sample_rate
+            task = asyncio.create_task(self._finish(duration))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, duration: float) -> None:
+        await asyncio.sleep(duration)
+        self.on_playback_finished(playback_position=duration, interrupted=False)
+
+    def clear_buffer(self) -> None:
+        if self._open:
+            self._open = False
+            self.on_playback_finished(playback_position=0.0, interrupted=True)

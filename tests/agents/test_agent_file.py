@@ -1,0 +1,208 @@
+"""The agent file: every documented bad-file case gives its one line; the examples pass `check`; the file's
+choices reach the settings, the agent and the per-agent phrase cache."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from caches import PhraseCache
+from worker.agents import (
+    AgentFileError,
+    agent_cache_dir,
+    agent_phrases,
+    apply_agent,
+    cache_report,
+    load_agent_file,
+    pop_agent_flag,
+)
+from worker.agents.__main__ import check
+from worker.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = """
+name: shop
+instructions: You answer for {{shop}}.
+variables: {shop: Acme}
+tools:
+  - type: http
+    name: lookup
+    description: Look up an order.
+    parameters: {type: object, properties: {order: {type: string}}, required: [order]}
+    url: http://127.0.0.1:9/orders
+    headers: {Authorization: "Bearer ${SHOP_TOKEN}"}
+"""
+
+# (what is wrong, the file, the field path and words its one line must name)
+BAD = [
+    ("not YAML", "name: [unclosed", "not valid YAML"),
+    ("not a mapping", "- just\n- a list", "file: expected a mapping"),
+    ("no name", "instructions: hi", "name: Field required"),
+    ("bad dispatch name", "name: My Agent", "name: 'My Agent' is not a dispatch name"),
+    ("unknown field", "name: a\ngreting: hi", "greting: unknown field"),
+    ("unknown language", "name: a\nlanguage: fr", "language: Input should be 'en' or 'ko'"),
+    ("unknown Orpheus voice", "name: a\nvoice: bob", "voice: unknown Orpheus voice 'bob'"),
+    ("unknown CPU voice", "name: a\ncpu_voice: bob", "cpu_voice: unknown CPU voice 'bob'"),
+    ("unknown variable", "name: a\ngreeting: Hi from {{shop}}", "greeting: unknown variable {{shop}}"),
+    ("variables not a mapping", "name: a\nvariables: [1]", "variables: must be a mapping"),
+    ("temperature out of range", "name: a\nllm: {temperature: 5}", "llm.temperature: Input should be less"),
+    ("llm url", "name: a\nllm: {base_url: ftp://x}", "llm.base_url: must start with http"),
+    ("patience", "name: a\nturn: {patience: 9}", "turn.patience: Input should be less"),
+    ("empty phrase kind", "name: a\nphrases: {hold: []}", "phrases.hold: must be a non-empty list"),
+    ("unknown phrase kind", "name: a\nphrases: {filler: [x]}", "phrases.filler: unknown field"),
+    ("tool without type", "name: a\ntools: [{name: x}]", "each tool needs a type"),
+    ("unknown tool type", "name: a\ntools: [{type: ftp}]", "type must be one of http"),
+    (
+        "secret in a header",
+        "name: a\ntools: [{type: http, name: x, description: d, url: 'http://h', headers: {K: abc123}}]",
+        "tools[0].headers: K: header values come from environment variables only",
+    ),
+    (
+        "tool url",
+        "name: a\ntools: [{type: http, name: x, description: d, url: 'h.example/x'}]",
+        "tools[0].url: must start with http",
+    ),
+    (
+        "tool name",
+        "name: a\ntools: [{type: http, name: 'look up', description: d, url: 'http://h'}]",
+        "tools[0].name: 'look up' is not a tool name",
+    ),
+    (
+        "parameters not an object schema",
+        "name: a\ntools: [{type: http, name: x, description: d, url: 'http://h', "
+        "parameters: {type: string}}]",
+        "tools[0].parameters: must be a JSON schema with type: object",
+    ),
+    (
+        "required names an unknown property",
+        "name: a\ntools: [{type: http, name: x, description: d, url: 'http://h', "
+        "parameters: {type: object, properties: {}, required: [q]}}]",
+        "tools[0].parameters: required names unknown properties: q",
+    ),
+    (
+        "timeout",
+        "name: a\ntools: [{type: http, name: x, description: d, url: 'http://h', timeout_s: 0}]",
+        "tools[0].timeout_s: Input should be greater than 0",
+    ),
+    (
+        "duplicate tool",
+        "name: a\ntools: [{type: end_call}, {type: end_call}]",
+        "tools: duplicate tool 'end_call'",
+    ),
+    (
+        "transfer target",
+        "name: a\ntools: [{type: transfer, targets: {desk: '+1555'}}]",
+        "tools[0].targets: desk: target must start with tel: or sip:",
+    ),
+    ("transfer without targets", "name: a\ntools: [{type: transfer}]", "tools[0].targets: Field required"),
+    ("entry point", "name: a\nentry: not an entry", "entry: String should match pattern"),
+]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "agent.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.parametrize(("case", "text", "expected"), BAD, ids=[b[0] for b in BAD])
+def test_every_bad_file_gives_one_line_naming_the_field(
+    tmp_path: Path, case: str, text: str, expected: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(AgentFileError) as err:
+        load_agent_file(path)
+    line = str(err.value)
+    assert "\n" not in line, case
+    assert line.startswith(f"agent file {path}: "), line
+    assert expected in line, line
+
+
+def test_missing_file_is_one_line(tmp_path: Path) -> None:
+    code, line = check(str(tmp_path / "nope.yaml"))
+    assert code == 1 and line.startswith(f"agent file {tmp_path / 'nope.yaml'}: cannot read it")
+
+
+@pytest.mark.parametrize("entry", ["agents/dental_clinic.yaml", "agents/korean_clinic.yaml"])
+def test_example_agents_pass_check(entry: str) -> None:
+    code, line = check(str(ROOT / entry))
+    assert code == 0 and line.startswith("ok: "), line
+
+
+def test_check_cli_exit_codes(tmp_path: Path) -> None:
+    ok = subprocess.run(
+        [sys.executable, "-m", "worker.agents", "check", "agents.python_agent:make_agent"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0 and ok.stdout.strip() == "ok: agents.python_agent:make_agent"
+    bad = subprocess.run(
+        [sys.executable, "-m", "worker.agents", "check", str(write(tmp_path, "name: a\nvoice: bob"))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_bad_entry_point_is_one_line() -> None:
+    code, line = check("agents.python_agent:no_such_factory")
+    assert code == 1 and "has no callable 'no_such_factory'" in line
+
+
+def test_unset_header_variable_is_a_warning_not_an_error(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("SHOP_TOKEN", raising=False)
+    code, line = check(str(write(tmp_path, GOOD)))
+    assert code == 0 and "SHOP_TOKEN" in line and "warning" in line
+
+
+def test_variables_are_filled_everywhere(tmp_path: Path) -> None:
+    spec = load_agent_file(write(tmp_path, GOOD))
+    assert spec.instructions == "You answer for Acme."
+    assert spec.greeting_text is None  # no greeting key: the language's built-in greeting
+    assert load_agent_file(write(tmp_path, "name: a\ngreeting: null")).greeting_text == ""
+
+
+def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
+    spec = load_agent_file(ROOT / "agents/dental_clinic.yaml")
+    s = apply_agent(load_settings(), spec)
+    assert (s.agent_name, s.language, s.cpu_voice, s.llm_max_sentences) == ("dental-clinic", "en", "heart", 2)
+    assert s.turn_delay_scale == pytest.approx(1.1)
+    assert "front desk" in s.sip_transfer_targets
+    assert s.sip_goodbye == "Thanks for calling Bright Smile Dental. See you soon!"
+
+
+def test_agent_flag_becomes_the_setting(monkeypatch) -> None:
+    monkeypatch.delenv("PARLEY_AGENT", raising=False)
+    argv = pop_agent_flag(["worker.py", "dev", "--agent", "agents/dental_clinic.yaml", "--log-level", "x"])
+    assert argv == ["worker.py", "dev", "--log-level", "x"]
+    import os
+
+    assert os.environ["PARLEY_AGENT"] == "agents/dental_clinic.yaml"
+    assert load_settings().agent == "agents/dental_clinic.yaml"
+
+
+def test_phrase_cache_is_per_agent_and_reports_missing_and_stale(tmp_path: Path) -> None:
+    import numpy as np
+
+    from caches import CachedPhrase
+
+    spec = load_agent_file(ROOT / "agents/dental_clinic.yaml")
+    phrases = agent_phrases(spec)
+    texts = [p.text for p in phrases]
+    assert spec.greeting_text in texts and "Let me check the calendar." in texts
+    assert any("can't reach our calendar" in t for t in texts)  # tool failure lines are cached too
+    assert agent_cache_dir(tmp_path, spec) == tmp_path / "agents" / "dental-clinic"
+
+    pcm = np.zeros(2400, np.int16)
+    clips = [CachedPhrase(t, "hold", "heart", "en", "fp", 24_000, pcm) for t in [*texts[:3], "An old line."]]
+    missing, stale = cache_report(PhraseCache(clips), phrases, "heart")
+    assert missing == texts[3:] and stale == ["An old line."]
+    assert cache_report(None, phrases, "heart") == (texts, [])
