@@ -151,8 +151,12 @@ class WhisperSTT(stt.STT):
         gate.push(pcm)
         text, language_out, confidence = "", lang or "en", 0.0
         if gate.active and gate.speech_s >= self._opts.streaming.min_speech_s:
+            # the same window as the stream's finals: one audio, one transcript, whichever path decodes it
             request = DecodeRequest(
-                lang, beam_size=self._opts.streaming.final_beam_size, priority=PRIORITY_FINAL
+                lang,
+                beam_size=self._opts.streaming.final_beam_size,
+                priority=PRIORITY_FINAL,
+                window_s=self._opts.streaming.final_window_s,
             )
             try:
                 result = await self._transcriber.transcribe(gate.audio(), request)

@@ -233,3 +233,15 @@ async def test_recognize_whole_buffer() -> None:
     assert ev.alternatives[0].text == "Sentence 4."
     quiet = rtc.AudioFrame(np.zeros(16000, dtype=np.int16).tobytes(), SAMPLE_RATE, 1, 16000)
     assert (await s.recognize([quiet])).alternatives[0].text == ""
+
+
+async def test_recognize_decodes_with_the_same_window_as_stream_finals() -> None:
+    """One window length for finals and recognize(): the same audio must not give "3 30" one way and
+    "3.30" the other."""
+    model = ScriptedModel()
+    s = make_stt(model)
+    pcm = (np.concatenate([silence(0.3), sentence_audio(2, 1.5), silence(0.3)]) * 32767).astype(np.int16)
+    ev = await s.recognize([rtc.AudioFrame(pcm.tobytes(), SAMPLE_RATE, 1, len(pcm))])
+    assert ev.alternatives[0].text == "Sentence 2."
+    final_window = StreamingOptions().final_window_s
+    assert [r.window_s for _, r in model.requests] == [final_window]
