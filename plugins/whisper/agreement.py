@@ -1,7 +1,9 @@
 """Local agreement: which words of a growing utterance's transcript have stopped changing.
 
 Each re-decode of the utterance gives a hypothesis. Words at the start of two consecutive hypotheses that
-agree are confirmed and never taken back from interim text; the rest is tentative. Pure logic (no model, no
+agree are confirmed; the rest is tentative. The interim text is always the newest hypothesis, word for word
+(its confirmed part in the newest spelling): when a decode rewrites confirmed words, the confirmed part
+shrinks to what it still agrees with, so an interim never duplicates or drops a word. Pure logic (no model, no
 livekit) so the policy is tested on scripted hypotheses.
 """
 
@@ -62,11 +64,13 @@ class LocalAgreement:
                 # the newest surface form wins ("3" then "3.30" keeps the later spelling)
                 self._confirmed = words[:agreed]
         self._previous = words
-        skip = common_prefix_len(self._confirmed, words)
-        if skip < len(self._confirmed):
-            # the new hypothesis rewrote confirmed words: keep them for display, show the rest after them
-            skip = min(len(self._confirmed), len(words))
-        return Interim(" ".join(self._confirmed), " ".join(words[skip:]))
+        kept = common_prefix_len(self._confirmed, words)
+        if kept < len(self._confirmed):
+            # the newest decode rewrote confirmed words ("I want to" -> "I wanna go to"): splicing the old
+            # words onto the new tail would duplicate or drop words, so the newest decode wins and only what
+            # it still agrees with stays confirmed
+            self._confirmed = words[:kept]
+        return Interim(" ".join(words[:kept]), " ".join(words[kept:]))
 
     def drop_prefix(self, n_words: int) -> None:
         """Forget the first n confirmed words (they were committed and their audio trimmed)."""

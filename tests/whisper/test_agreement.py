@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from plugins.whisper.agreement import LocalAgreement, common_prefix_len, find_sentence_commit
 from plugins.whisper.model import Segment
 
@@ -42,18 +44,61 @@ def test_cut_last_word_is_not_confirmed() -> None:
     assert out.tentative == "Tuesday at"
 
 
-def test_confirmed_words_are_never_taken_back() -> None:
+def test_a_rewrite_of_confirmed_words_shows_the_newest_decode_word_for_word() -> None:
     la = LocalAgreement()
-    la.update("I need to update the")
+    la.update("I want to")
+    la.update("I want to")
+    out = la.update("I wanna go to the store")
+    # not "I want to to the store": the newest decode wins, confirmed shrinks to what it still agrees with
+    assert out.text == "I wanna go to the store"
+    assert out.confirmed == "I"
     la.update("I need to update the shipping")
     out = la.update("I need to up date the shipping address")
-    assert out.confirmed == "I need to update the"
-    # the rewritten hypothesis is shown after the confirmed words, aligned by position
-    assert out.tentative == "the shipping address"
-    out = la.update("I need to update the shipping address on")
-    assert out.confirmed == "I need to update the"
-    out = la.update("I need to update the shipping address on my")
-    assert out.confirmed == "I need to update the shipping address on"
+    assert out.text == "I need to up date the shipping address"
+    assert out.confirmed == "I need to"
+    out = la.update("I need to up date the shipping address on")
+    assert out.confirmed == "I need to up date the shipping address"
+
+
+def _revise(words: list[str], rng: random.Random) -> list[str]:
+    """A plausible next decode: extend, rewrite a word, merge/split words, or drop the tail."""
+    out = list(words)
+    op = rng.random()
+    vocab = ["I", "want", "wanna", "to", "go", "the", "store", "3", "30", "3.30", "at", "Tuesday,", "tuesday"]
+    if op < 0.4 or not out:
+        out += rng.choices(vocab, k=rng.randint(1, 3))
+    elif op < 0.6:
+        out[rng.randrange(len(out))] = rng.choice(vocab)
+    elif op < 0.75 and len(out) > 1:
+        i = rng.randrange(len(out) - 1)
+        out[i : i + 2] = [out[i] + out[i + 1]]
+    elif op < 0.9:
+        i = rng.randrange(len(out))
+        out[i : i + 1] = [out[i], rng.choice(vocab)]
+    else:
+        out = out[: rng.randrange(len(out) + 1)]
+    return out
+
+
+def test_interims_never_duplicate_or_drop_a_word_over_random_revisions() -> None:
+    """Property: every interim is the newest hypothesis word for word; the confirmed part is a prefix of it;
+    words become confirmed only when two consecutive hypotheses agree on them."""
+    for seed in range(300):
+        rng = random.Random(seed)
+        la = LocalAgreement()
+        words: list[str] = []
+        previous: list[str] | None = None
+        for _ in range(rng.randint(1, 25)):
+            words = _revise(words, rng)
+            before = la.confirmed_words
+            out = la.update(" ".join(words))
+            assert out.text.split() == words, (seed, words, out)
+            confirmed = out.confirmed.split()
+            assert confirmed == words[: len(confirmed)]
+            if len(confirmed) > len(before):
+                assert previous is not None
+                assert common_prefix_len(previous, words) >= len(confirmed)
+            previous = words
 
 
 def test_confirmation_grows_monotonically_over_a_scripted_utterance() -> None:
