@@ -45,6 +45,15 @@ def first_voiced_sample(pcm: np.ndarray, sample_rate: int) -> int | None:
     return int(v[0] * int(sample_rate * 0.01))
 
 
+def voiced_seconds(track: Track, lo: float, hi: float) -> float:
+    """Seconds of voiced 10 ms windows in the chunks that start in [lo, hi)."""
+    total = 0
+    for t, pcm in track.chunks:
+        if lo <= t < hi:
+            total += int(voiced_windows(pcm, track.sample_rate).sum())
+    return total * 0.01
+
+
 @dataclass
 class Track:
     """Audio with the wall time of each chunk's first sample; rendered onto one timeline later."""

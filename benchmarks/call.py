@@ -1,12 +1,16 @@
-"""Voice-to-voice latency of a scripted call: Parley's pipeline vs the stock LiveKit Agents wiring.
+"""Voice-to-voice latency of scripted calls: Parley's pipeline vs the stock LiveKit Agents wirings.
 
-    python -m benchmarks.call --data ../shared/audio/conversation --pipeline parley|stock|both \
-        [--json out.json] [--out DIR] [--livekit [auto]]
+    python -m benchmarks.call --data ../shared/audio/conversation [--data DIR2 ...] \
+        --pipeline parley,stock-tuned,stock [--runs N] [--livekit [auto]] [--json out.json] [--out DIR] \
+        [--agent FILE] [--script FILE]
 
-Each turn (a 16 kHz WAV, in name order) is played into a real AgentSession as 20 ms real-time frames after the
-agent's previous reply; v2v is measured at the devices (DESIGN §6). Both pipelines share one LLM server
-and run in the same process, one after the other, so their ratio is measured in one run.
-With --livekit the parley call goes through a real local room instead (benchmarks/livekit_call.py).
+Each call is a folder of turns (call_plan.py: *.wav in name order, or turns.json with barge-ins). With
+--livekit every pipeline is served by the real worker process (`python worker.py start`, one job process per
+call, `PARLEY_PIPELINE` choosing the wiring) behind one local livekit-server, and the scripted caller measures
+at the track it receives; without it the calls run offline through an AgentSession with scripted devices.
+Runs are interleaved: each round calls every pipeline with every call, the pipeline order rotated. v2v is the
+caller's last voiced sample → the first voiced audio of the agent's answer (found by the speech that made
+it, worker/turn_marks.py), DESIGN §6. `pipeline` `both` = parley,stock (the old contract).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -26,14 +31,38 @@ from livekit.agents.voice import Agent, AgentSession
 
 from worker.settings import Settings, SettingsError, load_settings
 
+from .call_plan import PlanError, TurnPlan, load_plan, rotated
 from .harness import CallResult, run_call, write_stereo
-from .report import call_json, conversation_text, latency_table, timeline_png
+from .report import (
+    call_json,
+    conversation_text,
+    latency_table,
+    pipelines_json,
+    pipelines_table,
+    timeline_png,
+    waterfall_png,
+)
 
 log = logging.getLogger("parley.bench.call")
 
+PIPELINES = ("parley", "stock-tuned", "stock")
+RunRecord = tuple[str, str, int, CallResult]  # (pipeline, call, round, result)
+
+
+def parse_pipelines(text: str) -> list[str]:
+    """'parley,stock-tuned,stock' (any subset, in that order of mention); 'both' = parley,stock."""
+    names = ["parley", "stock"] if text == "both" else [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in PIPELINES]
+    if bad or not names:
+        raise ValueError(f"unknown pipeline {bad[0] if bad else text!r}; choose from {', '.join(PIPELINES)}")
+    return list(dict.fromkeys(names))
+
+
+# --- offline ---------------------------------------------------------------------------------------------
+
 
 async def _warm_stt(stt_model: Any, sample: Path) -> None:
-    """One decode before the call so neither pipeline pays the cold first decode inside a turn."""
+    """One decode before the call so no pipeline pays the cold first decode inside a turn."""
     from .harness import load_turn
 
     pcm = load_turn(sample)[: 16000 * 2]
@@ -44,7 +73,34 @@ async def _warm_stt(stt_model: Any, sample: Path) -> None:
         log.debug("stt warm-up failed: %s", e)
 
 
+class OfflineBuilder:
+    """Loads each pipeline's models once (as a job process would) and builds a fresh session per call."""
+
+    def __init__(self, settings: Settings, llm_url: str) -> None:
+        self.settings = settings
+        self.llm_url = llm_url
+        self._comp: dict[str, Any] = {}
+
+    def build(self, name: str) -> tuple[AgentSession, Agent, Any]:
+        if name == "parley":
+            from worker.pipeline import build_call, load_components
+
+            comp = self._comp.get(name) or load_components(self.settings, self.llm_url)
+            self._comp[name] = comp
+            session, agent = build_call(self.settings, comp)
+            return session, agent, comp.stt
+        from worker.stock_pipeline import build_stock_call, load_stock_components, stock_options
+
+        scomp = self._comp.get(name) or load_stock_components(
+            self.settings, self.llm_url, stock_options(name)
+        )
+        self._comp[name] = scomp
+        ssession, sagent = build_stock_call(self.settings, scomp)
+        return ssession, sagent, None
+
+
 def build_parley(settings: Settings, llm_url: str) -> tuple[AgentSession, Agent, Any]:
+    """One Parley session with its own freshly loaded components (tests that need a whole pipeline)."""
     from worker.pipeline import build_call, load_components
 
     comp = load_components(settings, llm_url)
@@ -52,101 +108,21 @@ def build_parley(settings: Settings, llm_url: str) -> tuple[AgentSession, Agent,
     return session, agent, comp
 
 
-def build_stock(settings: Settings, llm_url: str) -> tuple[AgentSession, Agent, Any]:
-    from livekit.agents import stt
-    from livekit.plugins import silero
-
-    from worker.agent import GREETING, INSTRUCTIONS
-    from worker.pipeline import load_llm
-
-    from .stock import PlainHibariTTS, PlainWhisperSTT
-
-    vad = silero.VAD.load()
-    stt_model = stt.StreamAdapter(stt=PlainWhisperSTT(), vad=vad)
-    session: AgentSession = AgentSession(
-        vad=vad,
-        stt=stt_model,
-        llm=load_llm(settings, llm_url),
-        tts=PlainHibariTTS(),
-        # defaults everywhere, but pinned to local VAD so nothing goes to LiveKit Cloud (DESIGN §3)
-        turn_handling={"turn_detection": "vad", "interruption": {"mode": "vad"}},
-        user_away_timeout=None,
-    )
-
-    class StockAgent(Agent):
-        async def on_enter(self) -> None:
-            self.session.say(GREETING["en"])
-
-    return session, StockAgent(instructions=INSTRUCTIONS["en"]), stt_model
-
-
-async def run_one(name: str, settings: Settings, llm_url: str, turns: list[Path]) -> CallResult:
-    builder = build_parley if name == "parley" else build_stock
-    session, agent, comp = builder(settings, llm_url)
-    stt_model = comp.stt if hasattr(comp, "stt") else comp
-    await _warm_stt(stt_model, turns[0])
+async def run_one(
+    name: str, settings: Settings, llm_url: str, turns: list[Path] | list[TurnPlan]
+) -> CallResult:
+    """One offline call of one pipeline (models loaded for it alone)."""
+    session, agent, stt_model = OfflineBuilder(settings, llm_url).build(name)
+    first = turns[0] if isinstance(turns[0], Path) else turns[0].path
+    if stt_model is not None:
+        await _warm_stt(stt_model, first)
     return await run_call(name, session, agent, turns)
 
 
-def _write_outputs(res: CallResult, out: Path) -> dict[str, str]:
-    wav = out / f"call-{res.pipeline}.wav"
-    png = out / f"timeline-{res.pipeline}.png"
-    write_stereo(res, wav)
-    timeline_png(res, png)
-    return {"wav": str(wav), "timeline": str(png)}
-
-
-def _report(res: CallResult, out: Path, args: argparse.Namespace, seconds: float) -> dict[str, Any]:
-    j = call_json(res)
-    j["files"] = _write_outputs(res, out)
-    print(conversation_text(res, show_text=args.demo or args.show_text))
-    print(latency_table(res))
-    print(f"({res.pipeline} call took {seconds:.1f} s; audio and timeline in {out})\n")
-    return j
-
-
-def _room_call(args: argparse.Namespace, turns: list[Path], out: Path) -> dict[str, Any] | None:
-    """The parley call through a real local room; None (after one line saying why) when there is none."""
-    from .livekit_call import LiveKitCallOptions, try_room_call
-
-    t = time.monotonic()
-    parley_env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
-    res, why = try_room_call(turns, LiveKitCallOptions(out_dir=out / "stack", base_env=parley_env))
-    if res is None:
-        if args.livekit == "on":
-            print(f"error: no local LiveKit room: {why} (logs in {out / 'stack'})", file=sys.stderr)
-        else:
-            print(f"no local LiveKit room ({why}); running the call offline instead", flush=True)
-        return None
-    print(f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) ==")
-    return {**_report(res, out, args, time.monotonic() - t), "transport": "livekit-room"}
-
-
-def _turns(args: argparse.Namespace) -> list[Path]:
-    turns = sorted(Path(args.data).glob("*.wav"))
-    if not turns:
-        raise SystemExit(f"error: no *.wav turns in {args.data}")
-    return turns
-
-
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Through a real room (--livekit; in this thread, so Ctrl-C tears the stack down), else offline."""
-    if args.livekit:
-        load_settings()  # a bad setting is one line here, not a worker that never registers
-        report = _room_call(args, _turns(args), Path(args.out))
-        if report is not None:
-            _write_json(args, report)
-            return report
-        if args.livekit == "on":
-            raise SystemExit(1)
-    return asyncio.run(main_async(args))
-
-
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+async def run_offline(
+    calls: dict[str, list[TurnPlan]], pipelines: list[str], runs: int, on_run: Any = None
+) -> list[RunRecord]:
     settings = load_settings()
-    turns = _turns(args)
-    names = ["parley", "stock"] if args.pipeline == "both" else [args.pipeline]
-    out = Path(args.out)
     llm_server = None
     llm_url = settings.llm_base_url
     if not llm_url:
@@ -154,26 +130,172 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         from worker.pipeline import conversation_prefix
 
         llm_server = EmbeddedLLM(
-            EmbeddedLLMOptions(threads=settings.llm_embedded_threads, log_path=settings.llm_embedded_log)
+            EmbeddedLLMOptions(
+                threads=settings.llm_embedded_threads,
+                n_parallel=settings.max_calls,
+                log_path=settings.llm_embedded_log,
+            )
         )
         llm_url = await asyncio.to_thread(llm_server.start)
         await asyncio.to_thread(llm_server.warm, conversation_prefix(settings))
-    results: dict[str, Any] = {}
+    builder = OfflineBuilder(settings, llm_url)
+    out: list[RunRecord] = []
     try:
-        for name in names:
-            t = time.monotonic()
-            res = await run_one(name, settings, llm_url, turns)
-            results[name] = _report(res, out, args, time.monotonic() - t)
+        for r in range(runs):
+            for name in rotated(pipelines, r):
+                for call, plan in calls.items():
+                    session, agent, stt_model = builder.build(name)
+                    if stt_model is not None:
+                        await _warm_stt(stt_model, plan[0].path)
+                    res = await run_call(name, session, agent, plan)
+                    out.append((name, call, r, res))
+                    if on_run:
+                        on_run(out[-1])
     finally:
         if llm_server:
             llm_server.close()
-    if len(names) == 1:
-        report = results[names[0]]
+    return out
+
+
+# --- through the room ------------------------------------------------------------------------------------
+
+
+def room_reason() -> str | None:
+    from .livekit_call import room_unavailable_reason
+
+    return room_unavailable_reason()
+
+
+def run_room(
+    calls: dict[str, list[TurnPlan]], pipelines: list[str], runs: int, out: Path, on_run: Any = None
+) -> list[RunRecord]:
+    from .livekit_call import LiveKitCallOptions, RoomRun, run_room_benchmark
+
+    parley_env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
+    opts = LiveKitCallOptions(out_dir=out / "stack", base_env=parley_env)
+
+    def each(run: RoomRun) -> None:
+        if on_run:
+            on_run((run.pipeline, run.call, run.round, run.result))
+
+    done = run_room_benchmark(calls, pipelines, runs, opts, on_run=each)
+    return [(r.pipeline, r.call, r.round, r.result) for r in done]
+
+
+# --- reporting -------------------------------------------------------------------------------------------
+
+
+def _write_call_files(res: CallResult, folder: Path) -> dict[str, str]:
+    wav = folder / f"call-{res.pipeline}.wav"
+    png = folder / f"timeline-{res.pipeline}.png"
+    write_stereo(res, wav)
+    timeline_png(res, png)
+    return {"wav": str(wav), "timeline": str(png)}
+
+
+def _printer(args: argparse.Namespace, out: Path, single: bool) -> Any:
+    def on_run(rec: RunRecord) -> None:
+        name, call, r, res = rec
+        if single or args.demo or args.show_text:
+            print(conversation_text(res, show_text=args.demo or args.show_text))
+            print(latency_table(res))
+        j = call_json(res)
+        if r == 0:  # audio and a timeline of the first round; later rounds only in the JSON
+            _write_call_files(res, out / f"round{r}" / f"{name}-{call}")
+        print(
+            f"round {r} {name:<11} {call}: v2v p50 {j['v2v_ms']['p50']} ms, p95 {j['v2v_ms']['p95']} ms, "
+            f"errors {len(j['errors'])}",
+            flush=True,
+        )
+
+    return on_run
+
+
+def _check_script(call_name: str, data_dir: Path, runs: list[RunRecord]) -> list[dict[str, Any]]:
+    """Which of the script's expectations held, per run of the scripted call."""
+    from .scripted_call import check_expectations  # type: ignore[import-not-found,unused-ignore]
+
+    results: list[dict[str, Any]] = []
+    for name, call, r, res in runs:
+        if call != call_name:
+            continue
+        checks = check_expectations(data_dir / "turns.json", [t.reply_text for t in res.turns])
+        held = sum(1 for c in checks if c.get("held", c.get("ok")))
+        print(f"script expectations, round {r} {name}: {held}/{len(checks)} held")
+        for c in checks:
+            if not c.get("held", c.get("ok")):
+                print(f"  not held: {json.dumps(c, ensure_ascii=False)[:200]}")
+        results.append({"pipeline": name, "round": r, "checks": checks})
+    return results
+
+
+def load_calls(args: argparse.Namespace, out: Path) -> dict[str, list[TurnPlan]]:
+    dirs = [Path(d) for d in args.data or []]
+    if args.script:
+        from .scripted_call import render_script  # type: ignore[import-not-found,unused-ignore]
+
+        args.script_dir = Path(render_script(Path(args.script), out / "caller", agent_file=args.agent))
+        dirs.append(args.script_dir)
+    if not dirs:
+        raise PlanError("give --data DIR (repeatable) or --script FILE")
+    calls: dict[str, list[TurnPlan]] = {}
+    for d in dirs:
+        name = d.name or str(d)
+        while name in calls:
+            name += "+"
+        calls[name] = load_plan(d)
+    return calls
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    pipelines = parse_pipelines(args.pipeline)
+    out = Path(args.out)
+    if args.agent:
+        os.environ["PARLEY_AGENT"] = str(Path(args.agent).resolve())
+    load_settings()  # a bad setting is one line here, not a worker that never registers
+    calls = load_calls(args, out)
+    single = len(pipelines) == 1 and args.runs == 1 and len(calls) == 1
+    on_run = _printer(args, out, single)
+    livekit = False
+    t = time.monotonic()
+    if args.livekit:
+        why = room_reason()
+        if why is None:
+            print(
+                f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) =="
+            )
+            runs = run_room(calls, pipelines, args.runs, out, on_run)
+            livekit = True
+        elif args.livekit == "on":
+            raise SystemExit(f"error: no local LiveKit room: {why}")
+        else:
+            print(f"no local LiveKit room ({why}); running the call offline instead", flush=True)
+    if not livekit:
+        runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run))
+    print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio, timelines and waterfalls in {out})")
+    if single:
+        name, call, _, res = runs[0]
+        report = call_json(res)
+        folder = out / "round0" / f"{name}-{call}"
+        report["files"] = {
+            "wav": str(folder / f"call-{name}.wav"),
+            "timeline": str(folder / f"timeline-{name}.png"),
+        }
+        report["livekit"] = livekit
+        if livekit:
+            report["transport"] = "livekit-room"
     else:
-        p = results["parley"]["v2v_ms"]["p50"]
-        s = results["stock"]["v2v_ms"]["p50"]
-        report = {**results, "ratio_v2v_p50": round(p / s, 3) if p and s else None}
-        print(f"v2v p50: parley {p} ms vs stock {s} ms → ratio {report['ratio_v2v_p50']}")
+        report = pipelines_json(runs, pipelines, args.runs, livekit)
+        for name in pipelines:
+            png = out / f"waterfall-{name}.png"
+            waterfall_png(name, report["pipelines"][name]["turns"], png)
+            report["pipelines"][name]["waterfall"] = str(png)
+        if pipelines == ["parley", "stock"] and args.pipeline == "both":  # the old `both` keys stay
+            report["parley"] = report["pipelines"]["parley"]
+            report["stock"] = report["pipelines"]["stock"]
+        print(pipelines_table(report))
+    if args.script:
+        report["script"] = _check_script(list(calls)[-1], args.script_dir, runs)
     _write_json(args, report)
     return report
 
@@ -184,12 +306,19 @@ def _write_json(args: argparse.Namespace, report: dict[str, Any]) -> None:
         Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False))
 
 
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.call", description=__doc__.split("\n")[0])
-    ap.add_argument("--data", required=True, help="folder of caller turns (*.wav, 16 kHz mono)")
-    ap.add_argument("--pipeline", choices=["parley", "stock", "both"], default="parley")
+    ap.add_argument("--data", action="append", help="a call: folder of turns (*.wav 16 kHz, or turns.json)")
+    ap.add_argument("--pipeline", default="parley", help="parley,stock-tuned,stock (any subset) or both")
+    ap.add_argument("--runs", type=int, default=1, help="rounds; each calls every pipeline, order rotated")
+    ap.add_argument("--agent", help="an agent file (sets PARLEY_AGENT for the worker / offline session)")
+    ap.add_argument("--script", help="a call script: rendered into OUT/caller/ and played as one more call")
     ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--out", default="out/call", help="folder for the stereo WAV and timeline PNG")
+    ap.add_argument("--out", default="out/call", help="folder for audio, timelines and waterfalls")
     ap.add_argument("--demo", action="store_true", help="print the conversation text (make demo)")
     ap.add_argument("--show-text", action="store_true", help="print transcripts and replies")
     ap.add_argument(
@@ -197,26 +326,33 @@ def main(argv: list[str] | None = None) -> None:
         nargs="?",
         const="on",
         choices=["on", "auto"],
-        help="call through a real local LiveKit room (livekit-server + the worker; a sealed network "
-        "namespace when root, else loopback); --pipeline parley only. 'auto': the room when "
-        "bin/livekit-server works, else offline (make demo)",
+        help="call through a real local LiveKit room (livekit-server + one worker process per pipeline; a "
+        "sealed network namespace when root, else loopback). 'auto': the room when bin/livekit-server "
+        "works, else offline (make demo)",
     )
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args(argv)
-    if args.livekit and args.pipeline != "parley":
-        ap.exit(2, "error: --livekit runs the parley pipeline only (run stock and both offline)\n")
+    try:
+        parse_pipelines(args.pipeline)
+    except ValueError as e:
+        ap.exit(2, f"error: {e}\n")
+    if args.runs < 1:
+        ap.exit(2, "error: --runs must be at least 1\n")
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    signal.signal(signal.SIGTERM, _interrupt)  # `timeout` / a CI cancel tears the room stack down too
     try:
         report = run(args)
     except SettingsError as e:
         print(e, file=sys.stderr)
         sys.exit(2)
+    except PlanError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
     errors = list(report.get("errors", []))
-    for r in report.values():
-        if isinstance(r, dict):
-            errors += r.get("errors", [])
+    for r in report.get("pipelines", {}).values():
+        errors += r.get("errors", [])
     if errors:
         print(f"errors: {errors}", file=sys.stderr)
 

@@ -11,7 +11,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from livekit.agents.metrics import EOUMetrics, LLMMetrics, TTSMetrics
 from livekit.agents.voice import Agent, AgentSession, ModelSettings
 
 from .audio_io import Loudspeaker, ScriptedMic
+from .call_plan import TurnPlan
 
 log = logging.getLogger("parley.harness")
 
@@ -50,6 +51,11 @@ class TurnResult:
     user_text: str = ""
     reply_text: str = ""
     error: str = ""
+    start: str = "after_reply"  # how the turn was started (call_plan.TurnPlan.start)
+    marks: dict[str, float] = field(default_factory=dict)  # ms after the caller's last voiced sample
+    reply_words: int | None = None
+    spoken_s: float | None = None  # voiced seconds of the agent after this turn, before the next
+    problem: str = ""  # "apology" | "repeat_request" (both count as errors) | ""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +70,11 @@ class TurnResult:
             "user_text": self.user_text,
             "reply_text": self.reply_text,
             "error": self.error,
+            "start": self.start,
+            "marks": {k: _r(v) for k, v in self.marks.items()},
+            "reply_words": self.reply_words,
+            "spoken_s": None if self.spoken_s is None else round(self.spoken_s, 2),
+            "problem": self.problem,
         }
 
 
@@ -120,6 +131,11 @@ class Recorder:
             item = ev.item
             if getattr(item, "role", None) == "assistant" and item.text_content:
                 self.replies.append((time.monotonic(), item.text_content))
+
+        @session.on("user_state_changed")
+        def _on_user_state(ev: Any) -> None:
+            if ev.old_state == "speaking" and ev.new_state != "speaking":
+                self.mark("vad_end")
 
         @session.on("agent_state_changed")
         def _on_state(ev: Any) -> None:
@@ -231,16 +247,27 @@ def _stall_state(rec: Recorder, speaker: Loudspeaker, since: float) -> str:
     )
 
 
+async def _wait_first_audio(speaker: Loudspeaker, since: float, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if speaker.track.first_voiced_after(since) is not None:
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
 async def run_call(
     pipeline: str,
     session: AgentSession,
     agent: Agent,
-    turns: list[Path],
+    turns: Sequence[Path | TurnPlan],
     opt: CallOptions | None = None,
     tts_hooks: Callable[[Recorder], None] | None = None,
 ) -> CallResult:
-    """Play `turns` (16 kHz WAVs) into the session one by one, each after the agent's previous reply."""
+    """Play `turns` (16 kHz WAVs) into the session one by one: each after the agent's previous reply, or
+    (a `TurnPlan` starting `during_reply`) over it, `delay_ms` after that reply's first audio."""
     opt = opt or CallOptions()
+    plan = [t if isinstance(t, TurnPlan) else TurnPlan(t) for t in turns]
     rec = Recorder()
     rec.attach(session)
     if tts_hooks:
@@ -267,18 +294,24 @@ async def run_call(
     await asyncio.sleep(opt.settle_s)
 
     results: list[TurnResult] = []
-    for path in turns:
+    for i, item in enumerate(plan):
+        if i > 0:
+            prev = results[-1]
+            if item.start == "during_reply":
+                if not await _wait_first_audio(speaker, prev.speech_end, opt.reply_timeout_s):
+                    prev.error = "no reply audio to speak over within timeout"
+                await asyncio.sleep((item.delay_ms or 0.0) / 1000)
+            else:
+                await _after_reply(rec, speaker, prev, opt, item.delay_ms)
+        path = item.path
         pcm = load_turn(path, opt.mic_rate)
         rec.mark("speech_start", path.name)
         start = time.monotonic()
         end = await mic.play(pcm)
         rec.marks.append(Mark("speech_end", end, path.name))
-        tr = TurnResult(file=path.name, speech_start=start, speech_end=end)
-        ok = await _wait_idle(rec, speaker, opt.reply_timeout_s, since=end)
-        if not ok:
-            tr.error = f"no complete reply within timeout ({_stall_state(rec, speaker, end)})"
-        await asyncio.sleep(opt.settle_s)
-        results.append(tr)
+        results.append(TurnResult(file=path.name, speech_start=start, speech_end=end, start=item.start))
+    if results:
+        await _after_reply(rec, speaker, results[-1], opt, None)
 
     end_t = time.monotonic()
     mic.close()
@@ -302,6 +335,14 @@ async def run_call(
     )
     _fill_turn_metrics(result, rec)
     return result
+
+
+async def _after_reply(
+    rec: Recorder, speaker: Loudspeaker, prev: TurnResult, opt: CallOptions, delay_ms: float | None
+) -> None:
+    if not await _wait_idle(rec, speaker, opt.reply_timeout_s, since=prev.speech_end):
+        prev.error = f"no complete reply within timeout ({_stall_state(rec, speaker, prev.speech_end)})"
+    await asyncio.sleep(opt.settle_s if delay_ms is None else delay_ms / 1000)
 
 
 def _first(marks: list[Mark], kind: str, lo: float, hi: float) -> float | None:
@@ -337,6 +378,27 @@ def _fill_turn_metrics(res: CallResult, rec: Recorder) -> None:
             tr.llm_to_tts_request_ms = ((tts_piece or tts_txt) - tok) * 1000  # type: ignore[operator]
         tr.user_text = next((t for ts, t in rec.user_finals if lo <= ts < hi), "")
         tr.reply_text = " ".join(t for ts, t in rec.replies if lo <= ts < hi)
+        stamps = {
+            "vad_end": _first(res.marks, "vad_end", tr.speech_end, hi),
+            "end_of_turn": ep,
+            "stt_final": fin,
+            "llm_first_token": tok,
+            "tts_text": tts_txt,
+            "tts_first_audio": tts_frame,
+            "caller_first_voiced": audio,
+        }
+        tr.marks = {k: (v - tr.speech_end) * 1000 for k, v in stamps.items() if v is not None}
+        judge_reply(tr, res, hi)
+
+
+def judge_reply(tr: TurnResult, res: CallResult, hi: float) -> None:
+    """Reply words, spoken seconds and whether the reply was an apology or a repeat-request."""
+    from .audio_io import voiced_seconds
+    from .call_plan import agent_fixed_lines, reply_problem
+
+    tr.reply_words = len(tr.reply_text.split()) if tr.reply_text else 0
+    tr.spoken_s = voiced_seconds(res.speaker.track, tr.speech_end, hi)
+    tr.problem = reply_problem(tr.reply_text, agent_fixed_lines())
 
 
 def _last_before(marks: list[Mark], kind: str, lo: float, hi: float) -> float | None:

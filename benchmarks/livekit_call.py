@@ -36,7 +36,8 @@ import numpy as np
 import soundfile as sf
 from livekit import rtc
 
-from .audio_io import Loudspeaker, ScriptedMic, Track, first_voiced_sample
+from .audio_io import Loudspeaker, ScriptedMic, Track, first_voiced_sample, last_voiced_sample, voiced_seconds
+from .call_plan import TurnPlan, agent_fixed_lines, plan_from_json, plan_to_json, reply_problem
 from .harness import CallResult, Mark, TurnResult
 from .livekit_stack import (
     API_KEY,
@@ -58,6 +59,7 @@ AGENT_RATE = 24_000
 FRAME_S = 0.01
 VOICED_DBFS = -50.0
 METRICS_TOPIC = "parley.metrics"
+MARKS_TOPIC = "parley.marks"  # worker/turn_marks.py
 RECORD_JSON = "record.json"
 RECORD_AUDIO = "audio.npz"
 
@@ -72,11 +74,11 @@ def _voiced_frame(pcm: np.ndarray) -> bool:
     return rms > 0 and 20 * np.log10(rms / 32768) > VOICED_DBFS
 
 
-def last_voiced_index(samples: np.ndarray) -> int:
-    """Index of the last sample above −50 dBFS (amplitude), −1 when there is none."""
-    threshold = 32768 * 10 ** (VOICED_DBFS / 20)
-    idx = np.flatnonzero(np.abs(samples.astype(np.int32)) > threshold)
-    return int(idx[-1]) if idx.size else -1
+def last_voiced_index(samples: np.ndarray, rate: int = MIC_RATE) -> int:
+    """Index of the last sample of the last 10 ms window above −50 dBFS RMS (the rule every mark of the
+    benchmark uses, DESIGN §6), −1 when there is none."""
+    end = last_voiced_sample(np.asarray(samples, np.int16), rate)
+    return -1 if end is None else end - 1
 
 
 @dataclass
@@ -225,6 +227,7 @@ class SentTurn:
     start: float  # first frame sent
     last_voiced: float  # send time of the last sample above −50 dBFS
     replied: bool = True
+    start_mode: str = "after_reply"
 
 
 @dataclass
@@ -250,6 +253,7 @@ class RoomCallRecord:
     errors: list[str]
     mic: Track
     agent: Track
+    marks: list[dict[str, Any]] = field(default_factory=list)  # the worker's parley.marks messages
 
     def save(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
@@ -262,6 +266,7 @@ class RoomCallRecord:
             "transcripts": [asdict(t) for t in self.transcripts],
             "metrics": [[t, m] for t, m in self.metrics],
             "errors": self.errors,
+            "marks": self.marks,
         }
         (out / RECORD_JSON).write_text(json.dumps(meta, indent=1))
         arrays = {**_pack(self.mic, "mic"), **_pack(self.agent, "agent")}
@@ -283,6 +288,7 @@ class RoomCallRecord:
             errors=list(meta["errors"]),
             mic=mic,
             agent=agent,
+            marks=list(meta.get("marks", [])),
         )
 
 
@@ -318,8 +324,11 @@ class CallerOptions:
     settle_s: float = 0.4  # then the caller waits this long before its next turn
 
 
-async def call_in_room(opts: CallerOptions, turns: Sequence[Path]) -> RoomCallRecord:
-    """Join, wait for the agent's greeting, say each turn after the agent's previous reply, and record."""
+async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) -> RoomCallRecord:
+    """Join, wait for the agent's greeting, say each turn after the agent's previous reply (or over it, for
+    a `during_reply` turn), and record."""
+    plan = [t if isinstance(t, TurnPlan) else TurnPlan(t) for t in turns]
+    marks: list[dict[str, Any]] = []
     room = rtc.Room()
     listener = Listener()
     transcripts: list[Transcript] = []
@@ -354,6 +363,11 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path]) -> RoomCallRe
                 metrics.append((time.monotonic(), json.loads(packet.data)))
             except ValueError:
                 errors.append(f"malformed {METRICS_TOPIC} message")
+        elif packet.topic == MARKS_TOPIC:
+            try:
+                marks.append(json.loads(packet.data))
+            except ValueError:
+                errors.append(f"malformed {MARKS_TOPIC} message")
 
     async def _read(reader: rtc.TextStreamReader, who: Literal["caller", "agent"], opened: float) -> None:
         text = await reader.read_all()
@@ -401,17 +415,32 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path]) -> RoomCallRe
             errors.append("no greeting heard")
         await wait_reply_done(t_connect)
         await asyncio.sleep(opts.settle_s)
-        for wav in turns:
-            utt = mic.say(load_wav_16k(wav))
+
+        async def after_reply(prev: SentTurn, delay_ms: float | None) -> None:
+            if not await wait_for(
+                partial(listener.first_voiced_after, prev.last_voiced), opts.reply_timeout_s
+            ):
+                prev.replied = False  # reported per turn
+            else:
+                await wait_reply_done(prev.last_voiced)
+            await asyncio.sleep(opts.settle_s if delay_ms is None else delay_ms / 1000)
+
+        for i, item in enumerate(plan):
+            if i > 0 and item.start == "during_reply":
+                prev = sent[-1]
+                if not await wait_for(
+                    partial(listener.first_voiced_after, prev.last_voiced), opts.reply_timeout_s
+                ):
+                    prev.replied = False
+                await asyncio.sleep((item.delay_ms or 0.0) / 1000)
+            elif i > 0:
+                await after_reply(sent[-1], item.delay_ms)
+            utt = mic.say(load_wav_16k(item.path))
             last = await utt.last_voiced
-            turn = SentTurn(wav.name, utt.started.result(), last)
-            sent.append(turn)
-            if not await wait_for(partial(listener.first_voiced_after, last), opts.reply_timeout_s):
-                turn.replied = False  # reported per turn
-                continue
-            await wait_reply_done(last)
-            await asyncio.sleep(opts.settle_s)
-        await asyncio.sleep(0.5)  # late transcripts and metrics
+            sent.append(SentTurn(item.path.name, utt.started.result(), last, start_mode=item.start))
+        if sent:
+            await after_reply(sent[-1], None)
+        await asyncio.sleep(0.5)  # late transcripts, metrics and marks
     finally:
         await mic.stop()
         await room.disconnect()
@@ -428,6 +457,7 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path]) -> RoomCallRe
         errors=errors,
         mic=mic.track,
         agent=listener.track,
+        marks=marks,
     )
 
 
@@ -474,12 +504,90 @@ def _metric_ms(msg: dict[str, Any] | None, key: str) -> float | None:
     return float(v) if isinstance(v, int | float) else None
 
 
+USER_MARKS = ("vad_end", "end_of_turn", "stt_final")
+REPLY_MARKS = (
+    "llm_first_token",
+    "tts_text",
+    "tts_first_audio",
+    "published_first",
+    "published_first_voiced",
+    "answer_published",
+)
+
+
+def _reply_speeches(record: RoomCallRecord) -> list[dict[str, Any]]:
+    """The worker's reply speeches (not greetings, fillers or hold lines), in the order they went out."""
+    found = [
+        m
+        for m in record.marks
+        if m.get("kind") == "speech"
+        and m.get("source") == "reply"
+        and "published_first" in m.get("marks", {})
+    ]
+    return sorted(found, key=lambda m: float(m["marks"]["published_first"]))
+
+
+def _first_heard(track: Track, at: float, before: float) -> float | None:
+    """The first voiced 10 ms the caller received at or after `at` (the agent handed that audio out then;
+    the room path only delays it, so nothing earlier than `at` can be it)."""
+    for start, pcm in track.chunks:
+        if start < at or start >= before:
+            continue
+        idx = first_voiced_sample(pcm, track.sample_rate)
+        if idx is not None:
+            return start + idx / track.sample_rate
+    return None
+
+
+def _turn_from_marks(
+    tr: TurnResult,
+    record: RoomCallRecord,
+    reply: dict[str, Any] | None,
+    end: float,
+    hi: float,
+    marks_hi: float,
+) -> None:
+    """Every mark of one turn, in ms after the caller's last voiced sample; the answer found by source."""
+    stamps: dict[str, float] = {}
+    for m in record.marks:
+        if m.get("kind") == "user" and m.get("mark") in USER_MARKS and end < float(m["t"]) < marks_hi:
+            stamps.setdefault(str(m["mark"]), float(m["t"]))
+    if reply is not None:
+        for k in REPLY_MARKS:
+            if k in reply["marks"]:
+                stamps[k] = float(reply["marks"][k])
+        answer = reply["marks"].get("answer_published", reply["marks"].get("published_first_voiced"))
+        heard = _first_heard(record.agent, float(answer), hi) if answer is not None else None
+        if heard is not None:
+            stamps["caller_first_voiced"] = heard
+            tr.v2v_ms = (heard - end) * 1000
+        tr.reply_text = str(reply.get("text", "")).strip()
+        tr.reply_words = int(reply.get("words", len(tr.reply_text.split())))
+        tr.spoken_s = float(reply.get("spoken_s", 0.0))
+    audible = _first_voiced(record.agent, end, hi, [])
+    if audible is not None:
+        stamps["caller_first_audible"] = audible
+    tr.marks = {k: (v - end) * 1000 for k, v in stamps.items()}
+    tr.endpoint_ms = tr.marks.get("end_of_turn")
+    eot = stamps.get("end_of_turn")
+    if eot is not None and "llm_first_token" in stamps:
+        tr.llm_ttft_ms = (stamps["llm_first_token"] - eot) * 1000
+    if "tts_text" in stamps and "tts_first_audio" in stamps:
+        tr.tts_ttfb_ms = (stamps["tts_first_audio"] - stamps["tts_text"]) * 1000
+
+
 def to_call_result(
     record: RoomCallRecord, filler_texts: set[str] | None = None, pipeline: str = "parley"
 ) -> CallResult:
-    """The same `CallResult` the offline harness builds, so report.py and the JSON contract apply as is."""
+    """The same `CallResult` the offline harness builds, so report.py and the JSON contract apply as is.
+
+    With the worker's marks (worker/turn_marks.py) the answer is the first voiced audio of the reply speech
+    that the worker handed out; without them (an older worker) cached-filler transcripts are skipped."""
     fillers = filler_windows(record, filler_texts or set())
     norm_fillers = {_norm(t) for t in filler_texts or set()}
+    replies = _reply_speeches(record)
+    has_marks = any(m.get("kind") == "speech" for m in record.marks)
+    lines = agent_fixed_lines()
     # CallResult wants devices; these two hold only what the caller sent and heard
     mic = ScriptedMic(sample_rate=record.mic.sample_rate)
     mic.track = record.mic
@@ -488,13 +596,13 @@ def to_call_result(
     marks: list[Mark] = []
     results: list[TurnResult] = []
     for i, sent in enumerate(record.turns):
-        hi = record.turns[i + 1].start if i + 1 < len(record.turns) else record.end + 1
+        last = i + 1 == len(record.turns)
+        hi = record.end + 1 if last else record.turns[i + 1].start
+        next_end = record.end + 1 if last else record.turns[i + 1].last_voiced
         end = sent.last_voiced
-        tr = TurnResult(file=sent.file, speech_start=sent.start, speech_end=end)
+        tr = TurnResult(file=sent.file, speech_start=sent.start, speech_end=end, start=sent.start_mode)
         marks += [Mark("speech_start", sent.start, sent.file), Mark("speech_end", end, sent.file)]
-        audio = _first_voiced(record.agent, end, hi, fillers)
         audible = _first_voiced(record.agent, end, hi, [])
-        tr.v2v_ms = (audio - end) * 1000 if audio is not None else None
         tr.first_audible_ms = (audible - end) * 1000 if audible is not None else None
         finals = [
             t for t in record.transcripts if t.who == "caller" and t.final and sent.start <= t.closed < hi
@@ -503,18 +611,32 @@ def to_call_result(
             tr.stt_final_ms = (finals[0].closed - end) * 1000
             marks.append(Mark("stt_final", finals[0].closed))
         tr.user_text = " ".join(t.text.strip() for t in finals if t.text.strip())
-        replies = [
-            t
-            for t in record.transcripts
-            if t.who == "agent" and sent.start <= t.opened < hi and not _is_filler(t, norm_fillers)
-        ]
-        tr.reply_text = " ".join(t.text.strip() for t in replies if t.text.strip())
-        msg = next((m for t, m in reversed(record.metrics) if sent.start <= t < hi and m.get("turn")), None)
-        tr.endpoint_ms = _metric_ms(msg, "end_of_turn_ms")
-        tr.llm_ttft_ms = _metric_ms(msg, "llm_ttft_ms")
-        tr.tts_ttfb_ms = _metric_ms(msg, "tts_ttfb_ms")
+        if has_marks:
+            # a reply belongs to the turn it followed: it went out after this turn's end, before the next's
+            reply = next((r for r in replies if end < float(r["marks"]["published_first"]) < next_end), None)
+            _turn_from_marks(tr, record, reply, end, hi, next_end)
+        else:
+            audio = _first_voiced(record.agent, end, hi, fillers)
+            tr.v2v_ms = (audio - end) * 1000 if audio is not None else None
+            replies_t = [
+                t
+                for t in record.transcripts
+                if t.who == "agent" and sent.start <= t.opened < hi and not _is_filler(t, norm_fillers)
+            ]
+            tr.reply_text = " ".join(t.text.strip() for t in replies_t if t.text.strip())
+            tr.reply_words = len(tr.reply_text.split())
+            tr.spoken_s = voiced_seconds(record.agent, end, hi)
+            msg = next(
+                (m for t, m in reversed(record.metrics) if sent.start <= t < hi and m.get("turn")), None
+            )
+            tr.endpoint_ms = _metric_ms(msg, "end_of_turn_ms")
+            tr.llm_ttft_ms = _metric_ms(msg, "llm_ttft_ms")
+            tr.tts_ttfb_ms = _metric_ms(msg, "tts_ttfb_ms")
+        tr.problem = reply_problem(tr.reply_text, lines)
         if not sent.replied:
             tr.error = "no reply within timeout"
+        elif tr.v2v_ms is None and sent.start_mode == "after_reply":
+            tr.error = "no reply speech found"  # a turn said over the agent may rightly get none
         results.append(tr)
     greeting = record.greeting_first_audio
     return CallResult(
@@ -572,14 +694,14 @@ def room_unavailable_reason() -> str | None:
     return None
 
 
-def stack_options(opts: LiveKitCallOptions) -> StackOptions:
+def stack_options(opts: LiveKitCallOptions, with_worker: bool = True) -> StackOptions:
     isolation = opts.isolation
     if isolation == "auto":
         isolation = "netns" if netns_available() else "loopback"
     return StackOptions(
         out_dir=opts.out_dir,
         isolation=isolation,
-        with_worker=True,
+        with_worker=with_worker,
         capture=opts.capture and isolation == "netns",
         base_env=dict(opts.base_env),
         worker_env=dict(opts.worker_env),
@@ -587,17 +709,27 @@ def stack_options(opts: LiveKitCallOptions) -> StackOptions:
     )
 
 
-def run_caller(stack: E2EStack, turns: Sequence[Path], out: Path, opts: LiveKitCallOptions) -> RoomCallRecord:
+def run_caller(
+    stack: E2EStack,
+    turns: Sequence[Path | TurnPlan],
+    out: Path,
+    opts: LiveKitCallOptions,
+    agent_name: str | None = None,
+) -> RoomCallRecord:
     """Run the caller as its own process inside the stack's network and read back what it recorded."""
+    plan = [t if isinstance(t, TurnPlan) else TurnPlan(t) for t in turns]
+    out.mkdir(parents=True, exist_ok=True)
+    plan_file = out / "plan.json"
+    plan_file.write_text(json.dumps(plan_to_json(plan)))
     cmd = [
         str(PYTHON),
         "-m",
         "benchmarks.livekit_call",
         "caller",
         *("--url", stack.livekit_url, "--api-key", API_KEY, "--api-secret", API_SECRET),
-        *("--agent-name", stack.opts.agent_name, "--out", str(out)),
+        *("--agent-name", agent_name or stack.opts.agent_name, "--out", str(out)),
         *("--join-timeout-s", str(opts.join_timeout_s), "--reply-timeout-s", str(opts.reply_timeout_s)),
-        *(arg for t in turns for arg in ("--turn", str(t))),
+        *("--plan", str(plan_file)),
     ]
     res = stack.run_in_ns(cmd, timeout=opts.call_timeout_s)
     if res.returncode != 0:
@@ -607,15 +739,20 @@ def run_caller(stack: E2EStack, turns: Sequence[Path], out: Path, opts: LiveKitC
 
 
 def run_call_on_stack(
-    stack: E2EStack, turns: Sequence[Path], out: Path, opts: LiveKitCallOptions | None = None
+    stack: E2EStack,
+    turns: Sequence[Path | TurnPlan],
+    out: Path,
+    opts: LiveKitCallOptions | None = None,
+    pipeline: str = "parley",
+    agent_name: str | None = None,
 ) -> CallResult:
     """One scripted call through a stack that is already up (with its worker)."""
     opts = opts or LiveKitCallOptions(out_dir=out)
-    record = run_caller(stack, turns, out, opts)
-    return to_call_result(record, default_filler_texts())
+    record = run_caller(stack, turns, out, opts, agent_name)
+    return to_call_result(record, default_filler_texts(), pipeline=pipeline)
 
 
-def run_livekit_call(turns: Sequence[Path], opts: LiveKitCallOptions) -> CallResult:
+def run_livekit_call(turns: Sequence[Path | TurnPlan], opts: LiveKitCallOptions) -> CallResult:
     """Start a local stack (server + worker), make one scripted call through it, tear it all down."""
     stack = E2EStack(stack_options(opts))
     t = time.monotonic()
@@ -632,7 +769,9 @@ def run_livekit_call(turns: Sequence[Path], opts: LiveKitCallOptions) -> CallRes
     return result
 
 
-def try_room_call(turns: Sequence[Path], opts: LiveKitCallOptions) -> tuple[CallResult | None, str]:
+def try_room_call(
+    turns: Sequence[Path | TurnPlan], opts: LiveKitCallOptions
+) -> tuple[CallResult | None, str]:
     """(the call's result, "") through a real local room, or (None, one line saying why there is none)."""
     reason = room_unavailable_reason()
     if reason:
@@ -642,6 +781,78 @@ def try_room_call(turns: Sequence[Path], opts: LiveKitCallOptions) -> tuple[Call
     except (ComponentMissing, StackError, CallerError) as err:
         first = str(err).strip().splitlines()
         return None, first[0] if first else type(err).__name__
+
+
+@dataclass(frozen=True)
+class RoomRun:
+    """One call of an interleaved benchmark."""
+
+    round: int
+    pipeline: str
+    call: str
+    result: CallResult
+
+
+def wait_until_quiet(stack: E2EStack, max_s: float = 180.0, idle_pct: float = 15.0) -> float:
+    """Wait until the stack's processes (workers loading models in their job processes) stop using the CPU,
+    so the first round is not measured against model loading. Returns the seconds waited."""
+    import psutil
+
+    t0 = time.monotonic()
+    procs: list[psutil.Process] = []
+    for mp in stack.procs:
+        try:
+            root = psutil.Process(mp.popen.pid)
+            procs += [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+    while time.monotonic() - t0 < max_s:
+        busy = 0.0
+        for p in procs:
+            try:
+                p.cpu_percent(None)
+            except psutil.NoSuchProcess:
+                pass
+        time.sleep(2.0)
+        for p in procs:
+            try:
+                busy += p.cpu_percent(None)
+            except psutil.NoSuchProcess:
+                pass
+        if busy < idle_pct:
+            break
+    return time.monotonic() - t0
+
+
+def run_room_benchmark(
+    calls: Mapping[str, Sequence[TurnPlan]],
+    pipelines: Sequence[str],
+    runs: int,
+    opts: LiveKitCallOptions,
+    on_run: Callable[[RoomRun], None] | None = None,
+) -> list[RoomRun]:
+    """Every pipeline served by its own real worker process (`PARLEY_PIPELINE`, one agent name each) behind
+    one livekit-server; each round calls every pipeline with every call, the pipeline order rotated."""
+    from .call_plan import rotated
+
+    stack = E2EStack(stack_options(opts, with_worker=False))
+    runs_out: list[RoomRun] = []
+    with stack:
+        for name in pipelines:
+            log_name = "worker" if name == "parley" else f"worker-{name}"
+            stack.start_worker(name=log_name, env={"PARLEY_PIPELINE": name, "PARLEY_AGENT_NAME": name})
+        waited = wait_until_quiet(stack)
+        log.info("workers ready", extra={"pipelines": list(pipelines), "waited_s": round(waited, 1)})
+        for r in range(runs):
+            for name in rotated(list(pipelines), r):
+                for call, plan in calls.items():
+                    out = opts.out_dir / f"round{r}" / f"{name}-{call}"
+                    res = run_call_on_stack(stack, plan, out, opts, pipeline=name, agent_name=name)
+                    run = RoomRun(r, name, call, res)
+                    runs_out.append(run)
+                    if on_run:
+                        on_run(run)
+    return runs_out
 
 
 # --- the caller process -------------------------------------------------------------------------
@@ -662,8 +873,10 @@ async def _caller_main(args: argparse.Namespace) -> int:
         reply_timeout_s=args.reply_timeout_s,
         filler_texts=frozenset(default_filler_texts()),
     )
-    turns = [Path(t) for t in args.turn]
-    missing = [str(t) for t in turns if not t.is_file()]
+    turns = [TurnPlan(Path(t)) for t in args.turn]
+    if args.plan:
+        turns += plan_from_json(json.loads(Path(args.plan).read_text()))
+    missing = [str(t.path) for t in turns if not t.path.is_file()]
     if missing:
         print(f"caller: no such turn file: {missing[0]}", file=sys.stderr)
         return 2
@@ -686,6 +899,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--agent-name", default="parley")
     c.add_argument("--room", default="")
     c.add_argument("--turn", action="append", default=[], help="a caller turn WAV (repeat, in order)")
+    c.add_argument("--plan", help="the turns as JSON (benchmarks.call_plan.plan_to_json), after any --turn")
     c.add_argument("--out", required=True, help="folder for record.json and audio.npz")
     c.add_argument("--join-timeout-s", type=float, default=60.0)
     c.add_argument("--reply-timeout-s", type=float, default=30.0)

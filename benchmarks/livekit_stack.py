@@ -561,12 +561,13 @@ class E2EStack:
             self.start_worker()
         return self
 
-    def start_worker(self) -> ManagedProcess:
+    def start_worker(self, name: str = "worker", env: dict[str, str] | None = None) -> ManagedProcess:
+        """Start one worker (more than one may run: give each its own name, agent name and wiring)."""
         worker_py = REPO / "worker.py"
         if not worker_py.is_file():
             raise ComponentMissing("worker.py not present yet: the Parley worker is not in this checkout")
         cmd = self.opts.worker_cmd or [str(PYTHON), str(worker_py), "start"]
-        worker = self.spawn("worker", cmd, env=self.env(self.opts.worker_env))
+        worker = self.spawn(name, cmd, env=self.env({**self.opts.worker_env, **(env or {})}))
         self.wait_log(worker, r"(?i)registered worker", self.opts.worker_ready_timeout_s)
         return worker
 

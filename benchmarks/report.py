@@ -23,7 +23,7 @@ def p50_p95(values: list[Any]) -> dict[str, float | None]:
 
 def call_json(res: CallResult) -> dict[str, Any]:
     turns = [t.as_json() for t in res.turns]
-    errors = list(res.errors) + [f"{t.file}: {t.error}" for t in res.turns if t.error]
+    errors = list(res.errors) + turn_errors(res)
     return {
         "pipeline": res.pipeline,
         "greeting_first_audio_ms": None
@@ -35,6 +35,9 @@ def call_json(res: CallResult) -> dict[str, Any]:
         "stt_final_ms": p50_p95([t.stt_final_ms for t in res.turns]),
         "llm_ttft_ms": p50_p95([t.llm_ttft_ms for t in res.turns]),
         "llm_to_tts_request_ms": p50_p95([t.llm_to_tts_request_ms for t in res.turns]),
+        "reply_words": {"p50": pct([t.reply_words for t in res.turns if t.reply_words is not None], 50)},
+        "apologies": sum(1 for t in res.turns if t.problem == "apology"),
+        "repeat_requests": sum(1 for t in res.turns if t.problem == "repeat_request"),
         "errors": errors,
     }
 
@@ -128,6 +131,171 @@ def timeline_png(res: CallResult, path: Path) -> None:
     ax.set_xlabel("seconds since the call started")
     ax.set_title(f"Parley call timeline — {res.pipeline}")
     ax.legend(loc="upper right", fontsize=7, ncol=3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(str(path), dpi=110)
+    plt.close(fig)
+
+
+# --- several pipelines, several runs ---------------------------------------------------------------------
+
+WATERFALL_MARKS = (
+    ("vad_end", "VAD end of speech", "tab:olive"),
+    ("end_of_turn", "end-of-turn decision", "tab:orange"),
+    ("stt_final", "final transcript", "tab:green"),
+    ("llm_first_token", "LLM first token", "tab:purple"),
+    ("tts_text", "first text to TTS", "tab:pink"),
+    ("tts_first_audio", "TTS first audio", "tab:brown"),
+    ("published_first_voiced", "worker publishes voiced audio", "tab:red"),
+    ("answer_published", "worker publishes the answer", "darkred"),
+    ("caller_first_voiced", "caller hears the answer", "black"),
+)
+
+
+def turn_errors(res: CallResult) -> list[str]:
+    """A turn's error, and any apology or repeat-request (both count as errors)."""
+    out = [f"{t.file}: {t.error}" for t in res.turns if t.error]
+    out += [f"{t.file}: {t.problem}: {t.reply_text[:80]!r}" for t in res.turns if t.problem]
+    return out
+
+
+def pipelines_json(
+    runs: list[tuple[str, str, int, CallResult]], pipelines: list[str], n_runs: int, livekit: bool
+) -> dict[str, Any]:
+    """The multi-pipeline contract: per pipeline the pooled turns of every run and call, medians with a
+    bootstrap 95 % interval, and the ratios of Parley's median to each baseline's (issue 15)."""
+    from .call_plan import median_ci, ratio_ci
+
+    out: dict[str, Any] = {"pipelines": {}, "runs": n_runs, "livekit": livekit}
+    v2v_by: dict[str, list[float]] = {}
+    for name in pipelines:
+        mine = [(call, r, res) for p, call, r, res in runs if p == name]
+        turns = [
+            {**t.as_json(), "call": call, "run": r, "pipeline": name}
+            for call, r, res in mine
+            for t in res.turns
+        ]
+        v2v = [t["v2v_ms"] for t in turns if t["v2v_ms"] is not None]
+        v2v_by[name] = v2v
+        ci = median_ci(v2v)
+        errors = [f"run {r} {call}: {e}" for call, r, res in mine for e in [*res.errors, *turn_errors(res)]]
+        by_call: dict[str, Any] = {}
+        for call in sorted({c for c, _, _ in mine}):
+            vals = [t["v2v_ms"] for t in turns if t["call"] == call and t["v2v_ms"] is not None]
+            cci = median_ci(vals)
+            by_call[call] = {
+                "v2v_ms": p50_p95(vals),
+                "v2v_ci95_ms": [round(cci[0], 1), round(cci[1], 1)] if cci else None,
+                "turns": sum(1 for t in turns if t["call"] == call),
+            }
+        greetings = [
+            res.greeting_first_audio_ms for _, _, res in mine if res.greeting_first_audio_ms is not None
+        ]
+        out["pipelines"][name] = {
+            "v2v_ms": p50_p95(v2v),
+            "v2v_ci95_ms": [round(ci[0], 1), round(ci[1], 1)] if ci else None,
+            "first_audible_ms": p50_p95([t["first_audible_ms"] for t in turns]),
+            "greeting_first_audio_ms": pct(greetings, 50),
+            "errors": errors,
+            "apologies": sum(1 for t in turns if t["problem"] == "apology"),
+            "repeat_requests": sum(1 for t in turns if t["problem"] == "repeat_request"),
+            "reply_words": {
+                "p50": pct([t["reply_words"] for t in turns if t["reply_words"] is not None], 50)
+            },
+            "spoken_s": {"p50": pct([t["spoken_s"] for t in turns if t["spoken_s"] is not None], 50)},
+            "marks_ms": {
+                k: pct([t["marks"].get(k) for t in turns if t["marks"].get(k) is not None], 50)
+                for k, _, _ in WATERFALL_MARKS
+            },
+            "by_call": by_call,
+            "turns": turns,
+        }
+    ratios: dict[str, float | None] = {}
+    ratio_cis: dict[str, list[float] | None] = {}
+    p = out["pipelines"].get("parley", {}).get("v2v_ms", {}).get("p50")
+    for name in pipelines:
+        if name == "parley":
+            continue
+        s = out["pipelines"][name]["v2v_ms"]["p50"]
+        ratios[name] = round(p / s, 3) if p and s else None
+        rci = ratio_ci(v2v_by.get("parley", []), v2v_by[name])
+        ratio_cis[name] = [round(rci[0], 3), round(rci[1], 3)] if rci else None
+    out["ratio_v2v_p50"] = ratios
+    out["ratio_v2v_p50_ci95"] = ratio_cis
+    return out
+
+
+def pipelines_table(report: dict[str, Any]) -> str:
+    head = ("pipeline", "v2v p50", "95% CI", "v2v p95", "audible p50", "greeting", "words", "errors")
+    rows = [head]
+    for name, r in report["pipelines"].items():
+        ci = r["v2v_ci95_ms"]
+        rows.append(
+            (
+                name,
+                _fmt(r["v2v_ms"]["p50"]),
+                f"{ci[0]:.0f}–{ci[1]:.0f}" if ci else "—",
+                _fmt(r["v2v_ms"]["p95"]),
+                _fmt(r["first_audible_ms"]["p50"]),
+                _fmt(r["greeting_first_audio_ms"]),
+                _fmt(r["reply_words"]["p50"]),
+                str(len(r["errors"])),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    where = "through a real local LiveKit room" if report["livekit"] else "offline (no room)"
+    lines = [f"v2v (ms, caller's last voiced sample → the answer heard), {report['runs']} rounds, {where}"]
+    for i, row in enumerate(rows):
+        lines.append(
+            "  ".join(
+                c.rjust(w) if k else c.ljust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    for name, ratio in report["ratio_v2v_p50"].items():
+        ci = report["ratio_v2v_p50_ci95"].get(name)
+        lines.append(
+            f"parley / {name}: {ratio} (95% CI {ci[0]}–{ci[1]})" if ci else f"parley / {name}: {ratio}"
+        )
+    return "\n".join(lines)
+
+
+def waterfall_png(name: str, turns: list[dict[str, Any]], path: Path) -> None:
+    """One row per (call, turn): each mark's median over the runs, in ms after the caller's last voiced
+    sample; the bar runs to when the caller heard the answer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys: list[tuple[str, str]] = []
+    for t in turns:
+        k = (t.get("call", ""), t["file"])
+        if k not in keys:
+            keys.append(k)
+    fig, ax = plt.subplots(figsize=(11, max(3, 0.35 * len(keys) + 1.5)))
+    for row, (call, file) in enumerate(keys):
+        same = [t for t in turns if t.get("call", "") == call and t["file"] == file]
+        med = {
+            m: float(np.median(v))
+            for m, _, _ in WATERFALL_MARKS
+            if (v := [t["marks"][m] for t in same if t["marks"].get(m) is not None])
+        }
+        end = med.get("caller_first_voiced")
+        if end is not None:
+            ax.barh(row, end, color="lightgray", height=0.6)
+        for m, label, color in WATERFALL_MARKS:
+            if m in med:
+                ax.plot(med[m], row, "o", color=color, ms=5, label=label if row == 0 else None)
+    ax.set_yticks(range(len(keys)), [f"{c} {f}" if c else f for c, f in keys], fontsize=7)
+    ax.invert_yaxis()
+    ax.axvline(0, color="tab:blue", lw=1)
+    ax.set_xlabel("ms after the caller's last voiced sample (median over runs)")
+    ax.set_title(f"Where each turn's time goes — {name}")
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, fontsize=7, loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(str(path), dpi=110)

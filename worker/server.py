@@ -28,6 +28,7 @@ from .sip import (
     is_sip_participant,
     pick_turn_profile,
 )
+from .turn_marks import RoomMarksSender, StageHistograms, TurnMarks
 
 log = logging.getLogger("parley.worker")
 
@@ -40,6 +41,12 @@ def prewarm(proc: JobProcess) -> None:
 
     tune_allocator()  # before the models load: their buffers then go back to the kernel when freed
     settings = get_settings()
+    if settings.pipeline != "parley":  # a baseline for the benchmarks (worker/stock_pipeline.py)
+        from .stock_pipeline import load_stock_components, stock_options
+
+        opts = stock_options(settings.pipeline)
+        proc.userdata["stock"] = load_stock_components(settings, settings.llm_base_url, opts)
+        return
     comp = load_components(settings, settings.llm_base_url)
     proc.userdata["components"] = comp
 
@@ -48,6 +55,9 @@ async def entrypoint(ctx: JobContext) -> None:
     from .pipeline import build_call, load_components
 
     settings = get_settings()
+    if settings.pipeline != "parley":
+        await stock_entrypoint(ctx, settings)
+        return
     comp = ctx.proc.userdata.get("components") or load_components(settings, settings.llm_base_url)
     await ctx.connect()
     warm_up = getattr(comp.tts, "warm_up", None)
@@ -70,8 +80,36 @@ async def entrypoint(ctx: JobContext) -> None:
         )
         dtmf.attach(participant.identity)
         ctx.add_shutdown_callback(dtmf.aclose)
+    marks = turn_marks(ctx, settings, session, agent, comp.tts)
     log.info("call started", extra={"room": ctx.room.name, "profile": profile, "phone": phone})
     await session.start(agent, room=ctx.room, record=settings.record_audio)
+    marks.attach_output(session)
+
+
+def turn_marks(ctx: JobContext, settings: Settings, session: Any, agent: Any, tts_model: Any) -> TurnMarks:
+    """Per-turn marks to the room (`parley.marks`) and, with a Prometheus port, to histograms."""
+    sender = RoomMarksSender(ctx.room)
+    ctx.add_shutdown_callback(sender.aclose)
+    hist = StageHistograms(settings.pipeline) if settings.prometheus_port else None
+    send = sender if settings.room_metrics else (lambda _m: None)
+    marks = TurnMarks(send, hist)
+    marks.attach(session, agent, tts_model)
+    return marks
+
+
+async def stock_entrypoint(ctx: JobContext, settings: Settings) -> None:
+    """A baseline call (PARLEY_PIPELINE=stock|stock-tuned): the same models, LiveKit's own wiring."""
+    from .stock_pipeline import build_stock_call, load_stock_components, stock_options
+
+    opts = stock_options(settings.pipeline)
+    comp = ctx.proc.userdata.get("stock") or load_stock_components(settings, settings.llm_base_url, opts)
+    await ctx.connect()
+    await ctx.wait_for_participant()
+    session, agent = build_stock_call(settings, comp)
+    marks = turn_marks(ctx, settings, session, agent, comp.tts)
+    log.info("call started", extra={"room": ctx.room.name, "pipeline": settings.pipeline})
+    await session.start(agent, room=ctx.room, record=settings.record_audio)
+    marks.attach_output(session)
 
 
 async def _hand_back_memory() -> None:
@@ -117,9 +155,17 @@ def build_server(settings: Settings) -> AgentServer:
         port=settings.http_port,
         drain_timeout=settings.drain_timeout_s,
         prometheus_port=settings.prometheus_port or None,
+        # job processes write their turn-stage histograms here so the worker's /metrics serves them
+        prometheus_multiproc_dir=_prometheus_dir() if settings.prometheus_port else None,
     )
     server.rtc_session(entrypoint, agent_name=settings.agent_name)
     return server
+
+
+def _prometheus_dir() -> str:
+    import tempfile
+
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.mkdtemp(prefix="parley-prometheus-")
 
 
 def _start_embedded_llm(settings: Settings) -> Any:

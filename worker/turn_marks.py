@@ -1,0 +1,353 @@
+"""Where each turn's time goes, seen from the agent, on the host's monotonic clock.
+
+The caller of a benchmark runs on the same machine, and `time.monotonic()` is one clock for every process
+there, so the worker's marks and the caller's own (its last voiced sample, its first voiced frame heard) line
+up without any clock sync. Messages go to the room as reliable data on topic `parley.marks`, JSON:
+
+- `{"kind": "user", "mark": "vad_end"|"end_of_turn"|"stt_final", "t": …}` as they happen;
+- `{"kind": "speech", "speech_id", "source": "reply"|"say", "marks": {…}, "text", "words", "spoken_s",
+  "interrupted", "pieces"}` when a speech ends. Reply marks: `llm_first_token`, `tts_text` (first text handed
+  to the TTS), `tts_first_audio`, `published_first` (first frame handed to the room's audio output),
+  `published_first_voiced` (the first above −50 dBFS) and `answer_published`: the first voiced frame of the
+  reply's first piece that is the whole reply or holds ≥ 3 words (so a one-word opener is not the answer).
+
+Which speech produced a frame is read from LiveKit's speech context, not guessed from time windows: a cached
+filler or greeting is a `say` speech, an answer a `reply`. With `PARLEY_PROMETHEUS_PORT` set the same stages
+are exported as histograms (`parley_turn_stage_seconds{stage, pipeline}`, seconds after the end-of-turn
+decision; `end_of_turn` itself after the VAD's end of speech).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from livekit import rtc
+
+log = logging.getLogger("parley.turn_marks")
+
+MARKS_TOPIC = "parley.marks"
+VOICED_DBFS = -50.0
+ANSWER_MIN_WORDS = 3
+REPLY_STAGES = (
+    "llm_first_token",
+    "tts_text",
+    "tts_first_audio",
+    "published_first_voiced",
+    "answer_published",
+)
+
+
+def frame_voiced(data: Any, threshold_dbfs: float = VOICED_DBFS) -> bool:
+    """Any sample above the threshold (amplitude), the same −50 dBFS rule the caller uses."""
+    pcm = np.frombuffer(data, dtype=np.int16)
+    return bool(pcm.size) and int(np.abs(pcm.astype(np.int32)).max()) > 32768 * 10 ** (threshold_dbfs / 20)
+
+
+def answer_offset_s(pieces: list[tuple[str, float]]) -> float:
+    """Seconds into a reply's audio where the answer starts: the first piece that holds ≥ 3 words (or the
+    last piece, when none does: then the whole reply is short); 0 without piece information."""
+    offset = 0.0
+    for i, (text, seconds) in enumerate(pieces):
+        if len(text.split()) >= ANSWER_MIN_WORDS or i == len(pieces) - 1:
+            return offset if len(text.split()) >= ANSWER_MIN_WORDS else 0.0
+        offset += seconds
+    return 0.0
+
+
+@dataclass
+class SpeechMarks:
+    """One speech (a reply, or a `say`: greeting, filler, hold line) and what happened to it."""
+
+    speech_id: str
+    source: str  # "reply" | "say"
+    marks: dict[str, float] = field(default_factory=dict)
+    text: str = ""
+    pieces: list[tuple[str, float]] = field(default_factory=list)  # (text, seconds) per synthesised piece
+    frames: list[tuple[float, float, bool]] = field(default_factory=list)  # (t, offset s, voiced) handed out
+    published_s: float = 0.0
+    voiced_s: float = 0.0
+    interrupted: bool = False
+
+    def mark_once(self, kind: str, t: float) -> None:
+        self.marks.setdefault(kind, t)
+
+    def published(self, t: float, frame: rtc.AudioFrame) -> None:
+        voiced = frame_voiced(frame.data)
+        self.mark_once("published_first", t)
+        if voiced:
+            self.mark_once("published_first_voiced", t)
+        self.frames.append((t, self.published_s, voiced))
+        seconds = frame.samples_per_channel / frame.sample_rate
+        self.published_s += seconds
+        self.voiced_s += seconds if voiced else 0.0
+
+    def finish(self) -> None:
+        """Place the answer mark once the reply's pieces are all known."""
+        if self.source != "reply":
+            return
+        start = answer_offset_s(self.pieces)
+        for t, offset, voiced in self.frames:
+            if voiced and offset + 1e-6 >= start:
+                self.marks["answer_published"] = t
+                break
+
+    def message(self) -> dict[str, Any]:
+        words = len(self.text.split())
+        return {
+            "kind": "speech",
+            "speech_id": self.speech_id,
+            "source": self.source,
+            "marks": self.marks,
+            "text": self.text,
+            "words": words,
+            "spoken_s": round(self.voiced_s, 3),
+            "interrupted": self.interrupted,
+            "pieces": [[p, round(s, 3)] for p, s in self.pieces],
+        }
+
+
+class StageHistograms:
+    """Prometheus histograms of the agent-side stages (one label set per pipeline)."""
+
+    def __init__(self, pipeline: str) -> None:
+        from prometheus_client import REGISTRY, Histogram
+
+        name = "parley_turn_stage_seconds"
+        existing = REGISTRY._names_to_collectors.get(name)  # one per process, however many calls
+        self.hist: Any = existing or Histogram(
+            name,
+            "Agent-side turn stages: seconds after the end-of-turn decision (end_of_turn: after VAD end)",
+            ["stage", "pipeline"],
+            buckets=(0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.65, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0),
+        )
+        self.pipeline = pipeline
+
+    def observe(self, stage: str, seconds: float) -> None:
+        if seconds >= 0:
+            self.hist.labels(stage=stage, pipeline=self.pipeline).observe(seconds)
+
+
+def _speech_in_context() -> Any:
+    try:
+        from livekit.agents.voice.agent_activity import _SpeechHandleContextVar
+    except ImportError:  # pragma: no cover - a later livekit moved it
+        return None
+    return _SpeechHandleContextVar.get(None)
+
+
+async def _as_aiter(obj: Any) -> AsyncIterator[Any]:
+    if inspect.isawaitable(obj):
+        obj = await obj
+    if obj is None:
+        return
+    if isinstance(obj, str | rtc.AudioFrame) or not hasattr(obj, "__aiter__"):
+        yield obj
+        return
+    async for x in obj:
+        yield x
+
+
+class TurnMarks:
+    """One per call: attach to the session and agent before `session.start`, then `attach_output` after."""
+
+    def __init__(
+        self,
+        send: Callable[[dict[str, Any]], None],
+        histograms: StageHistograms | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._send = send
+        self._hist = histograms
+        self._clock = clock
+        self._session: Any = None
+        self.speeches: dict[str, SpeechMarks] = {}
+        self._last_vad_end: float | None = None
+        self._last_eot: float | None = None
+
+    # --- wiring ---------------------------------------------------------------------------------------
+
+    def attach(self, session: Any, agent: Any, tts_model: Any = None) -> None:
+        self._session = session
+        session.on("user_state_changed", self._on_user_state)
+        session.on("user_input_transcribed", self._on_transcript)
+        session.on("metrics_collected", self._on_metrics)
+        session.on("speech_created", self._on_speech_created)
+        self._wrap_agent(agent)
+        if tts_model is not None:
+            tap_tts_pieces(tts_model, self._on_piece)
+
+    def attach_output(self, session: Any) -> None:
+        """Stamp every frame handed to the session's audio output (after `session.start`, which builds it)."""
+        out = session.output.audio
+        if out is None:
+            log.warning("no audio output to mark")
+            return
+        orig = out.capture_frame
+
+        async def capture_frame(frame: rtc.AudioFrame) -> None:
+            speech = self._current()
+            if speech is not None:
+                speech.published(self._clock(), frame)
+            await orig(frame)
+
+        out.capture_frame = capture_frame
+
+    # --- user side ----------------------------------------------------------------------------------
+
+    def _user(self, mark: str) -> float:
+        t = self._clock()
+        self._send({"kind": "user", "mark": mark, "t": t})
+        return t
+
+    def _on_user_state(self, ev: Any) -> None:
+        if ev.old_state == "speaking" and ev.new_state != "speaking":
+            self._last_vad_end = self._user("vad_end")
+
+    def _on_transcript(self, ev: Any) -> None:
+        if getattr(ev, "is_final", False):
+            self._user("stt_final")
+
+    def _on_metrics(self, ev: Any) -> None:
+        from livekit.agents.metrics import EOUMetrics
+
+        if isinstance(ev.metrics, EOUMetrics):
+            self._last_eot = self._user("end_of_turn")
+            if self._hist and self._last_vad_end is not None:
+                self._hist.observe("end_of_turn", self._last_eot - self._last_vad_end)
+
+    # --- speeches -----------------------------------------------------------------------------------
+
+    def _on_speech_created(self, ev: Any) -> None:
+        handle = ev.speech_handle
+        source = "reply" if ev.source == "generate_reply" else "say"
+        sm = self.speeches.setdefault(handle.id, SpeechMarks(handle.id, source))
+        sm.source = source
+        handle.add_done_callback(lambda h: self._on_speech_done(h))
+
+    def _speech(self) -> SpeechMarks | None:
+        handle = _speech_in_context()
+        if handle is None:
+            return None
+        return self.speeches.setdefault(handle.id, SpeechMarks(handle.id, "reply"))
+
+    def _current(self) -> SpeechMarks | None:
+        found = self._speech()
+        if found is None and self._session is not None:
+            handle = self._session.current_speech
+            if handle is not None:
+                found = self.speeches.setdefault(handle.id, SpeechMarks(handle.id, "say"))
+        return found
+
+    def _on_piece(self, text: str, seconds: float) -> None:
+        speech = self._speech()
+        if speech is not None:
+            speech.pieces.append((text, seconds))
+
+    def _on_speech_done(self, handle: Any) -> None:
+        sm = self.speeches.pop(handle.id, None)
+        if sm is None:
+            return
+        sm.interrupted = bool(getattr(handle, "interrupted", False))
+        sm.finish()
+        if sm.source == "reply" and self._hist and self._last_eot is not None:
+            for stage in REPLY_STAGES:
+                t = sm.marks.get(stage)
+                if t is not None:
+                    self._hist.observe(stage, t - self._last_eot)
+        self._send(sm.message())
+
+    def _wrap_agent(self, agent: Any) -> None:
+        """Stamp the first LLM token and the first text/audio of the TTS for the speech they belong to."""
+        cls = type(agent)
+        orig_llm, orig_tts = cls.llm_node, cls.tts_node
+        marks = self
+
+        async def llm_node(self: Any, chat_ctx: Any, tools: Any, model_settings: Any) -> AsyncIterator[Any]:
+            speech = marks._speech()
+            async for chunk in _as_aiter(orig_llm(self, chat_ctx, tools, model_settings)):
+                text = (
+                    chunk if isinstance(chunk, str) else getattr(getattr(chunk, "delta", None), "content", "")
+                )
+                if text and speech is not None:
+                    speech.mark_once("llm_first_token", marks._clock())
+                yield chunk
+
+        async def tts_node(self: Any, text: AsyncIterable[str], model_settings: Any) -> AsyncIterator[Any]:
+            speech = marks._speech()
+
+            async def tap() -> AsyncIterator[str]:
+                async for t in text:
+                    if speech is not None:
+                        if t.strip():
+                            speech.mark_once("tts_text", marks._clock())
+                        speech.text += t
+                    yield t
+
+            async for frame in _as_aiter(orig_tts(self, tap(), model_settings)):
+                if speech is not None:
+                    speech.mark_once("tts_first_audio", marks._clock())
+                yield frame
+
+        agent.llm_node = llm_node.__get__(agent)
+        agent.tts_node = tts_node.__get__(agent)
+
+
+def tap_tts_pieces(tts_model: Any, on_piece: Callable[[str, float], None]) -> bool:
+    """Hear (text, seconds) of each synthesised piece: the stock TTS has listeners for it; the CPU voice's
+    `synth_piece` is wrapped once per process. False when the TTS tells nothing (replies then count whole)."""
+    listeners = getattr(tts_model, "piece_listeners", None)
+    if isinstance(listeners, list) and "synth_piece" not in dir(tts_model):
+        listeners.append(on_piece)
+        return True
+    synth = getattr(tts_model, "synth_piece", None)
+    if synth is None:
+        return False
+    taps: list[Callable[[str, float], None]] | None = getattr(tts_model, "_parley_piece_taps", None)
+    if taps is None:
+        taps = []
+        rate = int(getattr(tts_model, "sample_rate", 24_000))
+
+        async def synth_piece(text: str) -> bytes:
+            pcm: bytes = await synth(text)
+            for tap in list(taps or ()):
+                tap(text, len(pcm) / 2 / rate)
+            return pcm
+
+        tts_model.synth_piece = synth_piece
+        tts_model._parley_piece_taps = taps
+    taps.clear()  # one call per job process at a time: the newest call's marks listen
+    taps.append(on_piece)
+    return True
+
+
+class RoomMarksSender:
+    """Sends marks to the room as reliable data (fire and forget; a closed room drops them)."""
+
+    def __init__(self, room: rtc.Room, topic: str = MARKS_TOPIC) -> None:
+        self._room = room
+        self._topic = topic
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __call__(self, message: dict[str, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(json.dumps(message).encode()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, data: bytes) -> None:
+        if not self._room.isconnected():
+            return
+        try:
+            await self._room.local_participant.publish_data(data, reliable=True, topic=self._topic)
+        except Exception as err:
+            log.warning("could not publish turn marks: %s", err)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
