@@ -166,6 +166,19 @@ def room_reason() -> str | None:
     return room_unavailable_reason()
 
 
+def use_room(livekit: str | None) -> bool:
+    """--livekit on: the room or a one-line error; auto: the room when it works, else offline (one line)."""
+    if not livekit:
+        return False
+    why = room_reason()
+    if why is None:
+        return True
+    if livekit == "on":
+        raise SystemExit(f"error: no local LiveKit room: {why}")
+    print(f"no local LiveKit room ({why}); running the call offline instead", flush=True)
+    return False
+
+
 def run_room(
     calls: dict[str, list[TurnPlan]], pipelines: list[str], runs: int, out: Path, on_run: Any = None
 ) -> list[RunRecord]:
@@ -256,21 +269,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     calls = load_calls(args, out)
     single = len(pipelines) == 1 and args.runs == 1 and len(calls) == 1
     on_run = _printer(args, out, single)
-    livekit = False
     t = time.monotonic()
-    if args.livekit:
-        why = room_reason()
-        if why is None:
-            print(
-                f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) =="
-            )
-            runs = run_room(calls, pipelines, args.runs, out, on_run)
-            livekit = True
-        elif args.livekit == "on":
-            raise SystemExit(f"error: no local LiveKit room: {why}")
-        else:
-            print(f"no local LiveKit room ({why}); running the call offline instead", flush=True)
-    if not livekit:
+    livekit = use_room(args.livekit)
+    if livekit:
+        print(f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) ==")
+        runs = run_room(calls, pipelines, args.runs, out, on_run)
+    else:
         runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run))
     print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio, timelines and waterfalls in {out})")
     if single:

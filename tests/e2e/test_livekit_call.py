@@ -3,7 +3,6 @@ the record's trip between processes, the stack's loopback config, and the CLI's 
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 from pathlib import Path
 
@@ -160,27 +159,77 @@ def test_no_room_falls_back_with_one_line(
     monkeypatch.setattr(livekit_call, "livekit_server_problem", lambda: "livekit-server not installed: run x")
     res, why = livekit_call.try_room_call([], livekit_call.LiveKitCallOptions(out_dir=Path("unused")))
     assert res is None and why == "livekit-server not installed: run x"
-    args = argparse.Namespace(livekit="auto", demo=True, show_text=False)
-    assert call._room_call(args, [], Path("unused")) is None
+    assert call.use_room("auto") is False
     out = capsys.readouterr()
     assert out.out.strip().splitlines() == [
         "no local LiveKit room (livekit-server not installed: run x); running the call offline instead"
     ]
-    args.livekit = "on"
-    assert call._room_call(args, [], Path("unused")) is None
-    assert capsys.readouterr().err.startswith("error: no local LiveKit room: livekit-server not installed")
+    with pytest.raises(SystemExit) as exc:
+        call.use_room("on")
+    assert str(exc.value).startswith("error: no local LiveKit room: livekit-server not installed")
+    assert call.use_room(None) is False
 
 
-def test_stock_through_a_room_is_refused_in_one_line() -> None:
+def test_bad_pipeline_or_empty_call_is_refused_in_one_line(tmp_path: Path) -> None:
+    base = [str(PYTHON), "-m", "benchmarks.call", "--data", str(tmp_path)]
     res = subprocess.run(
-        [str(PYTHON), "-m", "benchmarks.call", "--data", ".", "--pipeline", "stock", "--livekit"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
+        [*base, "--pipeline", "parley,bogus"], capture_output=True, text=True, cwd=REPO, timeout=120
     )
     assert res.returncode == 2
-    assert res.stderr.strip() == "error: --livekit runs the parley pipeline only (run stock and both offline)"
+    assert res.stderr.strip() == "error: unknown pipeline 'bogus'; choose from parley, stock-tuned, stock"
+    res = subprocess.run(
+        [*base, "--pipeline", "stock-tuned"], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert res.returncode == 2 and res.stderr.strip() == f"error: no *.wav turns in {tmp_path}"
+
+
+def marked_record(opener: bool) -> RoomCallRecord:
+    """record() plus the worker's marks: the filler 'Sure.' is a `say` speech; the reply went out 50 ms
+    before the caller heard it. With `opener`, the reply itself starts with a one-word piece."""
+    rec = record()
+    rec.transcripts = [t for t in rec.transcripts if t.text != "Sure."]  # no filler text to go by
+    reply_marks = {"published_first": T0 + 6.15, "published_first_voiced": T0 + 6.15}
+    reply_marks["answer_published"] = T0 + (6.55 if opener else 6.15)
+    rec.marks = [
+        {"kind": "speech", "source": "say", "marks": {"published_first": T0 + 0.45}},
+        {"kind": "user", "mark": "vad_end", "t": T0 + 5.2},
+        {"kind": "user", "mark": "end_of_turn", "t": T0 + 5.25},
+        {"kind": "speech", "source": "say", "marks": {"published_first": T0 + 5.35}},
+        {
+            "kind": "speech",
+            "source": "reply",
+            "marks": reply_marks,
+            "text": "When would you like to come?",
+            "words": 6,
+            "spoken_s": 1.8,
+        },
+    ]
+    if opener:  # the answer's audio: a pause after the opener, then the rest from 6.6 s
+        rec.agent = track_with(
+            24000,
+            [(T0 + 0.5, T0 + 2), (T0 + 5.4, T0 + 5.8), (T0 + 6.2, T0 + 6.4), (T0 + 6.6, T0 + 8)],
+            T0 + 16,
+        )
+    return rec
+
+
+def test_answer_is_found_by_the_speech_that_made_it_not_by_filler_text() -> None:
+    res = to_call_result(marked_record(opener=False), set())  # no filler texts at all
+    c1 = res.turns[0]
+    assert c1.first_audible_ms == pytest.approx(400, abs=11)  # the filler is heard first
+    assert c1.v2v_ms == pytest.approx(1200, abs=11)  # the reply speech's first voiced audio
+    assert c1.marks["vad_end"] == pytest.approx(200, abs=1)
+    assert c1.marks["end_of_turn"] == pytest.approx(250, abs=1) and c1.endpoint_ms == pytest.approx(
+        250, abs=1
+    )
+    assert c1.marks["caller_first_voiced"] == pytest.approx(1200, abs=11)
+    assert (c1.reply_words, c1.spoken_s, c1.problem) == (6, 1.8, "")
+
+
+def test_a_one_word_opener_is_not_the_answer() -> None:
+    res = to_call_result(marked_record(opener=True), set())
+    assert res.turns[0].v2v_ms == pytest.approx(1600, abs=11)
+    assert res.turns[0].marks["published_first_voiced"] == pytest.approx(1150, abs=1)
 
 
 def test_caller_refuses_a_missing_turn_file_in_one_line(tmp_path: Path) -> None:

@@ -1,0 +1,217 @@
+"""The room benchmark's measurement on synthetic tracks: −50 dBFS marks, the answer found by source (a
+filler or a one-word opener is not the answer), medians with bootstrap intervals and the ratios, the turn
+plan, reply judging, and the pinned stock-tuned settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from livekit import rtc
+
+from benchmarks.audio_io import Track, first_voiced_sample, voiced_seconds
+from benchmarks.call_plan import PlanError, load_plan, median_ci, ratio_ci, reply_problem, rotated
+from benchmarks.harness import CallResult, TurnResult
+from benchmarks.livekit_call import last_voiced_index
+from benchmarks.report import pipelines_json, waterfall_png
+from worker.turn_marks import SpeechMarks, TurnMarks, answer_offset_s, frame_voiced, tap_tts_pieces
+
+RATE = 24_000
+
+
+def level(dbfs: float, seconds: float, rate: int = RATE) -> np.ndarray:
+    """A 220 Hz tone whose RMS is `dbfs`."""
+    t = np.arange(int(seconds * rate)) / rate
+    amp = 10 ** (dbfs / 20) * np.sqrt(2) * 32768
+    return (amp * np.sin(2 * np.pi * 220 * t)).astype(np.int16)
+
+
+def frame(pcm: np.ndarray) -> rtc.AudioFrame:
+    return rtc.AudioFrame(pcm.tobytes(), RATE, 1, len(pcm))
+
+
+def test_the_minus_50_dbfs_rule_at_both_ends() -> None:
+    speech = np.concatenate([level(-20, 0.5, 16000), level(-60, 0.3, 16000)])  # -60 dB hiss after it
+    assert last_voiced_index(speech, 16000) == pytest.approx(8000 - 1, abs=160)
+    assert last_voiced_index(level(-60, 0.5, 16000), 16000) == -1
+    quiet_then_loud = np.concatenate([level(-55, 0.1), level(-45, 0.1)])
+    assert first_voiced_sample(quiet_then_loud, RATE) == pytest.approx(2400, abs=240)
+    assert not frame_voiced(level(-55, 0.02).tobytes()) and frame_voiced(level(-45, 0.02).tobytes())
+    track = Track(RATE, [(10.0, level(-30, 0.5)), (10.5, level(-70, 0.5)), (11.0, level(-30, 0.25))])
+    assert voiced_seconds(track, 10.0, 12.0) == pytest.approx(0.75, abs=0.02)
+
+
+def test_answer_offset_skips_a_short_opener_unless_it_is_the_whole_reply() -> None:
+    assert answer_offset_s([("Sure.", 0.4), ("The shop opens at nine.", 1.5)]) == pytest.approx(0.4)
+    assert answer_offset_s([("Yes.", 0.3)]) == 0.0  # the whole reply
+    assert answer_offset_s([("Okay.", 0.3), ("Fine.", 0.3)]) == 0.0  # no piece holds 3 words: all short
+    assert answer_offset_s([("We open at nine.", 1.0), ("Sure.", 0.3)]) == 0.0
+    assert answer_offset_s([]) == 0.0
+
+
+def test_speech_marks_place_the_answer_on_the_first_voiced_frame_of_its_piece() -> None:
+    sm = SpeechMarks("SH_1", "reply", pieces=[("Sure.", 0.1), ("We open at nine tomorrow.", 0.2)])
+    frames = [level(-80, 0.02), *[level(-30, 0.02)] * 4, level(-80, 0.02), *[level(-30, 0.02)] * 9]
+    for i, pcm in enumerate(frames):
+        sm.published(100.0 + i * 0.02, frame(pcm))
+    sm.finish()
+    assert sm.marks["published_first"] == pytest.approx(100.0)
+    assert sm.marks["published_first_voiced"] == pytest.approx(100.02)
+    assert sm.marks["answer_published"] == pytest.approx(100.12)  # the 2nd piece starts 0.1 s in
+    msg = sm.message()
+    assert msg["source"] == "reply" and msg["spoken_s"] == pytest.approx(0.26, abs=1e-6)
+    filler = SpeechMarks("SH_2", "say")
+    filler.published(5.0, frame(level(-30, 0.02)))
+    filler.finish()
+    assert "answer_published" not in filler.marks  # a say speech is never an answer
+
+
+def test_piece_taps_hear_the_cpu_voice_and_the_stock_tts() -> None:
+    class CpuLike:
+        sample_rate = RATE
+
+        async def synth_piece(self, text: str) -> bytes:
+            return b"\0\0" * (RATE // 2)  # 0.5 s
+
+    heard: list[tuple[str, float]] = []
+    voice = CpuLike()
+    assert tap_tts_pieces(voice, lambda t, s: heard.append((t, s)))
+    assert tap_tts_pieces(voice, lambda t, s: heard.append(("again:" + t, s)))  # a later call replaces it
+    import asyncio
+
+    asyncio.run(voice.synth_piece("Hello there."))
+    assert heard == [("again:Hello there.", pytest.approx(0.5))]
+
+    class StockLike:
+        def __init__(self) -> None:
+            self.piece_listeners: list[object] = []
+
+    stock = StockLike()
+    assert tap_tts_pieces(stock, lambda t, s: None) and len(stock.piece_listeners) == 1
+    assert not tap_tts_pieces(object(), lambda t, s: None)
+
+
+def test_user_marks_are_sent_on_one_clock() -> None:
+    sent: list[dict[str, object]] = []
+    marks = TurnMarks(sent.append, clock=lambda: 42.0)
+
+    class Ev:
+        old_state, new_state, is_final = "speaking", "listening", True
+
+    marks._on_user_state(Ev())
+    marks._on_transcript(Ev())
+    assert sent == [
+        {"kind": "user", "mark": "vad_end", "t": 42.0},
+        {"kind": "user", "mark": "stt_final", "t": 42.0},
+    ]
+
+
+def test_median_interval_and_ratio() -> None:
+    rng = np.random.default_rng(1)
+    fast = list(rng.normal(600, 50, 60))
+    slow = list(rng.normal(1500, 100, 60))
+    lo, hi = median_ci(fast)  # type: ignore[misc]
+    assert lo < float(np.median(fast)) < hi and hi - lo < 60
+    wide = median_ci(fast[:6])
+    assert wide is not None and wide[1] - wide[0] > hi - lo  # fewer turns, wider interval
+    rlo, rhi = ratio_ci(fast, slow)  # type: ignore[misc]
+    assert rlo < float(np.median(fast) / np.median(slow)) < rhi and 0.3 < rlo < rhi < 0.5
+    assert median_ci([]) is None and ratio_ci([1.0], []) is None
+    assert rotated(["a", "b", "c"], 0) == ["a", "b", "c"] and rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
+
+
+def fake_result(pipeline: str, v2v: list[float], problem: str = "") -> CallResult:
+    turns = []
+    for i, v in enumerate(v2v):
+        tr = TurnResult(file=f"t{i}.wav", speech_start=0.0, speech_end=1.0, v2v_ms=v, first_audible_ms=v)
+        tr.reply_words, tr.spoken_s, tr.reply_text = 5, 1.5, "We open at nine."
+        tr.marks = {"end_of_turn": v / 3, "caller_first_voiced": v}
+        turns.append(tr)
+    if problem:
+        turns[0].problem, turns[0].reply_text = problem, "Sorry, something went wrong."
+    return CallResult(pipeline, 0.0, 500.0, turns, [], None, None)  # type: ignore[arg-type]
+
+
+def test_pipelines_report_keeps_the_contract_keys(tmp_path: Path) -> None:
+    runs = [
+        ("parley", "fixture", 0, fake_result("parley", [500, 600, 700], problem="apology")),
+        ("stock", "fixture", 0, fake_result("stock", [1500, 1600, 1700])),
+        ("stock-tuned", "fixture", 0, fake_result("stock-tuned", [1000, 1200, 1400])),
+    ]
+    rep = pipelines_json(runs, ["parley", "stock-tuned", "stock"], 1, livekit=True)
+    assert rep["runs"] == 1 and rep["livekit"] is True
+    p = rep["pipelines"]["parley"]
+    for key in (
+        "v2v_ms",
+        "v2v_ci95_ms",
+        "first_audible_ms",
+        "greeting_first_audio_ms",
+        "errors",
+        "reply_words",
+    ):
+        assert key in p
+    assert p["v2v_ms"]["p50"] == 600 and p["apologies"] == 1 and len(p["errors"]) == 1
+    assert rep["ratio_v2v_p50"] == {"stock-tuned": 0.5, "stock": pytest.approx(0.375)}
+    assert p["turns"][0]["marks"]["caller_first_voiced"] == 500
+    json.dumps(rep)
+    waterfall_png("parley", p["turns"], tmp_path / "w.png")
+    assert (tmp_path / "w.png").stat().st_size > 5_000
+
+
+def test_turn_plan_from_turns_json(tmp_path: Path) -> None:
+    for name in ("01-a.wav", "02-b.wav"):
+        sf.write(str(tmp_path / name), np.zeros(1600, np.int16), 16000)
+    assert [t.path.name for t in load_plan(tmp_path)] == ["01-a.wav", "02-b.wav"]  # no turns.json: name order
+    spec = [
+        {"file": "02-b.wav", "text": "b", "start": "after_reply", "delay_ms": 300},
+        {"file": "01-a.wav", "text": "a", "start": "during_reply", "delay_ms": 800, "expect": ["x"]},
+    ]
+    (tmp_path / "turns.json").write_text(json.dumps(spec))
+    plan = load_plan(tmp_path)
+    assert [(t.path.name, t.start, t.delay_ms) for t in plan] == [
+        ("02-b.wav", "after_reply", 300.0),
+        ("01-a.wav", "during_reply", 800.0),
+    ]
+    spec[0]["start"] = "whenever"
+    (tmp_path / "turns.json").write_text(json.dumps(spec))
+    with pytest.raises(PlanError, match="start must be after_reply or during_reply"):
+        load_plan(tmp_path)
+
+
+def test_apologies_and_repeat_requests_are_recognised() -> None:
+    lines = {"apology": {"Sorry, I had trouble with that."}, "repeat_request": {"Could you say that again?"}}
+    assert reply_problem("Sorry, I had trouble with that. Let's try again.", lines) == "apology"
+    assert reply_problem("could you say that again?", lines) == "repeat_request"
+    assert reply_problem("I'm sorry, I can't help with that.") == "apology"
+    assert reply_problem("I didn't catch that, what day?") == "repeat_request"
+    assert reply_problem("We're sorry to see the rain, but we open at nine.") == ""
+    assert reply_problem("We open at nine on Wednesday.") == ""
+
+
+def test_stock_tuned_settings_are_pinned() -> None:
+    from worker.stock_pipeline import STOCK, STOCK_TUNED, stock_options, turn_handling
+
+    assert (STOCK_TUNED.vad_min_silence_s, STOCK_TUNED.min_endpointing_delay_s) == (0.2, 0.2)
+    assert STOCK_TUNED.whisper_beam_size == 1
+    assert STOCK_TUNED.trim_leading_silence and STOCK_TUNED.prewarm_tts and STOCK_TUNED.premade_greeting
+    assert turn_handling(STOCK_TUNED)["endpointing"] == {"min_delay": 0.2}
+    # stock keeps every library default (Silero 0.55 s, endpointing 0.5 s, beam 5, greeting synthesised)
+    assert STOCK.vad_min_silence_s is None and STOCK.min_endpointing_delay_s is None
+    assert STOCK.whisper_beam_size == 5 and not (STOCK.trim_leading_silence or STOCK.prewarm_tts)
+    assert "endpointing" not in turn_handling(STOCK)
+    assert turn_handling(STOCK)["turn_detection"] == "vad"  # never LiveKit Cloud
+    assert stock_options("stock-tuned") is STOCK_TUNED
+    with pytest.raises(ValueError, match="not a stock pipeline"):
+        stock_options("parley")
+
+
+def test_leading_silence_trim_keeps_the_speech() -> None:
+    from worker.stock_pipeline import trim_leading
+
+    audio = np.concatenate([np.zeros(7200, np.float32), np.full(2400, 0.2, np.float32)])
+    out = trim_leading(audio)
+    assert len(out) == pytest.approx(2400 + 480, abs=240)  # 0.3 s of silence gone, a 20 ms pad kept
+    assert np.allclose(out[-2400:], 0.2)
