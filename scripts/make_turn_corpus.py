@@ -73,12 +73,24 @@ class Template:
 
     @property
     def clause(self) -> str:
-        """What the words before the pause are: an unfinished clause/sequence, or a complete clause."""
-        return "" if self.kind == "done" else ("complete" if self.case in COMPLETE_CASES else "open")
+        """What the words before the pause are, for the issue's targets: "open" (after a function word, a
+        filler, a digit group, a spelled letter, a list item), "content" (after a content word inside an
+        unfinished clause), "stall" (a thinking pause after "let me think"...), "complete" (a complete
+        clause; only prosody says more is coming)."""
+        return CLAUSES.get(self.case, "")
 
 
 DONE_CASES = ("statement", "question", "short_answer", "backchannel")
-COMPLETE_CASES = ("complete_clause", "thinking")
+CLAUSES = {
+    "function_word": "open",
+    "filler": "open",
+    "digits": "open",
+    "spelled": "open",
+    "list": "open",
+    "content_word": "content",
+    "thinking": "stall",
+    "complete_clause": "complete",
+}
 
 # fmt: off
 TEMPLATES: dict[str, list[str]] = {
