@@ -120,7 +120,11 @@ async def run_one(
 
 
 async def run_offline(
-    calls: dict[str, list[TurnPlan]], pipelines: list[str], runs: int, on_run: Any = None
+    calls: dict[str, list[TurnPlan]],
+    pipelines: list[str],
+    runs: int,
+    on_run: Any = None,
+    first_round: int = 0,
 ) -> list[RunRecord]:
     settings = load_settings()
     llm_server = None
@@ -141,7 +145,7 @@ async def run_offline(
     builder = OfflineBuilder(settings, llm_url)
     out: list[RunRecord] = []
     try:
-        for r in range(runs):
+        for r in range(first_round, first_round + runs):
             for name in rotated(pipelines, r):
                 for call, plan in calls.items():
                     session, agent, stt_model = builder.build(name)
@@ -180,7 +184,12 @@ def use_room(livekit: str | None) -> bool:
 
 
 def run_room(
-    calls: dict[str, list[TurnPlan]], pipelines: list[str], runs: int, out: Path, on_run: Any = None
+    calls: dict[str, list[TurnPlan]],
+    pipelines: list[str],
+    runs: int,
+    out: Path,
+    on_run: Any = None,
+    first_round: int = 0,
 ) -> list[RunRecord]:
     from .livekit_call import LiveKitCallOptions, RoomRun, run_room_benchmark
 
@@ -191,7 +200,7 @@ def run_room(
         if on_run:
             on_run((run.pipeline, run.call, run.round, run.result))
 
-    done = run_room_benchmark(calls, pipelines, runs, opts, on_run=each)
+    done = run_room_benchmark(calls, pipelines, runs, opts, on_run=each, first_round=first_round)
     return [(r.pipeline, r.call, r.round, r.result) for r in done]
 
 
@@ -213,7 +222,7 @@ def _printer(args: argparse.Namespace, out: Path, single: bool) -> Any:
             print(conversation_text(res, show_text=args.demo or args.show_text))
             print(latency_table(res))
         j = call_json(res)
-        if r == 0:  # audio and a timeline of the first round; later rounds only in the JSON
+        if r == args.round_start:  # audio and a timeline of the first round; later ones only in the JSON
             _write_call_files(res, out / f"round{r}" / f"{name}-{call}")
         print(
             f"round {r} {name:<11} {call}: v2v p50 {j['v2v_ms']['p50']} ms, p95 {j['v2v_ms']['p95']} ms, "
@@ -260,27 +269,47 @@ def load_calls(args: argparse.Namespace, out: Path) -> dict[str, list[TurnPlan]]
     return calls
 
 
+def merge(args: argparse.Namespace) -> dict[str, Any]:
+    """Reports of rounds run one invocation at a time (`--round-start`), as one report and waterfalls."""
+    from .report import merge_reports
+
+    report = merge_reports([json.loads(Path(f).read_text()) for f in args.merge])
+    _waterfalls(report, Path(args.out))
+    print(pipelines_table(report))
+    _write_json(args, report)
+    return report
+
+
+def _waterfalls(report: dict[str, Any], out: Path) -> None:
+    for name, r in report["pipelines"].items():
+        png = out / f"waterfall-{name}.png"
+        waterfall_png(name, r["turns"], png)
+        r["waterfall"] = str(png)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.merge:
+        return merge(args)
     pipelines = parse_pipelines(args.pipeline)
     out = Path(args.out)
     if args.agent:
         os.environ["PARLEY_AGENT"] = str(Path(args.agent).resolve())
     load_settings()  # a bad setting is one line here, not a worker that never registers
     calls = load_calls(args, out)
-    single = len(pipelines) == 1 and args.runs == 1 and len(calls) == 1
+    single = len(pipelines) == 1 and args.runs == 1 and len(calls) == 1 and not args.round_start
     on_run = _printer(args, out, single)
     t = time.monotonic()
     livekit = use_room(args.livekit)
     if livekit:
         print(f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) ==")
-        runs = run_room(calls, pipelines, args.runs, out, on_run)
+        runs = run_room(calls, pipelines, args.runs, out, on_run, args.round_start)
     else:
-        runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run))
+        runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run, args.round_start))
     print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio, timelines and waterfalls in {out})")
     if single:
         name, call, _, res = runs[0]
         report = call_json(res)
-        folder = out / "round0" / f"{name}-{call}"
+        folder = out / f"round{args.round_start}" / f"{name}-{call}"
         report["files"] = {
             "wav": str(folder / f"call-{name}.wav"),
             "timeline": str(folder / f"timeline-{name}.png"),
@@ -290,10 +319,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             report["transport"] = "livekit-room"
     else:
         report = pipelines_json(runs, pipelines, args.runs, livekit)
-        for name in pipelines:
-            png = out / f"waterfall-{name}.png"
-            waterfall_png(name, report["pipelines"][name]["turns"], png)
-            report["pipelines"][name]["waterfall"] = str(png)
+        _waterfalls(report, out)
         if pipelines == ["parley", "stock"] and args.pipeline == "both":  # the old `both` keys stay
             report["parley"] = report["pipelines"]["parley"]
             report["stock"] = report["pipelines"]["stock"]
@@ -319,6 +345,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", action="append", help="a call: folder of turns (*.wav 16 kHz, or turns.json)")
     ap.add_argument("--pipeline", default="parley", help="parley,stock-tuned,stock (any subset) or both")
     ap.add_argument("--runs", type=int, default=1, help="rounds; each calls every pipeline, order rotated")
+    ap.add_argument(
+        "--round-start", type=int, default=0, help="number of the first round (sets the rotation)"
+    )
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge reports of earlier invocations")
     ap.add_argument("--agent", help="an agent file (sets PARLEY_AGENT for the worker / offline session)")
     ap.add_argument("--script", help="a call script: rendered into OUT/caller/ and played as one more call")
     ap.add_argument("--json", help="write the results here")

@@ -164,23 +164,56 @@ def pipelines_json(
 ) -> dict[str, Any]:
     """The multi-pipeline contract: per pipeline the pooled turns of every run and call, medians with a
     bootstrap 95 % interval, and the ratios of Parley's median to each baseline's (issue 15)."""
+    raw: dict[str, dict[str, list[Any]]] = {}
+    for name in pipelines:
+        mine = [(call, r, res) for p, call, r, res in runs if p == name]
+        raw[name] = {
+            "turns": [
+                {**t.as_json(), "call": call, "run": r, "pipeline": name}
+                for call, r, res in mine
+                for t in res.turns
+            ],
+            "greetings_ms": [
+                round(res.greeting_first_audio_ms, 1)
+                for _, _, res in mine
+                if res.greeting_first_audio_ms is not None
+            ],
+            "errors": [
+                f"run {r} {call}: {e}" for call, r, res in mine for e in [*res.errors, *turn_errors(res)]
+            ],
+        }
+    return summarise(raw, pipelines, n_runs, livekit)
+
+
+def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several multi-pipeline reports (rounds run one invocation at a time) as one."""
+    pipelines = list(dict.fromkeys(n for rep in reports for n in rep["pipelines"]))
+    raw: dict[str, dict[str, list[Any]]] = {
+        n: {"turns": [], "greetings_ms": [], "errors": []} for n in pipelines
+    }
+    for rep in reports:
+        for name, r in rep["pipelines"].items():
+            for key in raw[name]:
+                raw[name][key] += r.get(key, [])
+    livekit = all(rep.get("livekit") for rep in reports)
+    n_runs = len({(t["run"]) for r in raw.values() for t in r["turns"]})
+    return summarise(raw, pipelines, n_runs, livekit)
+
+
+def summarise(
+    raw: dict[str, dict[str, list[Any]]], pipelines: list[str], n_runs: int, livekit: bool
+) -> dict[str, Any]:
     from .call_plan import median_ci, ratio_ci
 
     out: dict[str, Any] = {"pipelines": {}, "runs": n_runs, "livekit": livekit}
     v2v_by: dict[str, list[float]] = {}
     for name in pipelines:
-        mine = [(call, r, res) for p, call, r, res in runs if p == name]
-        turns = [
-            {**t.as_json(), "call": call, "run": r, "pipeline": name}
-            for call, r, res in mine
-            for t in res.turns
-        ]
+        turns, greetings, errors = raw[name]["turns"], raw[name]["greetings_ms"], raw[name]["errors"]
         v2v = [t["v2v_ms"] for t in turns if t["v2v_ms"] is not None]
         v2v_by[name] = v2v
         ci = median_ci(v2v)
-        errors = [f"run {r} {call}: {e}" for call, r, res in mine for e in [*res.errors, *turn_errors(res)]]
         by_call: dict[str, Any] = {}
-        for call in sorted({c for c, _, _ in mine}):
+        for call in sorted({t["call"] for t in turns}):
             vals = [t["v2v_ms"] for t in turns if t["call"] == call and t["v2v_ms"] is not None]
             cci = median_ci(vals)
             by_call[call] = {
@@ -188,14 +221,12 @@ def pipelines_json(
                 "v2v_ci95_ms": [round(cci[0], 1), round(cci[1], 1)] if cci else None,
                 "turns": sum(1 for t in turns if t["call"] == call),
             }
-        greetings = [
-            res.greeting_first_audio_ms for _, _, res in mine if res.greeting_first_audio_ms is not None
-        ]
         out["pipelines"][name] = {
             "v2v_ms": p50_p95(v2v),
             "v2v_ci95_ms": [round(ci[0], 1), round(ci[1], 1)] if ci else None,
             "first_audible_ms": p50_p95([t["first_audible_ms"] for t in turns]),
             "greeting_first_audio_ms": pct(greetings, 50),
+            "greetings_ms": greetings,
             "errors": errors,
             "apologies": sum(1 for t in turns if t["problem"] == "apology"),
             "repeat_requests": sum(1 for t in turns if t["problem"] == "repeat_request"),
