@@ -41,6 +41,7 @@ class LoadStats:
     samples: list[tuple[float, float, float]] = field(default_factory=list)  # (time, rss MB, cpu %)
     own_rss: list[float] = field(default_factory=list)  # the calls' process alone (MB), same sample times
     conversations: int = 0
+    apologies: int = 0
     threads: list[int] = field(default_factory=list)
     underrun_causes: list[dict[str, float | None]] = field(default_factory=list)
     marks: list[tuple[int, list[Any]]] = field(default_factory=list)  # (call, its marks), for LLM stalls
@@ -90,6 +91,9 @@ async def _caller(
         for tr in res.turns:
             if tr.error:
                 stats.errors.append(f"call{idx} {tr.file}: {tr.error}")
+            if tr.problem:  # an apology or a repeat-request is a failed turn, said politely
+                stats.apologies += 1
+                stats.errors.append(f"call{idx} {tr.file}: {tr.problem}")
             if tr.v2v_ms is not None:
                 stats.v2v.append((tr.speech_end - stats.t0, tr.v2v_ms))
         stats.underruns += res.speaker.underruns
@@ -261,6 +265,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "turns": len(v2v),
         "errors": len(stats.errors),
         "error_list": stats.errors[:50],
+        "apologies": stats.apologies,
+        "livekit": False,  # every call in this one process, models shared: no per-call process to weigh
+        "rss_mb_per_call_max": None,
+        "rss_slope_mb_per_min": _slope_mb_per_min([(t, r) for t, r, _ in stats.samples]),
         "underruns": len(stats.underruns),
         "underrun_gaps_ms": sorted(round(g * 1000) for _, g in stats.underruns)[-20:],
         "underrun_causes": stats.underrun_causes[:20],

@@ -25,6 +25,7 @@ async def test_hang_up_mid_utterance_leaves_no_streams_or_tasks(
     session.output.audio = speaker
     await session.start(agent, record=False)
     await asyncio.sleep(1.0)  # greeting plays
+    assert speaker.track.first_voiced_after(0) is not None, "the agent never greeted the caller"
     pcm = load_turn(shared_audio / "conversation" / "c1.wav")
     mic.play(pcm[: len(pcm) // 2])  # half a sentence, then the line goes dead
     await asyncio.sleep(1.5)
@@ -55,6 +56,7 @@ async def test_hang_up_while_the_agent_speaks(embedded_llm_url: str, shared_audi
         ):
             break
         await asyncio.sleep(0.05)
+    assert len(speaker.segment_starts) >= 2, "the agent never started its reply before the hang-up"
     mic.close()
     await asyncio.wait_for(session.aclose(), 10)
     await speaker.aclose()
