@@ -46,8 +46,10 @@ demo: setup phrases
 dev: setup phrases
 	@bash scripts/dev.sh
 
+BENCH_RUNS ?= 5
 bench: setup phrases
-	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline both --out out/bench --json out/bench/call.json
+	$(PY) -m benchmarks.calls reschedule --out out/calls/reschedule
+	$(PY) -m benchmarks.call --data ../shared/audio/conversation --data out/calls/reschedule --pipeline parley,stock-tuned,stock --runs $(BENCH_RUNS) --livekit auto --out out/bench --json out/bench/call.json
 
 load: setup phrases
 	$(PY) -m benchmarks.load --calls 4 --minutes 10 --json out/load/load.json --out out/load
