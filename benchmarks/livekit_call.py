@@ -88,6 +88,7 @@ class Utterance:
     samples: np.ndarray
     started: asyncio.Future[float]
     last_voiced: asyncio.Future[float]
+    queued_s: float = 0.0  # audio still in the source's queue when the last voiced frame went in
 
 
 class Microphone:
@@ -137,6 +138,7 @@ class Microphone:
                 if pos == 0 and not current.started.done():
                     current.started.set_result(sent)
                 if pos <= last_voiced < pos + self.frame and not current.last_voiced.done():
+                    current.queued_s = self.source.queued_duration
                     current.last_voiced.set_result(sent + (last_voiced - pos + 1) / self.rate)
                 pos += self.frame
                 if pos >= current.samples.size:
@@ -228,6 +230,7 @@ class SentTurn:
     last_voiced: float  # send time of the last sample above −50 dBFS
     replied: bool = True
     start_mode: str = "after_reply"
+    mic_queue_ms: float = 0.0  # how far behind real time the caller's audio source was at that sample
 
 
 @dataclass
@@ -437,7 +440,15 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
                 await after_reply(sent[-1], item.delay_ms)
             utt = mic.say(load_wav_16k(item.path))
             last = await utt.last_voiced
-            sent.append(SentTurn(item.path.name, utt.started.result(), last, start_mode=item.start))
+            sent.append(
+                SentTurn(
+                    item.path.name,
+                    utt.started.result(),
+                    last,
+                    start_mode=item.start,
+                    mic_queue_ms=round(utt.queued_s * 1000, 1),
+                )
+            )
         if sent:
             await after_reply(sent[-1], None)
         await asyncio.sleep(0.5)  # late transcripts, metrics and marks
@@ -568,6 +579,8 @@ def _turn_from_marks(
     if audible is not None:
         stamps["caller_first_audible"] = audible
     tr.marks = {k: (v - end) * 1000 for k, v in stamps.items()}
+    mic_queue = next((t.mic_queue_ms for t in record.turns if t.last_voiced == end), 0.0)
+    tr.marks["caller_mic_queue"] = mic_queue
     tr.endpoint_ms = tr.marks.get("end_of_turn")
     eot = stamps.get("end_of_turn")
     if eot is not None and "llm_first_token" in stamps:
