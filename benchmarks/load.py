@@ -320,6 +320,18 @@ def _print(report: dict[str, Any]) -> None:
         print(f"{k.ljust(w)}  {v}")
 
 
+def _room(args: argparse.Namespace) -> dict[str, Any]:
+    from .livekit_call import room_unavailable_reason
+    from .load_room import run_room_load
+
+    load_settings()  # a bad setting is one line here
+    why = room_unavailable_reason()
+    if why:
+        print(f"error: no local LiveKit room: {why}", file=sys.stderr)
+        sys.exit(2)
+    return run_room_load(args.calls, args.minutes, Path(args.data), Path(args.out))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=4)
@@ -330,17 +342,28 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json")
     ap.add_argument("--out", default="out/load")
     ap.add_argument("--log-level", default="WARNING")
+    ap.add_argument(
+        "--livekit",
+        action="store_true",
+        help="through a real local room: the worker, one job process per call (benchmarks/load_room.py)",
+    )
     args = ap.parse_args(argv)
     if args.calls < 1 or args.minutes <= 0:
         print("error: --calls must be ≥ 1 and --minutes > 0", file=sys.stderr)
         sys.exit(2)
     logging.basicConfig(level=args.log_level)
     try:
-        report = asyncio.run(main_async(args))
+        report = _room(args) if args.livekit else asyncio.run(main_async(args))
     except SettingsError as e:
         print(e, file=sys.stderr)
         sys.exit(2)
-    _print(report)
+    if args.livekit:
+        for k in ("calls", "conversations", "turns", "errors", "apologies", "underruns", "v2v_ms"):
+            print(f"{k.ljust(20)}  {report[k]}")
+        for k in ("rss_mb_per_call_max", "rss_slope_mb_per_min", "job_processes"):
+            print(f"{k.ljust(20)}  {report[k]}")
+    else:
+        _print(report)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2))

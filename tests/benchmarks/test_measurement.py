@@ -215,3 +215,18 @@ def test_leading_silence_trim_keeps_the_speech() -> None:
     out = trim_leading(audio)
     assert len(out) == pytest.approx(2400 + 480, abs=240)  # 0.3 s of silence gone, a 20 ms pad kept
     assert np.allclose(out[-2400:], 0.2)
+
+
+def test_room_load_counts_silences_inside_a_reply_as_underruns() -> None:
+    from benchmarks.load_room import reply_gaps
+
+    chunks = []
+    t = 0.0
+    for _ in range(300):  # 3 s of 10 ms frames: voiced, except a 0.5 s hole at 1.0 s and 0.1 s at 2.0 s
+        hole = 1.0 <= t < 1.5 or 2.0 <= t < 2.1
+        chunks.append((t, level(-80 if hole else -30, 0.01)))
+        t = round(t + 0.01, 6)
+    track = Track(RATE, chunks)
+    gaps = reply_gaps(track, 0.0, 3.0)
+    assert gaps == [pytest.approx(0.5, abs=0.011)]  # the 0.1 s pause between words is no underrun
+    assert reply_gaps(track, 1.6, 3.0) == []

@@ -1,0 +1,177 @@
+"""`benchmarks.load --livekit`: N concurrent scripted calls through a real local room, in production shape.
+
+One livekit-server and one Parley worker (`python worker.py start`: one job process per call, N idle
+processes prewarmed, the embedded LLM shared by the host); N caller processes each repeat the call back to
+back until the time is up. Reported like the offline load benchmark, from the callers' received tracks and
+the worker's marks: errors (apologies and repeat-requests counted), underruns after first audio (a silence of
+≥ 300 ms inside a reply as the caller heard it), v2v p50/p95/p99, and the memory of every job process over
+time (its maximum, and the slope of the largest one over the second half of the run).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from .audio_io import Track, voiced_windows
+from .call_plan import TurnPlan, load_plan
+from .harness import CallResult
+from .livekit_call import (
+    LiveKitCallOptions,
+    default_filler_texts,
+    run_caller,
+    stack_options,
+    to_call_result,
+    wait_until_quiet,
+)
+from .livekit_stack import E2EStack
+
+log = logging.getLogger("parley.bench.load_room")
+
+UNDERRUN_S = 0.3
+
+
+@dataclass
+class RoomLoad:
+    results: list[CallResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    rss: list[tuple[float, dict[int, float]]] = field(default_factory=list)  # (t, {job pid: MB})
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def reply_gaps(track: Track, start: float, end: float, min_gap_s: float = UNDERRUN_S) -> list[float]:
+    """Silences of at least `min_gap_s` between voiced audio the caller heard in [start, end)."""
+    gaps: list[float] = []
+    last_voiced: float | None = None
+    for t, pcm in track.chunks:
+        if not start <= t < end:
+            continue
+        v = voiced_windows(pcm, track.sample_rate)
+        if v.size and v.any():
+            if last_voiced is not None and t - last_voiced >= min_gap_s:
+                gaps.append(t - last_voiced)
+            last_voiced = t + len(pcm) / track.sample_rate
+    return gaps
+
+
+def underruns(res: CallResult) -> list[float]:
+    """Gaps inside each reply: from the answer the caller heard to the next turn's start."""
+    out: list[float] = []
+    for i, tr in enumerate(res.turns):
+        if tr.v2v_ms is None:
+            continue
+        start = tr.speech_end + tr.v2v_ms / 1000
+        end = res.turns[i + 1].speech_start if i + 1 < len(res.turns) else res.end
+        out += reply_gaps(res.speaker.track, start, end)
+    return out
+
+
+def _job_rss(worker_pid: int) -> dict[int, float]:
+    """RSS (MB) of the worker's job processes (multiprocessing children, not the LLM server)."""
+    found: dict[int, float] = {}
+    try:
+        children = psutil.Process(worker_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return found
+    for p in children:
+        try:
+            if "multiprocessing" in " ".join(p.cmdline()):
+                found[p.pid] = p.memory_info().rss / 1e6
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _slope(samples: list[tuple[float, float]]) -> float | None:
+    half = samples[len(samples) // 2 :]
+    if len(half) < 3:
+        return None
+    t = np.array([s[0] for s in half]) / 60
+    return round(float(np.polyfit(t, [s[1] for s in half], 1)[0]), 2)
+
+
+def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str, Any]:
+    plan: list[TurnPlan] = load_plan(data)
+    env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
+    env.update({"PARLEY_MAX_CALLS": str(max(calls, 4)), "PARLEY_NUM_IDLE_PROCESSES": str(calls)})
+    opts = LiveKitCallOptions(out_dir=out / "stack", base_env=env, call_timeout_s=600)
+    state = RoomLoad()
+    stop = threading.Event()
+    stack = E2EStack(stack_options(opts))
+    fillers = default_filler_texts()
+    with stack:
+        wait_until_quiet(stack)
+        worker_pid = next(p.popen.pid for p in stack.procs if p.name == "worker")
+        t0 = time.monotonic()
+        deadline = t0 + minutes * 60
+
+        def sample() -> None:
+            while not stop.is_set():
+                state.rss.append((time.monotonic() - t0, _job_rss(worker_pid)))
+                stop.wait(2.0)
+
+        def caller(i: int) -> None:
+            time.sleep(i * 2.5)  # staggered arrivals
+            k = 0
+            while time.monotonic() < deadline:
+                try:
+                    record = run_caller(stack, plan, out / f"call{i}-{k}", opts)
+                    res = to_call_result(record, fillers, pipeline=f"call{i}")
+                except Exception as e:  # one failed call is an error, not the end of the run
+                    with state.lock:
+                        state.errors.append(f"call{i}-{k}: {type(e).__name__}: {str(e)[:160]}")
+                    k += 1
+                    continue
+                with state.lock:
+                    state.results.append(res)
+                k += 1
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        with ThreadPoolExecutor(calls) as pool:
+            list(pool.map(caller, range(calls)))
+        stop.set()
+        sampler.join(5)
+    return report(state, calls, minutes)
+
+
+def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
+    from .report import pct, turn_errors
+
+    errors = list(state.errors)
+    for res in state.results:
+        errors += [f"{res.pipeline}: {e}" for e in [*res.errors, *turn_errors(res)]]
+    v2v = [t.v2v_ms for res in state.results for t in res.turns if t.v2v_ms is not None]
+    gaps = [g for res in state.results for g in underruns(res)]
+    per_pid: dict[int, float] = {}
+    for _, by_pid in state.rss:
+        for pid, mb in by_pid.items():
+            per_pid[pid] = max(per_pid.get(pid, 0.0), mb)
+    biggest = [(t, max(by_pid.values())) for t, by_pid in state.rss if by_pid]
+    return {
+        "calls": calls,
+        "minutes": minutes,
+        "livekit": True,
+        "conversations": len(state.results),
+        "turns": len(v2v),
+        "errors": len(errors),
+        "error_list": errors[:50],
+        "apologies": sum(1 for res in state.results for t in res.turns if t.problem),
+        "underruns": len(gaps),
+        "underrun_gaps_ms": sorted(round(g * 1000) for g in gaps)[-20:],
+        "v2v_ms": {"p50": pct(v2v, 50), "p95": pct(v2v, 95), "p99": pct(v2v, 99)},
+        "leaked_streams": None,  # inside the job processes; the offline run counts them
+        "rss_mb_max": round(max(per_pid.values()), 1) if per_pid else None,
+        "rss_mb_per_call_max": round(max(per_pid.values()), 1) if per_pid else None,
+        "rss_slope_mb_per_min": _slope(biggest),
+        "job_processes": len(per_pid),
+    }
