@@ -17,7 +17,7 @@ prepare() {
   local build=()
   if [ -n "${PARLEY_ENGINE_BUILD_COMMAND:-}" ]; then build=(--build-command "$PARLEY_ENGINE_BUILD_COMMAND"); fi
   python deploy/engine_prepare.py --cache-dir "$cache" --engine-key "$key" --max-batch "$max_batch" \
-    "${build[@]}" "$@"
+    --runtime "$runtime" "${build[@]}" "$@"
 }
 
 case "${1:-serve}" in
@@ -29,8 +29,9 @@ case "${1:-serve}" in
     shift || true
     env_lines="$(prepare --print-env)"
     eval "$env_lines"
-    # The build output is self-contained (FP8 weights or TensorRT engine, plus the tokenizer): the
-    # engine loads it directly; "pytorch" = TensorRT-LLM's PyTorch runtime, "engine" = a built engine.
+    # The build output dir itself is self-contained (FP8 weights or TensorRT engine, plus the tokenizer):
+    # the engine loads it directly; "pytorch" = TensorRT-LLM's PyTorch runtime, "engine" = a built engine.
+    # The build is for the same runtime (prepare passes --runtime), so the two always match.
     exec python -m plugins.orpheus serve \
       --backend trtllm \
       --trtllm-runtime "$runtime" \

@@ -32,10 +32,11 @@ from pathlib import Path
 log = logging.getLogger("parley.deploy")
 
 DONE_MARKER = ".parley-complete"
+# the flags deploy/orpheus/build_engine.py takes (tests/deploy parse this very command with its parser)
 DEFAULT_BUILD_COMMAND = " ".join(
     (
         "python deploy/orpheus/build_engine.py",
-        "--checkpoint {checkpoint} --output {engine_dir} --max-batch-size {max_batch}",
+        "--model {checkpoint} --out {engine_dir} --max-batch {max_batch} --runtime {runtime}",
     )
 )
 
@@ -47,7 +48,10 @@ class PrepareOptions:
     snac_repo: str = "hubertsiuzdak/snac_24khz"
     engine_key: str = "default"  # GPU kind + slice, e.g. "h100-3g.40gb"
     max_batch: int = 32  # streams the engine is built for; matches the engine's admission limit
-    build_command: str = DEFAULT_BUILD_COMMAND  # placeholders: {checkpoint} {engine_dir} {max_batch}
+    build_command: str = (
+        DEFAULT_BUILD_COMMAND  # placeholders: {checkpoint} {engine_dir} {max_batch} {runtime}
+    )
+    runtime: str = "pytorch"  # TensorRT-LLM runtime the build is for: "pytorch" (FP8 checkpoint) | "engine"
     fetch_only: bool = False
     lock_timeout_s: float = 3 * 3600.0  # a first build can take tens of minutes; waiters give up after this
     lock_poll_s: float = 2.0
@@ -67,9 +71,14 @@ def repo_dir(cache_dir: Path, repo: str) -> Path:
 def engine_dir(opts: PrepareOptions) -> Path:
     """Engine folder for these build inputs; a changed command or batch size gives a fresh build."""
     digest = hashlib.sha256(
-        f"{opts.checkpoint_repo}|{opts.build_command}|{opts.max_batch}".encode()
+        f"{opts.checkpoint_repo}|{resolved_command(opts)}|{opts.max_batch}".encode()
     ).hexdigest()
     return opts.cache_dir / "engines" / f"{opts.engine_key}-{digest[:12]}"
+
+
+def resolved_command(opts: PrepareOptions) -> str:
+    """The build command with the runtime filled in ({checkpoint} etc. are filled per build by run_build)."""
+    return opts.build_command.replace("{runtime}", opts.runtime)
 
 
 def is_done(path: Path) -> bool:
@@ -138,7 +147,7 @@ def prepare(
             if partial.exists():
                 _remove_tree(partial)
             partial.mkdir(parents=True)
-            build(opts.build_command, checkpoint, partial, opts.max_batch)
+            build(resolved_command(opts), checkpoint, partial, opts.max_batch)
             mark_done(partial)
             if target.exists():
                 _remove_tree(target)
@@ -160,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine-key", default=PrepareOptions.engine_key)
     parser.add_argument("--max-batch", type=int, default=PrepareOptions.max_batch)
     parser.add_argument("--build-command", default=DEFAULT_BUILD_COMMAND)
+    parser.add_argument("--runtime", default=PrepareOptions.runtime, choices=["pytorch", "engine"])
     parser.add_argument("--fetch-only", action="store_true")
     parser.add_argument(
         "--print-env", action="store_true", help="print the resolved paths as shell assignments"
@@ -176,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         engine_key=args.engine_key,
         max_batch=args.max_batch,
         build_command=args.build_command,
+        runtime=args.runtime,
         fetch_only=args.fetch_only,
     )
     try:

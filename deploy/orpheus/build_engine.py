@@ -14,9 +14,11 @@ position id mask.
 Outputs, by `--runtime`:
   pytorch  OUT/ is a pre-quantized FP8 HF checkpoint (ModelOpt `export_hf_checkpoint`) for `tensorrt_llm.LLM`
            (the PyTorch backend, TensorRT-LLM ≥ 1.0); serve with `--backend trtllm --trtllm-runtime pytorch`.
-  engine   OUT/ckpt is a TensorRT-LLM checkpoint and OUT/engine the TensorRT engine built by `trtllm-build`
-           with FP8 GEMMs, FP8 KV cache, paged + FP8 context FMHA; serve with `--trtllm-runtime engine`.
-The tokenizer files are copied next to the result so the engine needs nothing else.
+  engine   OUT/ holds the TensorRT engine built by `trtllm-build` (FP8 GEMMs, FP8 KV cache, paged + FP8
+           context FMHA) and OUT/ckpt the TensorRT-LLM checkpoint it came from; serve with
+           `--trtllm-runtime engine`.
+Either way OUT itself is what the engine loads (deploy/engine-entrypoint.sh serves the prepared OUT), and the
+tokenizer files are copied into it so the engine needs nothing else.
 """
 
 from __future__ import annotations
@@ -120,9 +122,12 @@ def quantize(args: argparse.Namespace) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from plugins.orpheus.engine.hf_compat import dtype_kwarg
     from plugins.orpheus.engine.tokenizer import load_encoder
 
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16, device_map="cuda").eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        args.model, device_map="cuda", **dtype_kwarg(torch.bfloat16)
+    ).eval()
     encode = load_encoder(args.model)
     prompts = calibration_prompts(encode, args.samples, args.seed)
     sequences = generate_audio_tokens(model, prompts, args.max_new_tokens, args.gen_batch)
@@ -153,8 +158,8 @@ def quantize(args: argparse.Namespace) -> None:
         export_tensorrt_llm_checkpoint(
             model, "llama", torch.bfloat16, export_dir=str(ckpt), inference_tensor_parallel=1
         )
-        build_trt_engine(ckpt, out / "engine", args)
-        target = out / "engine"
+        build_trt_engine(ckpt, out, args)  # engine files in OUT itself: the directory the engine serves
+        target = out
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         src = Path(args.model) / name
         if src.is_file():
@@ -210,8 +215,9 @@ def build_trt_engine(ckpt: Path, engine_dir: Path, args: argparse.Namespace) -> 
     subprocess.run(cmd, check=True)
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The build's command line (deploy/engine_prepare.py's default build command must parse here)."""
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--model", required=True, help="Orpheus HF checkpoint dir (BF16)")
     p.add_argument("--out", required=True)
     p.add_argument("--runtime", default="pytorch", choices=["pytorch", "engine"])
@@ -225,8 +231,11 @@ def main() -> int:
     p.add_argument("--max-input-len", type=int, default=512)
     p.add_argument("--max-seq-len", type=int, default=4096)
     p.add_argument("--max-num-tokens", type=int, default=8192)
-    args = p.parse_args()
-    quantize(args)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    quantize(parse_args(argv))
     return 0
 
 

@@ -8,7 +8,8 @@
 #   4+3      4g.40gb + 3g.40gb — uses all 7 compute slices; give the 4g slice the larger max-streams
 #   full     no MIG (7g.80gb as one instance is pointless; this turns MIG off)
 # Enabling MIG needs an idle GPU (no processes) and, on some hosts, a GPU reset. Prints the MIG UUIDs to
-# put in deploy/orpheus/slices.env.
+# put in deploy/orpheus/slices.env. Every command, the UUID listing included, is limited to GPU_INDEX: other GPUs
+# on the host (and their slices) are neither touched nor listed.
 set -euo pipefail
 GPU="${1:-0}"
 LAYOUT="${2:-halves}"
@@ -38,6 +39,6 @@ fi
 nvidia-smi mig -i "$GPU" -dci >/dev/null 2>&1 || true
 nvidia-smi mig -i "$GPU" -dgi >/dev/null 2>&1 || true
 nvidia-smi mig -i "$GPU" -cgi "$PROFILES" -C
-nvidia-smi -L | grep -E "MIG" | sed -E 's/.*(MIG-[0-9a-f-]+).*/\1/' | nl -v0 -w1 -s' ' | while read -r idx uuid; do
+nvidia-smi -L -i "$GPU" | grep -E "MIG" | sed -E 's/.*(MIG-[0-9a-f-]+).*/\1/' | nl -v0 -w1 -s' ' | while read -r idx uuid; do
   echo "SLICE_${idx}_UUID=${uuid}"
 done

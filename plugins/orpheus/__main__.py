@@ -36,7 +36,9 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     """Model/backend flags shared by serve, synth and the benchmarks."""
     s = _settings()
     g = p.add_argument_group("engine")
-    g.add_argument("--backend", default=s.orpheus_backend, choices=["torch", "trtllm", "openai", "standin"])
+    g.add_argument(
+        "--backend", default=s.orpheus_backend, choices=["torch", "cuda", "trtllm", "openai", "standin"]
+    )
     g.add_argument(
         "--test-model", default="", help="dir written by make-test-model (default: built on demand)"
     )
@@ -59,6 +61,8 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trtllm-max-batch", type=int, default=128)
     g.add_argument("--trtllm-kv-fp8", default="on", choices=["on", "off"])
     g.add_argument("--gpu-memory-fraction", type=float, default=0.85, help="trtllm KV cache share")
+    g.add_argument("--cuda-max-seq", type=int, default=2048, help="cuda backend: ids per utterance")
+    g.add_argument("--cuda-fp8", default="off", choices=["on", "off"], help="cuda backend: FP8 weights")
     g.add_argument("--temperature", type=float, default=s.orpheus_temperature)
     g.add_argument("--top-p", type=float, default=s.orpheus_top_p)
     g.add_argument("--repetition-penalty", type=float, default=s.orpheus_repetition_penalty)
@@ -74,7 +78,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
     model_dir, snac_dir = args.model_dir, args.snac_dir
     if args.backend == "standin":
         snac_dir = snac_dir or "standin"
-    if (not model_dir and args.backend in ("torch", "openai")) or not snac_dir:
+    if (not model_dir and args.backend in ("torch", "cuda", "openai")) or not snac_dir:
         root = Path(args.test_model) if args.test_model else ensure_test_model(DEFAULT_TEST_MODEL)
         model_dir = model_dir or str(root / "orpheus")
         snac_dir = snac_dir or str(root / "snac")
@@ -96,6 +100,8 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         trtllm_max_batch=args.trtllm_max_batch,
         trtllm_kv_fp8=args.trtllm_kv_fp8 == "on",
         trtllm_free_gpu_memory_fraction=args.gpu_memory_fraction,
+        cuda_max_seq=args.cuda_max_seq,
+        cuda_fp8=args.cuda_fp8 == "on",
         engine=opts,
     )
     return cfg

@@ -142,3 +142,37 @@ def test_image_entrypoint_prepare_runs_the_configured_build_once(tmp_path: Path)
     (built,) = (cache / "engines").glob("test-slice-*/built")
     assert built.read_text() == "7"
     assert not list((cache / "engines").glob("*.partial"))
+
+
+def _build_engine_module():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "deploy" / "orpheus" / "build_engine.py"
+    spec = importlib.util.spec_from_file_location("parley_build_engine", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("runtime", ["pytorch", "engine"])
+def test_default_build_command_parses_with_the_real_build_script(tmp_path: Path, runtime: str) -> None:
+    """The default prepare → build chain: the exact argv run_build makes is accepted by build_engine.py."""
+    import shlex
+
+    from deploy.engine_prepare import DEFAULT_BUILD_COMMAND, resolved_command
+
+    opts = PrepareOptions(cache_dir=tmp_path, max_batch=24, runtime=runtime)
+    command = resolved_command(opts)
+    assert command.startswith("python deploy/orpheus/build_engine.py ")
+    assert "{runtime}" in DEFAULT_BUILD_COMMAND and "{runtime}" not in command
+    ckpt, out = tmp_path / "ckpt", tmp_path / "engine.partial"
+    argv = [p.format(checkpoint=ckpt, engine_dir=out, max_batch=24) for p in shlex.split(command)]
+    args = _build_engine_module().parse_args(argv[2:])  # after "python deploy/orpheus/build_engine.py"
+    assert (args.model, args.out, args.max_batch, args.runtime) == (str(ckpt), str(out), 24, runtime)
+
+
+def test_runtime_changes_the_engine_folder(tmp_path: Path) -> None:
+    a = PrepareOptions(cache_dir=tmp_path, runtime="pytorch")
+    b = PrepareOptions(cache_dir=tmp_path, runtime="engine")
+    assert engine_dir(a) != engine_dir(b)

@@ -118,12 +118,22 @@ async def test_openai_backend_through_the_engine(test_model: Path, fail: bool) -
 
 
 @pytest.mark.gpu
-async def test_trtllm_backend_on_the_tiny_model(test_model: Path) -> None:
+@pytest.mark.parametrize("logits_mask", ["per_request", "batched"])
+async def test_trtllm_backend_on_a_tiny_model(tmp_path: Path, logits_mask: str) -> None:
     pytest.importorskip("tensorrt_llm")
     from plugins.orpheus.engine.backends.trtllm_backend import TrtLlmBackend, TrtLlmOptions
+    from plugins.orpheus.engine.testmodel import TestModelOptions, make_test_model
 
+    # head size 64 (TensorRT-LLM's attention kernels support 64/128, not the CPU fixture's 16)
+    root = make_test_model(tmp_path, TestModelOptions(hidden_size=128, heads=2, kv_heads=1))
     backend = TrtLlmBackend(
-        TrtLlmOptions(model_dir=str(test_model / "orpheus"), kv_cache_fp8=False, max_batch_size=8)
+        TrtLlmOptions(
+            model_dir=str(root / "orpheus"),
+            kv_cache_fp8=False,
+            max_batch_size=8,
+            max_seq_len=1024,
+            logits_mask=logits_mask,
+        )
     )
     await backend.start()
     prompt = prompt_ids("tara", "Hello there.", backend.encode)

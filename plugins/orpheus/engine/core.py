@@ -127,8 +127,9 @@ class OrpheusEngine:
         """Load and warm up both model stages, then serve. Streams opened before this queue."""
         self._pump_task = asyncio.create_task(self._pump(), name="orpheus-pump")
         self._batcher.start()
-        await self.backend.start()
+        # SNAC first: its CUDA graphs are captured before the LLM takes most free memory for its KV cache
         await asyncio.to_thread(self.decoder.warm_up)
+        await self.backend.start()
         self.ready = True
         log.info(
             "orpheus engine ready (backend=%s, max_streams=%d)", self.backend.name, self.options.max_streams

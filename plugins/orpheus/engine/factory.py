@@ -10,7 +10,9 @@ from plugins.orpheus.engine.core import EngineOptions, OrpheusEngine
 
 @dataclass(frozen=True)
 class EngineConfig:
-    backend: str = "torch"  # torch | trtllm | openai | standin (standin: benchmarks.tts --overhead only)
+    backend: str = (
+        "torch"  # torch | cuda | trtllm | openai | standin (standin: benchmarks.tts --overhead only)
+    )
     model_dir: str = ""  # Orpheus HF checkpoint (torch), or the FP8 checkpoint / TRT engine dir (trtllm)
     tokenizer_dir: str = ""  # defaults to model_dir
     snac_dir: str = ""  # SNAC 24 kHz: config.json + pytorch_model.bin; "standin" = zero-cost decoder
@@ -26,6 +28,9 @@ class EngineConfig:
     trtllm_kv_fp8: bool = True
     trtllm_max_batch: int = 128
     trtllm_free_gpu_memory_fraction: float = 0.85
+    cuda_max_seq: int = 2048  # cuda backend: prompt + audio ids per utterance (KV cache length)
+    cuda_graphs: bool = True
+    cuda_fp8: bool = False  # cuda backend: FP8 weights (torch._scaled_mm), Hopper
     engine: EngineOptions = field(default_factory=EngineOptions)
 
     @classmethod
@@ -45,6 +50,21 @@ def build_engine(config: EngineConfig) -> OrpheusEngine:
 
         backend = TorchBackend(
             TorchBackendOptions(config.model_dir, config.device, config.dtype, config.cpu_threads)
+        )
+    elif config.backend == "cuda":
+        from plugins.orpheus.engine.backends.cuda_backend import CudaBackend, CudaBackendOptions
+
+        backend = CudaBackend(
+            CudaBackendOptions(
+                model_dir=config.model_dir,
+                device=config.device,
+                dtype=config.dtype,
+                rows=config.engine.max_streams,  # one generating utterance per stream at a time
+                max_seq=config.cuda_max_seq,
+                cuda_graphs=config.cuda_graphs,
+                fp8=config.cuda_fp8,
+                threads=config.cpu_threads,
+            )
         )
     elif config.backend == "trtllm":
         from plugins.orpheus.engine.backends.trtllm_backend import TrtLlmBackend, TrtLlmOptions
@@ -75,7 +95,7 @@ def build_engine(config: EngineConfig) -> OrpheusEngine:
 
         backend = StandInTokenBackend(slots=2 * config.engine.max_streams + 2)
     else:
-        raise ValueError(f"unknown backend {config.backend!r}; one of torch, trtllm, openai, standin")
+        raise ValueError(f"unknown backend {config.backend!r}; one of torch, cuda, trtllm, openai, standin")
 
     if config.snac_dir == "standin":
         from plugins.orpheus.engine.standins import StandInDecoder

@@ -4,6 +4,9 @@ Windows are grouped by length in frames (1..8, the only shapes the planner makes
 time and every result is exact for its window. On a GPU each (batch bucket, length) shape gets a captured CUDA
 graph, codes go in through pinned memory, and the float→int16 conversion happens on the device, so one copy
 of compact PCM comes back. A group that fails is retried item by item: one bad item never fails a batch.
+All graphs share ONE memory pool (captured largest shape first, so every smaller one fits inside its blocks)
+instead of one pool each, which would sum every shape's peak; the engine warms SNAC before the LLM starts, so
+the capture happens before the LLM claims most of the free memory for its KV cache.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class SnacDecoder:
         self.model = model.to(self.device).eval()
         self._lock = threading.Lock()
         self._graphs: dict[tuple[int, int], tuple[object, list, object]] = {}
+        self._pool: object | None = None  # one CUDA graph memory pool shared by every captured shape
         if self.device.type == "cpu":
             torch.set_num_threads(max(1, options.threads))
 
@@ -86,8 +90,8 @@ class SnacDecoder:
     def warm_up(self) -> None:
         """Run (and on GPU capture) every shape once so the first real request pays nothing."""
         buckets = [b for b in BATCH_BUCKETS if b <= self.options.max_batch] if self.on_gpu else [1]
-        for length in range(1, MAX_WINDOW + 1):
-            for b in buckets:
+        for length in warm_up_order(MAX_WINDOW):
+            for b in sorted(buckets, reverse=True):
                 self.decode([np.zeros((length, ids.FRAME_TOKENS), dtype=np.int16)] * b)
 
     def decode(self, windows: list[np.ndarray]) -> list[np.ndarray | Exception]:
@@ -161,11 +165,18 @@ class SnacDecoder:
             for _ in range(2):  # warm-up outside the graph (allocator, cudnn autotune)
                 self.model.decode(inputs)
         torch.cuda.current_stream().wait_stream(stream)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.inference_mode(), torch.cuda.graph(graph):
+        with torch.inference_mode(), torch.cuda.graph(graph, pool=self._pool):
             audio = self.model.decode(inputs)[:, 0]
             output = (audio.clamp(-1.0, 1.0) * 32767.0).round().to(torch.int16)
         return graph, inputs, output
+
+
+def warm_up_order(max_window: int) -> list[int]:
+    """Window lengths, largest first: the first capture sizes the shared pool for all that follow."""
+    return list(range(max_window, 0, -1))
 
 
 def full_decode(model, frames: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]

@@ -66,6 +66,7 @@ class TorchBackend(TokenBackend):
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
+        from plugins.orpheus.engine.hf_compat import dtype_kwarg
         from plugins.orpheus.engine.tokenizer import load_encoder
 
         if self.options.device == "cpu":
@@ -74,7 +75,7 @@ class TorchBackend(TokenBackend):
         hf_logging.disable_progress_bar()
         self._encode = load_encoder(self.options.model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(
-            self.options.model_dir, local_files_only=True, dtype=getattr(torch, self.options.dtype)
+            self.options.model_dir, local_files_only=True, **dtype_kwarg(getattr(torch, self.options.dtype))
         )
         self.model.to(self.options.device)  # type: ignore[arg-type]
         self.model.eval()

@@ -4,9 +4,14 @@
 checkpoint with `KvCacheConfig(dtype="fp8")`; `runtime="engine"` loads a TensorRT engine built by
 deploy/orpheus/build_engine.py through `tensorrt_llm._tensorrt_engine.LLM`. Requests stream new ids with
 no detokenisation (`detokenize=False`, tokenizer never loaded by TensorRT-LLM); END_OF_SPEECH is the end id.
-A logits mask keeps each step inside the 4 096 ids valid for the expected frame position (plus the stop id
-at a frame boundary) — batched (one call per step for all requests) where the runtime supports it.
-Ids from all requests are coalesced into one engine push per loop pass.
+
+Choices made against TensorRT-LLM 1.0 (see position_mask.py for the mask itself):
+- the frame-position mask counts processor calls per request (the overlap scheduler's token ids lag a step);
+- `sampler_type="TRTLLMSampler"`: 1.0's default TorchSampler ignores `repetition_penalty` (Orpheus needs it);
+- every processor holds only plain numbers (they are pickled into the executor's worker process);
+- `stream_interval=7`: one response per frame per stream instead of one per token;
+- `max_seq_len` bounds the KV pool (the model's own 131 072 would be the default);
+- the end of a request is read from `finish_reason` (the end id itself is not returned in the ids).
 Needs an NVIDIA GPU and the tensorrt_llm package; nothing here runs on the CPU development machine.
 """
 
@@ -20,6 +25,7 @@ from typing import Any
 from plugins.orpheus.engine import ids
 from plugins.orpheus.engine.backends._delivery import Coalescer
 from plugins.orpheus.engine.backends.base import GenRequest, TokenBackend
+from plugins.orpheus.engine.backends.position_mask import BatchedPositionMask, RequestPositionMask
 
 log = logging.getLogger("parley.orpheus.trtllm")
 
@@ -32,28 +38,34 @@ class TrtLlmOptions:
     kv_cache_fp8: bool = True
     max_batch_size: int = 128
     max_num_tokens: int = 8192
+    max_seq_len: int = 4096  # prompt + audio tokens of one utterance; bounds every sequence's KV blocks
     free_gpu_memory_fraction: float = 0.85
     cuda_graphs: bool = True
     logits_mask: str = "auto"  # auto | batched | per_request | off
+    sampler: str = "TRTLLMSampler"  # pytorch runtime: the one that applies repetition_penalty in 1.0
+    stream_interval: int = ids.FRAME_TOKENS
 
 
-class _PositionMask:
-    """Adds −inf outside the valid id range of the next token's frame position (GPU, in place)."""
+def llm_kwargs(o: TrtLlmOptions) -> tuple[dict[str, Any], bool]:
+    """The LLM(...) keyword arguments for these options (plain data only) and whether the mask is batched.
 
-    def __init__(self, vocab: int, device: str = "cuda") -> None:
-        import torch
-
-        mask = torch.full((ids.FRAME_TOKENS, vocab), float("-inf"), device=device)
-        for p in range(ids.FRAME_TOKENS):
-            lo = ids.AUDIO_BASE + ids.CODEBOOK * p
-            mask[p, lo : lo + ids.CODEBOOK] = 0.0
-        mask[0, ids.END_OF_SPEECH] = 0.0
-        self.mask = mask
-        self.prompt_len: dict[int, int] = {}  # request id → prompt length (set when the first step is seen)
-
-    def apply(self, logits: Any, generated: int) -> None:
-        m = self.mask[generated % ids.FRAME_TOKENS]
-        logits += m.to(logits.dtype).view(*([1] * (logits.dim() - 1)), -1)[..., : logits.shape[-1]]
+    Pure so it can be checked without TensorRT-LLM: `batched_logits_processor` must pickle as a few ints.
+    """
+    common: dict[str, Any] = dict(
+        skip_tokenizer_init=True,
+        max_batch_size=o.max_batch_size,
+        max_num_tokens=o.max_num_tokens,
+    )
+    batched = o.logits_mask == "batched" or (o.logits_mask == "auto" and o.runtime == "engine")
+    if o.logits_mask != "off" and batched:
+        common["batched_logits_processor"] = BatchedPositionMask(ids.VOCAB_SIZE)
+    if o.runtime == "pytorch":
+        common.update(
+            max_seq_len=o.max_seq_len,
+            sampler_type=o.sampler,
+            stream_interval=o.stream_interval,
+        )
+    return common, batched and o.logits_mask != "off"
 
 
 class TrtLlmBackend(TokenBackend):
@@ -66,8 +78,6 @@ class TrtLlmBackend(TokenBackend):
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._outs: dict[int, Any] = {}
         self._out = Coalescer()
-        self._mask: _PositionMask | None = None
-        self._prompt_len_by_client: dict[int, int] = {}
         self._batched = False
 
     def bind(self, sink: Any) -> None:
@@ -88,29 +98,20 @@ class TrtLlmBackend(TokenBackend):
         o = self.options
         if not torch.cuda.is_available():
             raise RuntimeError("the trtllm backend needs an NVIDIA GPU")
-        self._mask = _PositionMask(ids.VOCAB_SIZE) if o.logits_mask != "off" else None
-        kv = KvCacheConfig(
+        common, self._batched = llm_kwargs(o)
+        common["kv_cache_config"] = KvCacheConfig(
             dtype="fp8" if o.kv_cache_fp8 else "auto", free_gpu_memory_fraction=o.free_gpu_memory_fraction
-        )
-        common: dict[str, Any] = dict(
-            skip_tokenizer_init=True,
-            kv_cache_config=kv,
-            max_batch_size=o.max_batch_size,
-            max_num_tokens=o.max_num_tokens,
         )
         if o.runtime == "engine":
             from tensorrt_llm._tensorrt_engine import LLM as EngineLLM
 
-            if self._mask is not None and o.logits_mask in ("auto", "batched"):
-                common["batched_logits_processor"] = _BatchedMask(self)
-                self._batched = True
             return EngineLLM(model=o.model_dir, **common)
         from tensorrt_llm import LLM
 
         if o.cuda_graphs:
             from tensorrt_llm.llmapi import CudaGraphConfig
 
-            sizes = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= o.max_batch_size]
+            sizes = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b <= o.max_batch_size]
             common["cuda_graph_config"] = CudaGraphConfig(batch_sizes=sizes, enable_padding=True)
         return LLM(model=o.model_dir, **common)
 
@@ -133,24 +134,7 @@ class TrtLlmBackend(TokenBackend):
     def _sampling(self, req: GenRequest) -> Any:
         from tensorrt_llm import SamplingParams
 
-        sp = req.sampling
-        kw: dict[str, Any] = dict(
-            max_tokens=req.max_tokens,
-            temperature=sp.temperature,
-            top_p=sp.top_p,
-            repetition_penalty=sp.repetition_penalty,
-            end_id=ids.END_OF_SPEECH,
-            pad_id=ids.PAD,
-            detokenize=False,
-        )
-        if sp.seed is not None:
-            kw["seed"] = sp.seed
-        if self._mask is not None:
-            if self._batched:
-                kw["apply_batched_logits_processor"] = True
-            else:
-                kw["logits_processor"] = _RequestMask(self._mask, len(req.prompt_ids))
-        return SamplingParams(**kw)
+        return SamplingParams(**sampling_kwargs(req, self.options.logits_mask, self._batched))
 
     def submit(self, request: GenRequest) -> None:
         self._tasks[request.slot] = asyncio.create_task(self._run(request), name=f"trtllm-{request.slot}")
@@ -160,16 +144,14 @@ class TrtLlmBackend(TokenBackend):
         try:
             out = self.llm.generate_async(req.prompt_ids, self._sampling(req), streaming=True)
             self._outs[req.slot] = out
-            if self._batched:
-                self._prompt_len_by_client[id(out)] = len(req.prompt_ids)
             seen = 0
             async for step in out:
-                tokens = step.outputs[0].token_ids
-                new = tokens[seen:]
+                result = step.outputs[0]
+                tokens = result.token_ids
+                self._out.add(req.slot, tokens[seen:])
                 seen = len(tokens)
-                self._out.add(req.slot, new)
-                if ids.END_OF_SPEECH in new:
-                    reason = "stop"
+                if result.finish_reason:
+                    reason = "stop" if result.finish_reason == "stop" else "length"
         except asyncio.CancelledError:
             return
         except Exception as e:
@@ -181,9 +163,7 @@ class TrtLlmBackend(TokenBackend):
     def _end(self, slot: int, reason: str, error: str | None) -> None:
         if self._tasks.pop(slot, None) is None:
             return
-        out = self._outs.pop(slot, None)
-        if out is not None:
-            self._prompt_len_by_client.pop(id(out), None)
+        self._outs.pop(slot, None)
         if self.sink:
             self.sink.finish(slot, reason, error)
 
@@ -208,45 +188,23 @@ class TrtLlmBackend(TokenBackend):
             await asyncio.to_thread(self.llm.shutdown)
 
 
-class _RequestMask:
-    """Per-request logits processor (tensorrt_llm.sampling_params.LogitsProcessor call signature)."""
-
-    def __init__(self, mask: _PositionMask, prompt_len: int) -> None:
-        self.mask = mask
-        self.prompt_len = prompt_len
-
-    def __call__(
-        self, req_id: int, logits: Any, token_ids: list[list[int]], stream_ptr: int, client_id: Any
-    ) -> None:
-        import torch
-
-        generated = len(token_ids[0]) - self.prompt_len
-        with torch.cuda.stream(torch.cuda.ExternalStream(stream_ptr)):
-            self.mask.apply(logits, generated)
-
-
-class _BatchedMask:
-    """One call per generation step for all requests (BatchedLogitsProcessor call signature)."""
-
-    def __init__(self, backend: TrtLlmBackend) -> None:
-        self.backend = backend
-
-    def __call__(
-        self,
-        req_ids: list[int],
-        logits: list[Any],
-        token_ids: list[list[list[int]]],
-        stream_ptr: int,
-        client_ids: list[Any],
-    ) -> None:
-        import torch
-
-        mask = self.backend._mask
-        if mask is None:
-            return
-        with torch.cuda.stream(torch.cuda.ExternalStream(stream_ptr)):
-            for lg, toks in zip(logits, token_ids, strict=True):
-                # the prompt always ends with START_OF_SPEECH; count ids after its last occurrence
-                seq = toks[0]
-                generated = len(seq) - 1 - max(i for i, t in enumerate(seq) if t == ids.START_OF_SPEECH)
-                mask.apply(lg, generated)
+def sampling_kwargs(req: GenRequest, logits_mask: str, batched: bool) -> dict[str, Any]:
+    """SamplingParams(...) arguments: numbers and, per request, a processor that pickles as a few ints."""
+    sp = req.sampling
+    kw: dict[str, Any] = dict(
+        max_tokens=req.max_tokens,
+        temperature=sp.temperature,
+        top_p=sp.top_p,
+        repetition_penalty=sp.repetition_penalty,
+        end_id=ids.END_OF_SPEECH,
+        pad_id=ids.PAD,
+        detokenize=False,
+    )
+    if sp.seed is not None:
+        kw["seed"] = sp.seed
+    if logits_mask != "off":
+        if batched:
+            kw["apply_batched_logits_processor"] = True
+        else:
+            kw["logits_processor"] = RequestPositionMask(ids.VOCAB_SIZE)
+    return kw
