@@ -36,6 +36,8 @@ import numpy as np
 import soundfile as sf
 from livekit import rtc
 
+from worker.turn_marks import answer_offset_s  # the worker's rule for where an answer starts
+
 from .audio_io import Loudspeaker, ScriptedMic, Track, first_voiced_sample, last_voiced_sample, voiced_seconds
 from .call_plan import TurnPlan, agent_fixed_lines, plan_from_json, plan_to_json, reply_problem
 from .harness import CallResult, Mark, TurnResult
@@ -550,6 +552,25 @@ def _first_heard(track: Track, at: float, before: float) -> float | None:
     return None
 
 
+def _answer_heard(track: Track, reply: dict[str, Any], hi: float) -> float | None:
+    """When the caller heard the answer: the reply's first voiced audio as it arrived, then as far into it
+    as the answer lies in the reply's own audio (the room plays it out in real time). Publish times alone
+    would be off by the output's queue (up to 200 ms) when the answer starts mid-reply."""
+    start = reply["marks"].get("published_first_voiced")
+    if start is None:
+        return None
+    first = _first_heard(track, float(start), hi)
+    if first is None:
+        return None
+    offsets = reply.get("offsets_s") or {}
+    into = float(offsets.get("answer_published", 0.0)) - float(offsets.get("published_first_voiced", 0.0))
+    if "answer_published" not in offsets and reply.get("pieces"):  # an older worker: from its pieces
+        into = answer_offset_s([(str(p), float(d)) for p, d in reply["pieces"]])
+    if into <= 0.0:
+        return first
+    return _first_heard(track, first + into - 0.01, hi)
+
+
 def _turn_from_marks(
     tr: TurnResult,
     record: RoomCallRecord,
@@ -567,8 +588,7 @@ def _turn_from_marks(
         for k in REPLY_MARKS:
             if k in reply["marks"]:
                 stamps[k] = float(reply["marks"][k])
-        answer = reply["marks"].get("answer_published", reply["marks"].get("published_first_voiced"))
-        heard = _first_heard(record.agent, float(answer), hi) if answer is not None else None
+        heard = _answer_heard(record.agent, reply, hi)
         if heard is not None:
             stamps["caller_first_voiced"] = heard
             tr.v2v_ms = (heard - end) * 1000

@@ -74,6 +74,7 @@ class SpeechMarks:
     frames: list[tuple[float, float, bool]] = field(default_factory=list)  # (t, offset s, voiced) handed out
     published_s: float = 0.0
     voiced_s: float = 0.0
+    offsets: dict[str, float] = field(default_factory=dict)  # seconds into the speech's audio, per mark
     interrupted: bool = False
 
     def mark_once(self, kind: str, t: float) -> None:
@@ -82,8 +83,9 @@ class SpeechMarks:
     def published(self, t: float, frame: rtc.AudioFrame) -> None:
         voiced = frame_voiced(frame.data)
         self.mark_once("published_first", t)
-        if voiced:
-            self.mark_once("published_first_voiced", t)
+        if voiced and "published_first_voiced" not in self.marks:
+            self.marks["published_first_voiced"] = t
+            self.offsets["published_first_voiced"] = self.published_s
         self.frames.append((t, self.published_s, voiced))
         seconds = frame.samples_per_channel / frame.sample_rate
         self.published_s += seconds
@@ -97,6 +99,7 @@ class SpeechMarks:
         for t, offset, voiced in self.frames:
             if voiced and offset + 1e-6 >= start:
                 self.marks["answer_published"] = t
+                self.offsets["answer_published"] = offset
                 break
 
     def message(self) -> dict[str, Any]:
@@ -106,6 +109,7 @@ class SpeechMarks:
             "speech_id": self.speech_id,
             "source": self.source,
             "marks": self.marks,
+            "offsets_s": {k: round(v, 4) for k, v in self.offsets.items()},
             "text": self.text,
             "words": words,
             "spoken_s": round(self.voiced_s, 3),

@@ -63,6 +63,7 @@ def test_speech_marks_place_the_answer_on_the_first_voiced_frame_of_its_piece() 
     assert sm.marks["answer_published"] == pytest.approx(100.12)  # the 2nd piece starts 0.1 s in
     msg = sm.message()
     assert msg["source"] == "reply" and msg["spoken_s"] == pytest.approx(0.26, abs=1e-6)
+    assert msg["offsets_s"] == {"published_first_voiced": 0.02, "answer_published": 0.12}
     filler = SpeechMarks("SH_2", "say")
     filler.published(5.0, frame(level(-30, 0.02)))
     filler.finish()

@@ -189,7 +189,8 @@ def marked_record(opener: bool) -> RoomCallRecord:
     rec = record()
     rec.transcripts = [t for t in rec.transcripts if t.text != "Sure."]  # no filler text to go by
     reply_marks = {"published_first": T0 + 6.15, "published_first_voiced": T0 + 6.15}
-    reply_marks["answer_published"] = T0 + (6.55 if opener else 6.15)
+    reply_marks["answer_published"] = T0 + (6.2 if opener else 6.15)  # queued: published early
+    offsets = {"published_first_voiced": 0.0, "answer_published": 0.4 if opener else 0.0}
     rec.marks = [
         {"kind": "speech", "source": "say", "marks": {"published_first": T0 + 0.45}},
         {"kind": "user", "mark": "vad_end", "t": T0 + 5.2},
@@ -201,6 +202,7 @@ def marked_record(opener: bool) -> RoomCallRecord:
             "marks": reply_marks,
             "text": "When would you like to come?",
             "words": 6,
+            "offsets_s": offsets,
             "spoken_s": 1.8,
         },
     ]
@@ -230,6 +232,7 @@ def test_a_one_word_opener_is_not_the_answer() -> None:
     res = to_call_result(marked_record(opener=True), set())
     assert res.turns[0].v2v_ms == pytest.approx(1600, abs=11)
     assert res.turns[0].marks["published_first_voiced"] == pytest.approx(1150, abs=1)
+    assert res.turns[0].first_audible_ms == pytest.approx(400, abs=11)
 
 
 def test_caller_refuses_a_missing_turn_file_in_one_line(tmp_path: Path) -> None:
