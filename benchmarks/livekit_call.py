@@ -421,6 +421,18 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
         await wait_reply_done(t_connect)
         await asyncio.sleep(opts.settle_s)
 
+        def reply_heard_after(t: float) -> float | None:
+            """When the caller heard the reply (not a filler) that started after t; a worker without marks:
+            any agent audio after t."""
+            if not any(m.get("kind") == "speech_start" for m in marks):
+                return listener.first_voiced_after(t)
+            starts = [
+                float(m["t"])
+                for m in marks
+                if m.get("kind") == "speech_start" and m.get("source") == "reply" and float(m["t"]) > t
+            ]
+            return listener.first_voiced_after(min(starts)) if starts else None
+
         async def after_reply(prev: SentTurn, delay_ms: float | None) -> None:
             if not await wait_for(
                 partial(listener.first_voiced_after, prev.last_voiced), opts.reply_timeout_s
@@ -433,9 +445,7 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
         for i, item in enumerate(plan):
             if i > 0 and item.start == "during_reply":
                 prev = sent[-1]
-                if not await wait_for(
-                    partial(listener.first_voiced_after, prev.last_voiced), opts.reply_timeout_s
-                ):
+                if not await wait_for(partial(reply_heard_after, prev.last_voiced), opts.reply_timeout_s):
                     prev.replied = False
                 await asyncio.sleep((item.delay_ms or 0.0) / 1000)
             elif i > 0:

@@ -5,6 +5,7 @@ there, so the worker's marks and the caller's own (its last voiced sample, its f
 up without any clock sync. Messages go to the room as reliable data on topic `parley.marks`, JSON:
 
 - `{"kind": "user", "mark": "vad_end"|"end_of_turn"|"stt_final", "t": …}` as they happen;
+- `{"kind": "speech_start", "speech_id", "source", "t"}` when a speech's first voiced frame is handed out;
 - `{"kind": "speech", "speech_id", "source": "reply"|"say", "marks": {…}, "text", "words", "spoken_s",
   "interrupted", "pieces"}` when a speech ends. Reply marks: `llm_first_token`, `tts_text` (first text handed
   to the TTS), `tts_first_audio`, `published_first` (first frame handed to the room's audio output),
@@ -199,7 +200,18 @@ class TurnMarks:
         async def capture_frame(frame: rtc.AudioFrame) -> None:
             speech = self._current()
             if speech is not None:
+                had_voice = "published_first_voiced" in speech.marks
                 speech.published(self._clock(), frame)
+                if not had_voice and "published_first_voiced" in speech.marks:  # the caller may talk over it
+                    t = speech.marks["published_first_voiced"]
+                    self._send(
+                        {
+                            "kind": "speech_start",
+                            "speech_id": speech.speech_id,
+                            "source": speech.source,
+                            "t": t,
+                        }
+                    )
             await orig(frame)
 
         out.capture_frame = capture_frame
