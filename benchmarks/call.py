@@ -287,9 +287,49 @@ def _waterfalls(report: dict[str, Any], out: Path) -> None:
         r["waterfall"] = str(png)
 
 
+def records_runs(folders: list[str]) -> list[RunRecord]:
+    """Room calls recorded earlier (STACK/roundN/PIPELINE-CALL/record.json), e.g. by an invocation that
+    was cut short, as runs."""
+    from .livekit_call import RoomCallRecord, default_filler_texts, to_call_result
+
+    fillers = default_filler_texts()
+    runs: list[RunRecord] = []
+    for folder in folders:
+        for rec_json in sorted(Path(folder).glob("round*/*/record.json")):
+            r = int(rec_json.parent.parent.name.removeprefix("round"))
+            name = next(
+                (
+                    p
+                    for p in sorted(PIPELINES, key=len, reverse=True)
+                    if rec_json.parent.name.startswith(p + "-")
+                ),
+                None,
+            )
+            if name is None:
+                continue
+            call = rec_json.parent.name[len(name) + 1 :]
+            record = RoomCallRecord.load(rec_json.parent)
+            runs.append((name, call, r, to_call_result(record, fillers, pipeline=name)))
+    return runs
+
+
+def from_records(args: argparse.Namespace) -> dict[str, Any]:
+    runs = records_runs(args.records)
+    if not runs:
+        raise PlanError(f"no round*/*/record.json under {', '.join(args.records)}")
+    pipelines = [p for p in PIPELINES if any(r[0] == p for r in runs)]
+    report = pipelines_json(runs, pipelines, len({r[2] for r in runs}), livekit=True)
+    _waterfalls(report, Path(args.out))
+    print(pipelines_table(report))
+    _write_json(args, report)
+    return report
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.merge:
         return merge(args)
+    if args.records:
+        return from_records(args)
     pipelines = parse_pipelines(args.pipeline)
     out = Path(args.out)
     if args.agent:
@@ -349,6 +389,7 @@ def main(argv: list[str] | None = None) -> None:
         "--round-start", type=int, default=0, help="number of the first round (sets the rotation)"
     )
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge reports of earlier invocations")
+    ap.add_argument("--records", nargs="+", metavar="DIR", help="report room calls recorded under DIR/stack")
     ap.add_argument("--agent", help="an agent file (sets PARLEY_AGENT for the worker / offline session)")
     ap.add_argument("--script", help="a call script: rendered into OUT/caller/ and played as one more call")
     ap.add_argument("--json", help="write the results here")
