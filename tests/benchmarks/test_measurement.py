@@ -231,3 +231,17 @@ def test_room_load_counts_silences_inside_a_reply_as_underruns() -> None:
     gaps = reply_gaps(track, 0.0, 3.0)
     assert gaps == [pytest.approx(0.5, abs=0.011)]  # the 0.1 s pause between words is no underrun
     assert reply_gaps(track, 1.6, 3.0) == []
+
+
+def test_stage_histograms_export_for_prometheus() -> None:
+    from prometheus_client import generate_latest
+
+    from worker.turn_marks import StageHistograms
+
+    first, again = StageHistograms("stock-tuned"), StageHistograms("stock-tuned")  # one per process
+    first.observe("end_of_turn", 0.3)
+    again.observe("answer_published", 0.9)
+    again.observe("answer_published", -1.0)  # a mark before its reference is not a duration
+    text = generate_latest().decode()
+    assert 'parley_turn_stage_seconds_count{pipeline="stock-tuned",stage="end_of_turn"} 1.0' in text
+    assert 'parley_turn_stage_seconds_count{pipeline="stock-tuned",stage="answer_published"} 1.0' in text
