@@ -98,3 +98,17 @@ class RealTimeSpeaker(io.AudioOutput):
         if self._open:
             self._open = False
             self.on_playback_finished(playback_position=0.0, interrupted=True)
+
+
+def commit_caller_turn(session: Any, text: str) -> None:
+    """Commit a caller turn through the framework's own end-of-turn path (what VAD/STT trigger in a call):
+    it runs `Agent.on_user_turn_completed`, then schedules the reply."""
+    from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
+
+    now = time.time()
+    metrics = _EndOfTurnMetrics(
+        started_speaking_at=now - 1.0, stopped_speaking_at=now, transcription_delay=0.0, end_of_turn_delay=0.0
+    )
+    info = _EndOfTurnInfo(skip_reply=False, new_transcript=text, transcript_confidence=1.0, metrics=metrics)
+    activity = session._activity
+    assert activity is not None and activity.on_end_of_turn(info)
