@@ -1,0 +1,174 @@
+"""Test calls people write themselves: a call script (YAML, caller lines as text) rendered to caller audio
+with the CPU voice, and the agent's replies checked against the words each turn expects.
+
+Script format (see agents/calls/):
+
+    voice: heart                      # hibari voice of the caller (optional)
+    turns:
+      - say: "I'd like to book a cleaning [pause 1.2] with Dr. Morgan next week."
+        expect: [Morgan]              # words the agent's reply should contain (case-insensitive)
+      - say: "Tuesday at nine works."
+        delay_ms: 400                 # silence after the agent finished before the caller speaks
+      - say: "Sorry, one more thing."
+        barge_in: true                # spoken over the agent's reply, delay_ms after its first audio
+
+`{{variable}}` in lines and expected words is filled from the agent file's variables.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import yaml
+
+RATE = 16_000
+LEAD_S, TAIL_S = 0.3, 1.0  # silence before and after each line, as in ../shared/audio/conversation
+_PAUSE = re.compile(r"\[pause\s+([0-9]*\.?[0-9]+)\s*\]")
+_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def _fail(script: Path, where: str, what: str) -> ValueError:
+    return ValueError(f"script {script}: {where}: {what}")
+
+
+def _fill(text: str, variables: dict[str, str], script: Path, where: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in variables:
+            raise _fail(script, where, f"unknown variable {{{{{m.group(1)}}}}} (no agent file defines it)")
+        return variables[m.group(1)]
+
+    return _VAR.sub(one, text)
+
+
+def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """(caller voice, turns) with every field checked; ValueError names the field in one line."""
+    try:
+        raw = yaml.safe_load(Path(script).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"script {script}: cannot read it ({e.strerror or e})") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"script {script}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("turns"), list) or not raw["turns"]:
+        raise _fail(script, "turns", "must be a non-empty list of caller lines")
+    unknown = set(raw) - {"voice", "turns", "agent", "description"}
+    if unknown:
+        raise _fail(script, sorted(unknown)[0], "unknown field")
+    variables: dict[str, str] = {}
+    if agent_file is not None:
+        from worker.agents import load_agent_file
+
+        variables = {k: str(v) for k, v in load_agent_file(agent_file).variables.items()}
+    voice = raw.get("voice", "heart")
+    from hibari.voices import VOICES
+
+    if voice not in VOICES:
+        raise _fail(script, "voice", f"unknown CPU voice {voice!r}; one of {', '.join(sorted(VOICES))}")
+    turns = []
+    for i, t in enumerate(raw["turns"]):
+        where = f"turns[{i}]"
+        if isinstance(t, str):
+            t = {"say": t}
+        if not isinstance(t, dict):
+            raise _fail(script, where, "must be a line of text or a mapping with 'say'")
+        extra = set(t) - {"say", "expect", "delay_ms", "barge_in"}
+        if extra:
+            raise _fail(script, f"{where}.{sorted(extra)[0]}", "unknown field")
+        say = t.get("say")
+        if not isinstance(say, str) or not _PAUSE.sub(" ", say).strip():
+            raise _fail(script, f"{where}.say", "must be non-empty text")
+        expect = t.get("expect", [])
+        if isinstance(expect, str):
+            expect = [expect]
+        if not isinstance(expect, list) or not all(isinstance(w, str) and w.strip() for w in expect):
+            raise _fail(script, f"{where}.expect", "must be a list of words")
+        delay = t.get("delay_ms", 0)
+        if not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 60_000:
+            raise _fail(script, f"{where}.delay_ms", "must be a whole number of ms from 0 to 60000")
+        barge = t.get("barge_in", False)
+        if not isinstance(barge, bool):
+            raise _fail(script, f"{where}.barge_in", "must be true or false")
+        turns.append(
+            {
+                "say": _fill(say, variables, script, f"{where}.say"),
+                "expect": [_fill(w, variables, script, f"{where}.expect") for w in expect],
+                "delay_ms": delay,
+                "start": "during_reply" if barge else "after_reply",
+            }
+        )
+    return voice, turns
+
+
+def _slug(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", _PAUSE.sub(" ", text).lower())[:4]
+    return "-".join(words) or "line"
+
+
+def _render_line(voice: Any, text: str) -> np.ndarray:
+    """One caller line at 16 kHz: lead silence, the parts with exact-zero pauses between, tail silence."""
+    from caches.frames import resample_pcm
+
+    pieces: list[np.ndarray] = [np.zeros(int(RATE * LEAD_S), np.int16)]
+    parts = _PAUSE.split(text)  # text, seconds, text, seconds, ...
+    for j, part in enumerate(parts):
+        if j % 2 == 1:
+            pieces.append(np.zeros(int(RATE * float(part)), np.int16))
+        elif part.strip():
+            pieces.append(resample_pcm(voice.synthesize(part.strip()), voice.sample_rate, RATE))
+    pieces.append(np.zeros(int(RATE * TAIL_S), np.int16))
+    pcm = np.concatenate(pieces).astype(np.float32)
+    peak = float(np.abs(pcm).max()) or 1.0
+    return (pcm * (32767 * 10 ** (-3 / 20) / peak)).astype(np.int16)  # peak at -3 dBFS
+
+
+def render_script(script: Path, out_dir: Path, agent_file: Path | None = None) -> Path:
+    """Synthesise the caller's lines (CPU voice, hibari) into out_dir and return out_dir, which then holds
+    NN-*.wav (16 kHz mono, in name order) plus turns.json; a bad script raises ValueError (one line)."""
+    from plugins.cpu_voice.voice import CpuVoice
+
+    voice_name, turns = parse_script(Path(script), Path(agent_file) if agent_file else None)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("[0-9][0-9]-*.wav"):
+        old.unlink()
+    voice = CpuVoice(voice=voice_name)
+    listing = []
+    for i, t in enumerate(turns, 1):
+        name = f"{i:02d}-{_slug(t['say'])}.wav"
+        sf.write(out_dir / name, _render_line(voice, t["say"]), RATE, subtype="PCM_16")
+        text = " ".join(_PAUSE.sub(" ", t["say"]).split())
+        listing.append(
+            {
+                "file": name,
+                "text": text,
+                "start": t["start"],
+                "delay_ms": t["delay_ms"],
+                "expect": t["expect"],
+            }
+        )
+    (out_dir / "turns.json").write_text(json.dumps(listing, indent=1, ensure_ascii=False))
+    return out_dir
+
+
+def check_expectations(turns_json: Path, replies: list[str]) -> list[dict[str, Any]]:
+    """Per turn {"file", "expect", "missing": [...], "held": bool}: which expected words the agent's reply to
+    that turn lacks (case-insensitive, whole words; a turn with no reply misses all)."""
+    turns = json.loads(Path(turns_json).read_text(encoding="utf-8"))
+    out = []
+    for i, t in enumerate(turns):
+        reply = replies[i] if i < len(replies) else ""
+        words = " ".join(re.findall(r"\w+", reply.lower()))
+        missing = [w for w in t.get("expect", []) if not _has(words, w)]
+        out.append(
+            {"file": t["file"], "expect": t.get("expect", []), "missing": missing, "held": not missing}
+        )
+    return out
+
+
+def _has(words: str, expected: str) -> bool:
+    want = " ".join(re.findall(r"\w+", expected.lower()))
+    return bool(want) and re.search(rf"(?<!\w){re.escape(want)}(?!\w)", words) is not None
