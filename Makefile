@@ -5,13 +5,25 @@ UV ?= uv
 UV_VERSION := 0.13.8
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: setup setup-python setup-system setup-livekit setup-e2e demo dev test lint typecheck audit pytest bench load phrases clean
+DEMO_AGENT ?= agents/dental_clinic.yaml
+DEMO_SCRIPT ?= agents/calls/book_cleaning.yaml
+
+.PHONY: setup setup-python setup-python-demo setup-demo setup-system setup-livekit setup-e2e demo dev test lint \
+	typecheck audit pytest bench load phrases clean
 
 setup: setup-python setup-system setup-livekit setup-e2e
 
+# Everything, the engine group (torch, snac, transformers) included: tests, benchmarks, GPU hosts.
 setup-python:
 	@command -v $(UV) >/dev/null 2>&1 || pip install -q "uv==$(UV_VERSION)"
-	$(UV) sync --frozen --quiet
+	$(UV) sync --frozen --all-groups --quiet
+
+# The CPU-voice path only (no torch): fast on a fresh machine. --inexact keeps what a fuller setup installed.
+setup-python-demo:
+	@command -v $(UV) >/dev/null 2>&1 || pip install -q "uv==$(UV_VERSION)"
+	$(UV) sync --frozen --inexact --quiet
+
+setup-demo: setup-python-demo setup-system setup-livekit
 
 setup-system:
 	@bash scripts/setup_system.sh
@@ -27,7 +39,7 @@ lint:
 	$(PY) -m ruff check .
 
 typecheck:
-	$(PY) -m mypy worker plugins turn_detection caches benchmarks deploy
+	$(PY) -m mypy worker plugins turn_detection caches benchmarks deploy agents
 
 audit:
 	@bash scripts/audit.sh
@@ -37,11 +49,16 @@ pytest:
 
 test: setup lint typecheck audit pytest
 
-phrases: setup-python
+phrases: setup-python-demo
 	$(PY) -m caches build --dir out/phrase-cache
+	$(PY) -m caches build --dir out/phrase-cache --agent $(DEMO_AGENT)
 
-demo: setup phrases
-	$(PY) -m benchmarks.call --data ../shared/audio/conversation --pipeline parley --out out/demo --demo --livekit auto --json out/demo/call.json
+# The dental-clinic agent answers a scripted caller; the booking service it books into runs for the call and
+# prints its bookings at the end.
+demo: setup-demo phrases
+	$(PY) -m worker.agents check $(DEMO_AGENT)
+	$(PY) -m agents.booking_service --port 8765 -- \
+	$(PY) -m benchmarks.call --agent $(DEMO_AGENT) --script $(DEMO_SCRIPT) --pipeline parley --out out/demo --demo --livekit auto --json out/demo/call.json
 
 dev: setup phrases
 	@bash scripts/dev.sh

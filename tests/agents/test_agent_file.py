@@ -206,3 +206,8 @@ def test_phrase_cache_is_per_agent_and_reports_missing_and_stale(tmp_path: Path)
     missing, stale = cache_report(PhraseCache(clips), phrases, "heart")
     assert missing == texts[3:] and stale == ["An old line."]
     assert cache_report(None, phrases, "heart") == (texts, [])
+
+
+def test_explicit_agent_name_setting_wins_over_the_file() -> None:
+    spec = load_agent_file(ROOT / "agents/dental_clinic.yaml")
+    assert apply_agent(load_settings(agent_name="bench"), spec).agent_name == "bench"

@@ -62,10 +62,13 @@ def served_agent_for(value: str) -> ServedAgent | None:
 
 
 def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
-    """The settings with the agent file's choices on top (anything the file leaves out keeps its setting)."""
+    """The settings with the agent file's choices on top (anything the file leaves out keeps its setting).
+    The dispatch name is the file's `name` unless PARLEY_AGENT_NAME is set explicitly."""
     if spec is None:
         return settings
-    upd: dict[str, Any] = {"agent_name": spec.name, "language": spec.language}
+    upd: dict[str, Any] = {"language": spec.language}
+    if "agent_name" not in settings.model_fields_set:  # an explicit PARLEY_AGENT_NAME still wins
+        upd["agent_name"] = spec.name
     pairs = {
         "tts_voice": spec.voice,
         "cpu_voice": spec.cpu_voice,
