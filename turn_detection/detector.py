@@ -18,7 +18,7 @@ from typing import Any
 from .audio_eot import TRAILING_SILENCE_S, load_model, predict_window
 from .endpoint_policy import EndpointDecision, decide
 from .session_hooks import TurnHooks
-from .text_cues import text_cue
+from .text_cues import detect_language, text_cue
 
 logger = logging.getLogger("parley.turns")
 
@@ -112,9 +112,9 @@ class ParleyTurnDetector:
             except TimeoutError:
                 self._hooks.give_up_on_finals()
         text = _last_user_text(chat_ctx)
-        lang = None if self._hooks.options.language == "en" else self._hooks.options.language
+        lang = detect_language(text, self._hooks.options.language)
         audio_p = await self._audio_probability_for(speech_end)
-        decision = decide(text_cue(text, lang), audio_p, self._opts)
+        decision = decide(text_cue(text, lang), audio_p, self._opts, lang)
         self.last_decision = decision
         logger.debug(
             "end of turn decision",

@@ -52,7 +52,10 @@ WEB = ProfileParams(
         prefix_padding_duration=0.3,
         sample_rate=16000,
     ),
-    endpoint=EndpointOptions(min_delay=0.2, hesitation_delay=1.3, max_delay=2.0, audio_weight=0.4),
+    # tuned on out/corpus/dev/web (scripts/make_turn_corpus.py); max_delay covers thinking pauses up to 2.5 s
+    endpoint=EndpointOptions(
+        min_delay=0.2, hesitation_delay=1.3, max_delay=2.5, audio_weight=0.5, sequence_delay=2.5
+    ),
     interrupt_min_speech_s=0.3,
     false_interruption_timeout_s=1.0,
     aec_warmup_s=0.5,
@@ -66,7 +69,10 @@ TELEPHONY = ProfileParams(
         prefix_padding_duration=0.3,
         sample_rate=8000,
     ),
-    endpoint=EndpointOptions(min_delay=0.3, hesitation_delay=1.5, max_delay=2.5, audio_weight=0.25),
+    # tuned on out/corpus/dev/telephony: v1-mini scores 8 kHz pauses and finished turns alike: it counts less
+    endpoint=EndpointOptions(
+        min_delay=0.3, hesitation_delay=1.5, max_delay=2.5, audio_weight=0.25, sequence_delay=2.5
+    ),
     interrupt_min_speech_s=0.4,
     false_interruption_timeout_s=1.5,
     aec_warmup_s=0.5,

@@ -126,9 +126,10 @@ class ScriptLine:
 
 
 class ScriptedSTT(stt.STT):
-    def __init__(self, script: list[ScriptLine]) -> None:
+    def __init__(self, script: list[ScriptLine], language: str = "en") -> None:
         super().__init__(capabilities=stt.STTCapabilities(streaming=True, interim_results=True))
         self._script = script
+        self.language = language
 
     async def _recognize_impl(self, buffer, *, language=None, conn_options=None):  # type: ignore[no-untyped-def]
         raise NotImplementedError("streaming only")
@@ -144,10 +145,12 @@ class _ScriptedStream(stt.RecognizeStream):
 
     def __init__(self, owner: ScriptedSTT, script: list[ScriptLine], conn: APIConnectOptions) -> None:
         super().__init__(stt=owner, conn_options=conn, sample_rate=MIC_RATE)
+        self._owner = owner
         self._lines = script
 
     def _event(self, kind: stt.SpeechEventType, text: str = "") -> None:
-        alts = [stt.SpeechData(language=LanguageCode("en"), text=text, confidence=1.0)] if text else []
+        lang = LanguageCode(self._owner.language)
+        alts = [stt.SpeechData(language=lang, text=text, confidence=1.0)] if text else []
         self._event_ch.send_nowait(stt.SpeechEvent(type=kind, alternatives=alts))
 
     async def _run(self) -> None:

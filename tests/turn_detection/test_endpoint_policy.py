@@ -2,7 +2,15 @@ import itertools
 
 import pytest
 
-from turn_detection.endpoint_policy import EndpointOptions, combine, decide, delay_for
+from turn_detection.endpoint_policy import (
+    EndpointOptions,
+    audio_evidence,
+    combine,
+    decide,
+    delay_for,
+    v1_mini_threshold,
+)
+from turn_detection.options import Profile, TurnOptions, params_for
 from turn_detection.text_cues import TextCue
 
 OPTS = EndpointOptions(min_delay=0.2, hesitation_delay=1.3, max_delay=2.0, confident_p=0.7, unlikely_p=0.3)
@@ -21,10 +29,36 @@ def test_clearly_complete_turn_gets_the_short_delay() -> None:
     assert d.delay == OPTS.min_delay and d.probability >= OPTS.confident_p
 
 
-def test_trailing_conjunction_overrides_a_confident_audio_model() -> None:
-    cue = TextCue(0.05, "trailing_conjunction")
-    assert combine(cue, 0.99, OPTS) == cue.completeness
-    assert decide(cue, 0.99, OPTS).delay == OPTS.max_delay
+@pytest.mark.parametrize("profile", list(Profile))
+def test_strong_text_outweighs_a_confident_audio_model_without_erasing_it(profile: Profile) -> None:
+    opts = params_for(profile, TurnOptions()).endpoint
+    cue = TextCue(0.05, "trailing_function_word")
+    assert combine(cue, 0.2, opts) < combine(cue, 0.9, opts) < opts.unlikely_p
+    assert decide(cue, 0.9, opts).delay == opts.max_delay
+
+
+def test_strong_audio_outweighs_a_mildly_open_text() -> None:
+    cue = TextCue(0.35, "trailing_preposition")
+    assert combine(cue, 0.99, OPTS) > cue.completeness > combine(cue, 0.05, OPTS)
+
+
+def test_audio_is_read_against_v1_minis_own_language_threshold() -> None:
+    assert v1_mini_threshold("en") == pytest.approx(0.36)
+    assert v1_mini_threshold("ko") == pytest.approx(0.40)
+    assert v1_mini_threshold("ko-KR") == pytest.approx(0.40)
+    for lang in ("en", "ko"):
+        t = v1_mini_threshold(lang)
+        assert audio_evidence(t, t) == pytest.approx(0.5)
+        # a score at the threshold is neutral: the text decides alone
+        assert combine(TextCue(0.6, "x"), t, OPTS, lang) == pytest.approx(0.6)
+    # the same raw score is weaker evidence of an ended turn in Korean (higher threshold)
+    assert combine(TextCue(0.6, "x"), 0.38, OPTS, "ko") < combine(TextCue(0.6, "x"), 0.38, OPTS, "en")
+
+
+def test_sequences_hold_at_least_the_sequence_delay() -> None:
+    d = decide(TextCue(0.35, "digit_group"), 0.99, OPTS)
+    assert d.delay >= OPTS.sequence_delay > OPTS.min_delay
+    assert decide(TextCue(0.35, "trailing_preposition"), 0.99, OPTS).delay < OPTS.sequence_delay
 
 
 def test_audio_model_moves_an_ambiguous_text() -> None:
@@ -48,7 +82,8 @@ def test_probability_at_the_unlikely_threshold_matches_livekit_rule() -> None:
         {"min_delay": 1.0, "hesitation_delay": 0.5},
         {"max_delay": 0.1},
         {"unlikely_p": 0.8, "confident_p": 0.7},
-        {"audio_weight": 1.5},
+        {"audio_weight": 3.5},
+        {"sequence_delay": 3.0},
     ],
 )
 def test_bad_options_are_rejected(kwargs: dict) -> None:

