@@ -46,10 +46,16 @@ REPLY_STAGES = (
 )
 
 
-def frame_voiced(data: Any, threshold_dbfs: float = VOICED_DBFS) -> bool:
-    """Any sample above the threshold (amplitude), the same −50 dBFS rule the caller uses."""
+def frame_voiced(data: Any, sample_rate: int = 24_000, threshold_dbfs: float = VOICED_DBFS) -> bool:
+    """Any 10 ms window with RMS above the threshold: the same −50 dBFS rule the caller's marks use."""
     pcm = np.frombuffer(data, dtype=np.int16)
-    return bool(pcm.size) and int(np.abs(pcm.astype(np.int32)).max()) > 32768 * 10 ** (threshold_dbfs / 20)
+    win = max(1, sample_rate // 100)
+    n = max(1, len(pcm) // win)
+    if pcm.size == 0:
+        return False
+    x = pcm[: n * win].astype(np.float64) / 32768.0 if len(pcm) >= win else pcm.astype(np.float64) / 32768.0
+    rms = np.sqrt(np.mean(x.reshape(n, -1) ** 2, axis=1) + 1e-20)
+    return bool((20 * np.log10(rms) > threshold_dbfs).any())
 
 
 def answer_offset_s(pieces: list[tuple[str, float]]) -> float:
@@ -82,7 +88,7 @@ class SpeechMarks:
         self.marks.setdefault(kind, t)
 
     def published(self, t: float, frame: rtc.AudioFrame) -> None:
-        voiced = frame_voiced(frame.data)
+        voiced = frame_voiced(frame.data, frame.sample_rate)
         self.mark_once("published_first", t)
         if voiced and "published_first_voiced" not in self.marks:
             self.marks["published_first_voiced"] = t
