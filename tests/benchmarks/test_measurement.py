@@ -41,7 +41,7 @@ def test_the_minus_50_dbfs_rule_at_both_ends() -> None:
     assert first_voiced_sample(quiet_then_loud, RATE) == pytest.approx(2400, abs=240)
     assert not frame_voiced(level(-55, 0.02).tobytes()) and frame_voiced(level(-45, 0.02).tobytes())
     click = np.zeros(480, np.int16)
-    click[100] = 3000  # one loud sample: not speech by RMS (a peak rule would call it voiced)
+    click[100] = 1000  # one sample at -30 dBFS: not speech by RMS (a peak rule would call it voiced)
     assert not frame_voiced(click.tobytes(), RATE)
     track = Track(RATE, [(10.0, level(-30, 0.5)), (10.5, level(-70, 0.5)), (11.0, level(-30, 0.25))])
     assert voiced_seconds(track, 10.0, 12.0) == pytest.approx(0.75, abs=0.02)
