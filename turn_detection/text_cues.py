@@ -247,7 +247,10 @@ def _english_cue(text: str, table: LanguageTable) -> TextCue:
     if seq is not None:
         return seq
     if last in table.prepositions:
-        return TextCue(0.7 if question else 0.2, "trailing_preposition")
+        # English strands a preposition only after wh-movement: "who am I speaking with?" is whole,
+        # "is it possible to?" is a yes/no question cut before its verb
+        stranded = question and bool(sentence) and sentence[0] in table.wh_words
+        return TextCue(0.7 if stranded else 0.2, "trailing_preposition")
     if last in table.auxiliaries:
         # "yes, I do" / "it is" / "we can": an elliptical answer after a pronoun is finished
         if len(words) > 1 and words[-2] in table.subject_pronouns | {"you", "it", "that", "there", "this"}:

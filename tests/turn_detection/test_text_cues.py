@@ -53,6 +53,7 @@ def test_finished_english_reads_complete(text: str) -> None:
 def test_questions_may_strand_a_preposition() -> None:
     assert text_cue("Who am I speaking with?").completeness >= 0.7
     assert text_cue("Who am I speaking with").completeness < 0.5
+    assert text_cue("Is it possible to?").completeness < 0.5  # no wh-word: cut before its verb
 
 
 @pytest.mark.parametrize(
