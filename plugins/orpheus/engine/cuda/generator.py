@@ -11,6 +11,9 @@ Not thread-safe: one thread drives it (the cuda backend's worker, or a benchmark
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +24,8 @@ from plugins.orpheus.engine import ids
 from plugins.orpheus.engine.cuda.model import OrpheusLlama
 from plugins.orpheus.engine.cuda.sampling import penalise, restrict, sample, to_token_ids
 
-BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+# powers of two and 1.5× steps between them: a batch pads to at most ~1.33× its size
+BATCH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320, 384, 448, 512)
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,11 @@ class BatchGenerator:
             k *= 2
         self.kv_buckets = (*kv, o.max_seq)
         self.use_graphs = o.cuda_graphs and dev.type == "cuda"
+        self.stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
         self._graphs: dict[tuple[int, int], Any] = {}
         self._pool: Any = None
         self.steps = 0
+        self.host_s = 0.0  # host time spent in step() other than waiting for the device (benchmarks)
 
     # -- rows -----------------------------------------------------------------------------------------
     @property
@@ -98,7 +104,7 @@ class BatchGenerator:
             raise RuntimeError("no free cache row")
         row = int(free[0])
         max_tokens = max(1, min(max_tokens, o.max_seq - len(prompt)))
-        with torch.inference_mode():
+        with self._device():
             self.hist[row] = -1
             self.temperature[row] = temperature
             self.top_p[row] = top_p
@@ -126,7 +132,19 @@ class BatchGenerator:
         """Free a row at once (cancel); its cache contents are simply overwritten by the next request."""
         if self.busy[row]:
             self.busy[row] = False
-            self.active[row] = False
+            with self._device():
+                self.active[row] = False
+
+    @contextlib.contextmanager
+    def _device(self) -> Iterator[None]:
+        """Inference mode, and on CUDA the generator's own stream: every write to the row state and every
+        step is ordered on it, and SNAC (another thread, the default stream) overlaps instead of queueing."""
+        with torch.inference_mode():
+            if self.stream is None:
+                yield
+            else:
+                with torch.cuda.stream(self.stream):
+                    yield
 
     # -- decode ---------------------------------------------------------------------------------------
     def step(self) -> StepResult:
@@ -135,14 +153,18 @@ class BatchGenerator:
         if rows.size == 0:
             empty = np.zeros(0, dtype=np.int64)
             return StepResult(empty, empty, np.zeros(0, dtype=bool))
+        t0 = time.perf_counter()
         b = bucket(int(rows[-1]) + 1, self.batch_buckets)
         kv_len = bucket(int(self.pos_h[rows].max()) + 1, self.kv_buckets)
-        with torch.inference_mode():
+        with self._device():
             if self.use_graphs:
                 self._replay(b, kv_len)
             else:
                 self._step(b, kv_len)
-            tokens = self.out[:b].cpu().numpy()[rows]
+            t1 = time.perf_counter()
+            out = self.out[:b].cpu().numpy()  # the one wait for the device
+            t2 = time.perf_counter()
+            tokens = out[rows]
         self.steps += 1
         self.pos_h[rows] += 1
         self.gen_h[rows] += 1
@@ -150,8 +172,23 @@ class BatchGenerator:
         if finished.any():
             done = rows[finished]
             self.busy[done] = False
-            self.active[torch.from_numpy(done).to(self.device)] = False
+            with self._device():
+                self.active[torch.from_numpy(done).to(self.device)] = False
+        self.host_s += (t1 - t0) + (time.perf_counter() - t2)
         return StepResult(rows, tokens, finished)
+
+    def occupy(self, n: int, position: int, max_tokens: int = 1 << 30) -> None:
+        """Benchmarks: mark rows 0..n-1 busy at `position` without a prefill (speed does not depend on the
+        cache contents). Not for serving: those rows generate from whatever their cache holds."""
+        if n > self.options.rows or position >= self.options.max_seq:
+            raise ValueError(f"{n} rows at position {position} do not fit {self.options}")
+        self.busy[:n] = True
+        self.pos_h[:n], self.gen_h[:n], self.max_h[:n] = position, 0, max_tokens
+        with self._device():
+            self.active[:n] = True
+            self.pos[:n] = position
+            self.gen[:n] = 0
+            self.hist[:n] = -1
 
     def _step(self, b: int, kv_len: int) -> None:
         """The whole step on the device: forward, restricted sampling, state advance (graph-capturable)."""
@@ -196,7 +233,7 @@ class BatchGenerator:
         """Capture graphs ahead of traffic (largest first, so the shared pool is sized once)."""
         if not self.use_graphs:
             return 0
-        with torch.inference_mode():
+        with self._device():
             for b in sorted(batches or self.batch_buckets, reverse=True):
                 for kv in sorted(kv_lens or self.kv_buckets, reverse=True):
                     if (b, kv) not in self._graphs:

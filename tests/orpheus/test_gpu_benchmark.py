@@ -1,0 +1,40 @@
+"""benchmarks.gpu at tiny shapes on CPU: the same code path as on an H100; checks the JSON contract and that
+the values are consistent with each other (not timings)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from benchmarks import gpu
+
+
+def test_streams_realtime_rule() -> None:
+    budget = gpu.REALTIME_STEP_MS / gpu.HEADROOM
+    steps = {1: 2.0, 64: budget - 1.0, 128: budget - 0.01, 256: budget + 1.0}
+    assert gpu.streams_realtime(steps, {1: 0.0, 256: 0.0}) == 128
+    assert gpu.streams_realtime(steps, {1: 28.0, 256: 28.0}) == 64  # SNAC's share counts too
+    assert gpu.interpolate({1: 1.0, 3: 3.0}, 2) == 2.0 and gpu.interpolate({1: 1.0, 3: 3.0}, 5) == 5.0
+
+
+@pytest.mark.slow
+def test_tiny_cpu_run_writes_every_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = replace(gpu.GpuBenchOptions.cpu_tiny(), seconds_per_load=1.0, step_repeats=3)
+    monkeypatch.setattr(gpu.GpuBenchOptions, "cpu_tiny", classmethod(lambda cls: tiny))
+    out = tmp_path / "gpu.json"
+    assert gpu.main(["--tiny", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    for key in ("device", "streams_realtime", "step_ms", "ttfb_ms", "snac_ms", "cpu_us_per_token"):
+        assert key in r
+    assert r["device"].startswith("cpu (tiny shapes")
+    assert set(r["step_ms"]) == {"1", "2", "4", "8"} and all(v > 0 for v in r["step_ms"].values())
+    assert set(r["snac_ms"]) == {"1", "2", "4"} and all(v > 0 for v in r["snac_ms"].values())
+    assert set(r["ttfb_ms"]) == {"50%", "75%", "90%"}
+    for stats in r["ttfb_ms"].values():
+        assert stats["utterances"] >= 1 and 0 < stats["p50"] <= stats["p99"]
+    assert 0 <= r["streams_realtime"] <= 8 and r["cpu_us_per_token"] > 0
+    assert r["first_audio_ids"] == 21
+    assert r["gpu_memory_gb"]["kv_cache"] > 0
