@@ -9,6 +9,7 @@ holds `turns.json` (benchmarks/scripted_call.py writes it), in that file's order
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -118,6 +119,7 @@ def reply_problem(text: str, agent_lines: dict[str, set[str]] | None = None) -> 
     return ""
 
 
+@functools.lru_cache(maxsize=1)
 def agent_fixed_lines() -> dict[str, set[str]]:
     """The worker's own apology and repeat-request lines, in every language it has."""
     lines: dict[str, set[str]] = {"apology": set(), "repeat_request": set()}
