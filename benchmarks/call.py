@@ -256,7 +256,8 @@ def load_calls(args: argparse.Namespace, out: Path) -> dict[str, list[TurnPlan]]
     if args.script:
         from .scripted_call import render_script  # type: ignore[import-not-found,unused-ignore]
 
-        args.script_dir = Path(render_script(Path(args.script), out / "caller", agent_file=args.agent))
+        agent = Path(args.agent) if args.agent else None
+        args.script_dir = Path(render_script(Path(args.script), out / "caller", agent_file=agent))
         dirs.append(args.script_dir)
     if not dirs:
         raise PlanError("give --data DIR (repeatable) or --script FILE")
