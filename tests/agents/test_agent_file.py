@@ -180,7 +180,7 @@ def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
 
 
 def test_agent_flag_becomes_the_setting(monkeypatch) -> None:
-    monkeypatch.delenv("PARLEY_AGENT", raising=False)
+    monkeypatch.setenv("PARLEY_AGENT", "")  # so monkeypatch puts it back after pop_agent_flag sets it
     argv = pop_agent_flag(["worker.py", "dev", "--agent", "agents/dental_clinic.yaml", "--log-level", "x"])
     assert argv == ["worker.py", "dev", "--log-level", "x"]
     import os
