@@ -10,13 +10,15 @@ hand-edited audio), so the same command always gives the same files.
     English voices with different accents and voice variants (two engines, eight voices).
   - Per file: speaking rate, speech level (-32..-18 dBFS RMS), noise type (white, pink, brown, babble-like,
     mains hum) at 10-20 dB SNR, and pause lengths are drawn from the seed.
-  - Cases: finished statements, questions, short answers, backchannels ("done"), and hesitations ("pause")
+  - Cases: finished statements, questions, short answers, backchannels, interruptions ("wait", "no, ...",
+    a new question; for benchmarks.bargein) ("done"), and hesitations ("pause")
     after a function word, after a content word inside an unfinished clause, after a filler, thinking pauses
     of 1-2.5 s, digit groups, spelled letters, list items, and pauses after a complete clause.
   - Split once by sentence template (never by file): every template is in `dev` or in `test`.
   - Output: out/corpus/{dev,test}/{web,telephony}/ with WAVs, same-name .txt transcripts and labels.json in
     the benchmarks.turns format ({file, kind, speech_segments_s}, plus case, clause, template, voice, text,
     split). web = 16 kHz PCM; telephony = the same audio band-limited to 300-3400 Hz, 8 kHz G.711 mu-law.
+    out/corpus/{dev,test}/bargein/ holds the backchannels and interruptions (16 kHz) for benchmarks.bargein.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class Template:
         return CLAUSES.get(self.case, "")
 
 
-DONE_CASES = ("statement", "question", "short_answer", "backchannel")
+DONE_CASES = ("statement", "question", "short_answer", "backchannel", "interruption")
 CLAUSES = {
     "function_word": "open",
     "filler": "open",
@@ -172,6 +174,12 @@ TEMPLATES: dict[str, list[str]] = {
         "I'm calling for my mother. | She can't hear very well.",
         "The delivery came today. | But one of the boxes was crushed.",
         "I moved last month. | I need to update my address.", "Yes, that's correct. | And it's under {name}.",
+    ],
+    # said over the agent (benchmarks.bargein): these must stop it; backchannels above must not
+    "interruption": [
+        "Wait, wait.", "Stop, please.", "No, that's not what I asked.", "Sorry, can I ask something?",
+        "Hold on, that's wrong.", "No, I said {day}.", "Actually, I need {item} instead.",
+        "What about {place}?",
     ],
 }
 # fmt: on
@@ -372,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     splits = split_templates(args.seed)
     labels: dict[tuple[str, str], list[dict[str, object]]] = {}
     for split in ("dev", "test"):
-        for channel in ("web", "telephony"):
+        for channel in ("web", "telephony", "bargein"):
             folder = args.out / split / channel
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
@@ -398,9 +406,14 @@ def main(argv: list[str] | None = None) -> int:
                 "split": split,
                 **info,
             }
-            for channel in ("web", "telephony"):
+            # bargein/: what a caller says over the agent (backchannels, interruptions), 16 kHz;
+            # interruptions are not turn-taking cases and stay out of web/ and telephony/
+            channels = ["bargein"] if template.case == "interruption" else ["web", "telephony"]
+            if template.case == "backchannel":
+                channels.append("bargein")
+            for channel in channels:
                 folder = args.out / split / channel
-                if channel == "web":
+                if channel != "telephony":
                     sf.write(str(folder / name), audio, RATE, subtype="PCM_16")
                 else:
                     sf.write(str(folder / name), telephone(audio), PHONE_RATE, subtype="ULAW")
