@@ -51,7 +51,11 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
         "--snac-dir", default=s.orpheus_snac_dir, help="SNAC 24 kHz dir (config.json + pytorch_model.bin)"
     )
     g.add_argument("--device", default=s.orpheus_device)
-    g.add_argument("--dtype", default="float32")
+    g.add_argument(
+        "--dtype",
+        default="auto",
+        help="auto = bfloat16 on a CUDA device, float32 on CPU; or a torch dtype name",
+    )
     g.add_argument("--cpu-threads", type=int, default=1)
     g.add_argument("--max-streams", type=int, default=s.orpheus_max_streams)
     g.add_argument("--openai-base-url", default=s.orpheus_openai_base_url)
@@ -91,7 +95,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         model_dir=model_dir,
         snac_dir=snac_dir,
         device=args.device,
-        dtype=args.dtype,
+        dtype=resolve_dtype(args.dtype, args.device),
         cpu_threads=args.cpu_threads,
         openai_base_url=args.openai_base_url,
         openai_model=args.openai_model,
@@ -105,6 +109,13 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         engine=opts,
     )
     return cfg
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """A 3B model in float32 would not fit a MIG slice and runs at half speed: bf16 wherever CUDA is."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if device.startswith("cuda") else "float32"
 
 
 def ensure_test_model(root: Path) -> Path:

@@ -112,3 +112,11 @@ def test_serve_and_synth_through_the_server(tmp_path: Path, test_model: Path) ->
         os.kill(server.pid, signal.SIGTERM)
         server.wait(30)
     assert server.returncode == 0
+
+
+def test_dtype_auto_is_bf16_on_cuda_and_fp32_on_cpu() -> None:
+    from plugins.orpheus.__main__ import resolve_dtype
+
+    assert resolve_dtype("auto", "cuda") == "bfloat16" and resolve_dtype("auto", "cuda:1") == "bfloat16"
+    assert resolve_dtype("auto", "cpu") == "float32"
+    assert resolve_dtype("float16", "cuda") == "float16"  # an explicit choice is kept
