@@ -336,6 +336,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.agent:
         os.environ["PARLEY_AGENT"] = str(Path(args.agent).resolve())
     load_settings()  # a bad setting is one line here, not a worker that never registers
+    if args.agent:
+        from worker.agents.runtime import served_agent_for
+
+        served = served_agent_for(os.environ["PARLEY_AGENT"])
+        print(f"== agent: {served.name if served and served.name else args.agent} ({args.agent}) ==")
     calls = load_calls(args, out)
     single = len(pipelines) == 1 and args.runs == 1 and len(calls) == 1 and not args.round_start
     on_run = _printer(args, out, single)
