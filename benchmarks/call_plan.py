@@ -119,6 +119,24 @@ def reply_problem(text: str, agent_lines: dict[str, set[str]] | None = None) -> 
     return ""
 
 
+def worker_failures(errors: list[str]) -> list[str]:
+    """The errors that are the pipeline's own: everything except an apology or repeat-request the LLM wrote
+    itself. Benchmarks count those too (a caller hears a failed turn); plumbing tests use this instead, since
+    the embedded 135M model opens replies with "I'm sorry…" on its own. The worker's own apology and
+    repeat lines (an LLM that failed, a reply that was empty) still count."""
+    fixed = [norm_text(line) for lines in agent_fixed_lines().values() for line in lines if norm_text(line)]
+    out = []
+    for err in errors:
+        _, sep, text = err.partition(": apology: ")
+        if not sep:
+            _, sep, text = err.partition(": repeat_request: ")
+        said = norm_text(text.strip("'\""))  # a quoted reply, cut at 80 characters by the report
+        if sep and said and not any(line in said or line.startswith(said) for line in fixed):
+            continue
+        out.append(err)
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def agent_fixed_lines() -> dict[str, set[str]]:
     """The worker's own apology and repeat-request lines, in every language it has."""

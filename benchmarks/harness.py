@@ -274,7 +274,7 @@ async def run_call(
         tts_hooks(rec)
     listeners = getattr(session.tts, "piece_listeners", None)
 
-    def on_piece(_text: str) -> None:
+    def on_piece(*_piece: object) -> None:  # Parley's voices pass (text), the stock TTS (text, seconds)
         rec.mark("tts_piece")
 
     if listeners is not None:

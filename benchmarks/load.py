@@ -93,7 +93,7 @@ async def _caller(
                 stats.errors.append(f"call{idx} {tr.file}: {tr.error}")
             if tr.problem:  # an apology or a repeat-request is a failed turn, said politely
                 stats.apologies += 1
-                stats.errors.append(f"call{idx} {tr.file}: {tr.problem}")
+                stats.errors.append(f"call{idx} {tr.file}: {tr.problem}: {tr.reply_text[:80]!r}")
             if tr.v2v_ms is not None:
                 stats.v2v.append((tr.speech_end - stats.t0, tr.v2v_ms))
         stats.underruns += res.speaker.underruns

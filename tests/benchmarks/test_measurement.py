@@ -248,3 +248,17 @@ def test_stage_histograms_export_for_prometheus() -> None:
     text = generate_latest().decode()
     assert 'parley_turn_stage_seconds_count{pipeline="stock-tuned",stage="end_of_turn"} 1.0' in text
     assert 'parley_turn_stage_seconds_count{pipeline="stock-tuned",stage="answer_published"} 1.0' in text
+
+
+def test_worker_failures_keep_the_workers_own_lines_and_drop_model_written_sorries() -> None:
+    from benchmarks.call_plan import worker_failures
+    from worker.agent import APOLOGY, REPEAT
+
+    errors = [
+        "c1.wav: no reply within timeout",
+        'c2.wav: apology: "I\'m sorry for your loss, but as of now"',
+        f"c3.wav: apology: {APOLOGY['en']!r}",
+        f"c4.wav: repeat_request: {REPEAT['en'][:20]!r}",  # cut short in the report: still the worker's line
+        "call1 c5.wav: repeat_request: 'Pardon me, what time did you say?'",
+    ]
+    assert worker_failures(errors) == [errors[0], errors[2], errors[3]]

@@ -19,6 +19,7 @@ import soundfile as sf
 import soxr
 
 from benchmarks.audio_io import Track, voiced_windows
+from benchmarks.call_plan import worker_failures
 from benchmarks.livekit_call import run_call_on_stack
 from benchmarks.report import call_json, latency_table
 from tests.e2e.conftest import CONVERSATION, close_and_check_sealed, record_figure
@@ -56,7 +57,7 @@ def test_worker_greets_and_answers_every_turn_with_speech(call_stack: E2EStack, 
     res = run_call_on_stack(call_stack, turns, tmp_path / "call")
     report = call_json(res)
     print(latency_table(res), file=sys.stderr)
-    assert not report["errors"], report["errors"]
+    assert not worker_failures(report["errors"]), report["errors"]  # model-written "sorry" aside
     assert res.greeting_first_audio_ms is not None
     assert [t.file for t in res.turns] == [t.name for t in turns]
     for i, turn in enumerate(res.turns):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from benchmarks.call_plan import worker_failures
 from benchmarks.livekit_call import LiveKitCallOptions, room_unavailable_reason, run_livekit_call
 from benchmarks.report import call_json
 from tests.e2e.conftest import CONVERSATION
@@ -44,7 +45,7 @@ def test_demo_command_calls_through_a_real_room(tmp_path: Path) -> None:
     assert "latency (ms, caller's last voiced sample → event)" in res.stdout
     report = json.loads((out / "call.json").read_text())
     assert report["transport"] == "livekit-room" and report["pipeline"] == "parley"
-    assert not report["errors"], report["errors"]
+    assert not worker_failures(report["errors"]), report["errors"]  # model-written "sorry" aside
     assert report["v2v_ms"]["p50"] is not None and report["greeting_first_audio_ms"] is not None
     assert report["turns"][0]["reply_text"]
     audio, rate = sf.read(report["files"]["wav"])
@@ -59,7 +60,7 @@ def test_room_call_on_plain_loopback(tmp_path: Path) -> None:
     opts = LiveKitCallOptions(out_dir=tmp_path / "stack", isolation="loopback")
     res = run_livekit_call(sorted(data.glob("*.wav")), opts)
     report = call_json(res)
-    assert not report["errors"], report["errors"]
+    assert not worker_failures(report["errors"]), report["errors"]  # model-written "sorry" aside
     assert res.turns[0].v2v_ms is not None and res.turns[0].reply_text
     cfg = (tmp_path / "stack" / "livekit.yaml").read_text()
     assert 'bind_addresses: ["127.0.0.1"]' in cfg and "node_ip: 127.0.0.1" in cfg
