@@ -4,6 +4,7 @@ CPU voice; only the LLM is a double (ToolCallingLLM: an LLM that calls tools, se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +26,7 @@ SECRET = "s3cr3t-token-value-9f2c"
 @pytest.fixture
 async def webhook() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     seen: list[dict[str, Any]] = []
+    released = asyncio.Event()  # set at teardown so a hanging handler does not hold the server's shutdown
 
     async def handler(request: web.Request) -> web.Response:
         body = await request.json()
@@ -34,7 +36,8 @@ async def webhook() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
         if request.path == "/fail":
             return web.json_response({"error": "down"}, status=500)
         if request.path == "/hang":
-            await asyncio.sleep(30)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(released.wait(), 30)
         return web.json_response({"order": body.get("order"), "status": "ships tomorrow"})
 
     app = web.Application()
@@ -45,6 +48,7 @@ async def webhook() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     yield f"http://127.0.0.1:{port}", seen
+    released.set()
     await runner.cleanup()
 
 
