@@ -5,8 +5,8 @@ Script format (see agents/calls/):
 
     voice: heart                      # hibari voice of the caller (optional)
     turns:
-      - say: "I'd like to book a cleaning [pause 1.2] with Dr. Morgan next week."
-        expect: [Morgan]              # words the agent's reply should contain (case-insensitive)
+      - say: "Could someone fix the gate [pause 1.2] before the weekend?"
+        expect: [gate]                # words the agent's reply should contain (case-insensitive)
       - say: "Tuesday at nine works."
         delay_ms: 400                 # silence after the agent finished before the caller speaks
       - say: "Sorry, one more thing."

@@ -97,7 +97,7 @@ CLAUSES = {
 # fmt: off
 TEMPLATES: dict[str, list[str]] = {
     "statement": [
-        "I'd like to cancel {service}.", "My flight lands at {time} on {day}.",
+        "Go ahead and stop {service}.", "My flight lands at {time} on {day}.",
         "The heater in the back bedroom stopped working last night.",
         "We're running about {count} minutes late.",
         "I already paid that bill online.", "I'll pick it up from {place} on {day}.",
@@ -119,17 +119,17 @@ TEMPLATES: dict[str, list[str]] = {
     "function_word": [
         "I'm calling about the | order I placed on {day}.",
         "Could you put me through to | someone in billing?",
-        "I was hoping to | move my appointment to {day}.",
+        "Our team still hasn't | received the parcel from {day}.",
         "My daughter wants to | sign up for the swim class.",
-        "We need a table for | {count} people at {time}.", "Can I pay with | a card over the phone?",
+        "The bus for | the airport leaves at {time}.", "Can I pay with | a card over the phone?",
         "The problem is that the | screen keeps going black.", "I bought it from | your shop near {place}.",
         "Is it possible to | get a refund instead?", "I'd rather not | leave it with a neighbour.",
     ],
     "content_word": [
         "The technician who came on {day} | never fixed the leak.",
         "The package I ordered last week | still hasn't arrived.",
-        "I'd like to return | the shoes I got online.",
-        "My neighbour's dog | keeps barking all night.", "I need to reschedule | my dentist appointment.",
+        "Somebody should look at | the leak under the sink.",
+        "My neighbour's dog | keeps barking all night.", "My sister wants to borrow | the blue ladder.",
         "Someone from your office | called me yesterday.",
         "The internet in our building | has been down since {day}.", "Could you check | my last payment?",
         "The woman at the front desk | told me to call this number.", "We usually order | {item} on Fridays.",
@@ -149,7 +149,7 @@ TEMPLATES: dict[str, list[str]] = {
     ],
     "digits": [
         "My phone number is {d3}, | {d3}, | {d4}.", "My card number is {d4}, | {d4}, | {d4}.",
-        "The confirmation code is {d3}, | {d3}.", "My account number is {d2}, | {d3}, | {d2}.",
+        "The confirmation code is {d3}, | {d3}.", "The gate code at the back is {d2}, | {d3}, | {d2}.",
         "You can reach me at {d3} | {d3} | {d4}.", "The order number is {d4}, | {d3}.",
         "The postcode is {d3} | {d2}.", "It's extension {d2} | {d2}.",
     ],

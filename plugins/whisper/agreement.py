@@ -66,7 +66,7 @@ class LocalAgreement:
         self._previous = words
         kept = common_prefix_len(self._confirmed, words)
         if kept < len(self._confirmed):
-            # the newest decode rewrote confirmed words ("I want to" -> "I wanna go to"): splicing the old
+            # the newest decode rewrote confirmed words (e.g. "we can" -> "we could go"): splicing the old
             # words onto the new tail would duplicate or drop words, so the newest decode wins and only what
             # it still agrees with stays confirmed
             self._confirmed = words[:kept]
