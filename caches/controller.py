@@ -7,7 +7,8 @@ which runs just before the reply is scheduled) the controller queues a *gate* sp
 audio iterator decides lazily: it yields a cached acknowledgement if the reply's first audio is not ready by
 the threshold (or at once when replies are predicted late), and otherwise ends with no audio, costing the
 reply a few milliseconds. The reply's LLM and TTS run while the gate waits. Reply readiness is seen by
-wrapping the agent's `tts_node` output (`watch_reply_audio`); `FillerAgent` does both hooks.
+wrapping the agent's `tts_node` output (`watch_reply_audio`) and its input (`watch_reply_text`: once the
+reply's words reach the voice no filler starts); `FillerAgent` does the hooks.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class FillerController:
         self._latest_reply: SpeechHandle | None = None
         self._reply_turn: dict[str, int] = {}  # reply speech id → caller turn it answers
         self._ready_ids: set[str] = set()
+        self._text_ids: set[str] = set()  # replies whose first words reached the voice
         self._wake = asyncio.Event()
         self._current: TurnRecord | None = None
         self._user_stopped_at: float | None = None
@@ -189,7 +191,9 @@ class FillerController:
                 rec.reply_ready_at = now
         if not self.opts.fillers or self._hook_missing:
             return
-        decision = self.policy.on_commit(user_speaking=self._user_speaking(), reply_ready=self._reply_ready())
+        decision = self.policy.on_commit(
+            user_speaking=self._user_speaking(), reply_ready=self._reply_ready(), filler_ms=self._filler_ms()
+        )
         log.debug("filler decision", extra={"turn": rec.index, "plan": decision.plan.value})
         if decision.plan is Plan.SKIP:
             return
@@ -198,6 +202,19 @@ class FillerController:
         chosen: asyncio.Future[CachedPhrase | None] = asyncio.get_running_loop().create_future()
         deadline = time.monotonic() + decision.deadline_ms / 1000 if decision.plan is Plan.WATCH else None
         self._say_raw(self._gate_text(chosen), self._gate_audio(rec, deadline, chosen), add_to_chat_ctx=False)
+
+    async def watch_reply_text(self, text: AsyncIterable[str]) -> AsyncIterator[str]:
+        """Wrap the agent's `tts_node` input so the gate knows when the reply's words reach the voice."""
+        handle = _speech_handle_in_context()
+        marked = False
+        async for delta in text:
+            if not marked and delta.strip():
+                marked = True
+                handle = handle or self._latest_reply
+                if handle is not None and handle.id not in self._own:
+                    self._text_ids.add(handle.id)
+                    self._wake.set()
+            yield delta
 
     async def watch_reply_audio(self, frames: AsyncIterable[rtc.AudioFrame]) -> AsyncIterator[rtc.AudioFrame]:
         """Wrap the agent's `tts_node` output so the gate knows when the reply has audio to play."""
@@ -223,7 +240,12 @@ class FillerController:
             if deadline is not None:
                 while True:
                     self._wake.clear()
-                    if self._reply_ready() or self._reply_gone() or self._user_speaking():
+                    if (
+                        self._reply_ready()
+                        or self._reply_synthesising()
+                        or self._reply_gone()
+                        or self._user_speaking()
+                    ):
                         break
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -231,7 +253,9 @@ class FillerController:
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), remaining)
                 if self._reply_gone() or not self.policy.at_deadline(
-                    user_speaking=self._user_speaking(), reply_ready=self._reply_ready()
+                    user_speaking=self._user_speaking(),
+                    reply_ready=self._reply_ready(),
+                    reply_synthesising=self._reply_synthesising(),
                 ):
                     return
             if self._current is not rec:
@@ -261,6 +285,14 @@ class FillerController:
     def _reply_ready(self) -> bool:
         h = self._latest_reply
         return h is not None and not h.done() and h.id in self._ready_ids
+
+    def _reply_synthesising(self) -> bool:
+        h = self._latest_reply
+        return h is not None and not h.done() and h.id in self._text_ids
+
+    def _filler_ms(self) -> float:
+        clips = self.cache.phrases("acknowledgement", self.opts.voice, self.opts.language)
+        return max((p.duration_ms for p in clips), default=0.0)
 
     def _reply_gone(self) -> bool:
         """The reply for this turn failed, or ended (interrupted) without audio: nothing left to mask."""
@@ -373,5 +405,7 @@ class FillerAgent(Agent):
             self.fillers.on_user_turn_completed()
 
     def tts_node(self, text: AsyncIterable[str], model_settings: ModelSettings) -> Any:
-        frames = Agent.default.tts_node(self, text, model_settings)
-        return self.fillers.watch_reply_audio(frames) if self.fillers is not None else frames
+        if self.fillers is None:
+            return Agent.default.tts_node(self, text, model_settings)
+        frames = Agent.default.tts_node(self, self.fillers.watch_reply_text(text), model_settings)
+        return self.fillers.watch_reply_audio(frames)

@@ -96,20 +96,27 @@ class FillerPolicy:
             return None
         return statistics.median(self._latencies)
 
-    def on_commit(self, *, user_speaking: bool, reply_ready: bool = False) -> Decision:
-        """Right after a caller turn is committed: play now, watch the threshold, or stay quiet."""
+    def on_commit(self, *, user_speaking: bool, reply_ready: bool = False, filler_ms: float = 0.0) -> Decision:
+        """Right after a caller turn is committed: play now, watch the threshold, or stay quiet.
+
+        A filler plays to its end before the reply (speeches queue), so playing one at once only pays when
+        the reply is predicted later than the threshold plus the filler itself (`filler_ms`): otherwise it
+        would hold back a reply that was about to start."""
         if reply_ready:
             return Decision(Plan.SKIP, "reply audio already ready")
         if blocked := self._blocked(user_speaking):
             return Decision(Plan.SKIP, blocked)
         predicted = self.predicted_latency_ms()
-        if self.opts.predict and predicted is not None and predicted >= self.opts.late_threshold_ms:
+        late = self.opts.late_threshold_ms + max(0.0, filler_ms)
+        if self.opts.predict and predicted is not None and predicted >= late:
             return Decision(Plan.NOW, f"predicted late ({predicted:.0f} ms)")
         return Decision(Plan.WATCH, "watching", deadline_ms=self.opts.late_threshold_ms)
 
-    def at_deadline(self, *, user_speaking: bool, reply_ready: bool) -> bool:
-        """The threshold passed: play only if the reply still has no audio and nothing else blocks it."""
-        return not reply_ready and self._blocked(user_speaking) is None
+    def at_deadline(self, *, user_speaking: bool, reply_ready: bool, reply_synthesising: bool = False) -> bool:
+        """The threshold passed: play only if the reply has neither audio nor text at the voice yet. Once the
+        LLM's first words reach the voice, the reply's audio is one synthesis away, and a filler started
+        then would make it wait for the filler's end."""
+        return not reply_ready and not reply_synthesising and self._blocked(user_speaking) is None
 
     def allow_hold_line(self, *, user_speaking: bool, now_ms: float) -> bool:
         """A tool call is still running: may a hold line play now?"""

@@ -40,9 +40,10 @@ _TRAILING_TAG = re.compile(r"\s*<[a-z]+>\s*$")
 
 @dataclass(frozen=True)
 class ChunkerOptions:
-    first_min_words: int = 3  # a first clause shorter than this waits for more
+    first_min_words: int = 3  # a first clause or sentence shorter than this waits for more
     min_words: int = 5  # later pieces: clause cuts only after this many words
     max_words: int = 30  # hard cut at a space past this many words (run-on LLM output)
+    first_max_words: int = 10  # the first piece, too: the CPU voice synthesises a piece whole before it plays
 
 
 def _word_count(text: str) -> int:
@@ -117,7 +118,9 @@ class SpeechChunker:
             if ch in _SENTENCE_END and nxt.isspace():
                 if ch == "." and self._is_abbreviation(buf[: i + 1]):
                     continue
-                if _word_count(buf[: i + 1]) >= 1:
+                # a first sentence shorter than a clause ("Sure." "Hello!") joins what follows: on its own
+                # it is an opener the caller hears before the answer, not the answer
+                if _word_count(buf[: i + 1]) >= (min_clause_words if first else 1):
                     return i + 1
             elif (
                 ch in _CLAUSE_END
@@ -126,7 +129,7 @@ class SpeechChunker:
                 and not (ch == "," and buf[i - 1 : i].isdigit() and buf[i + 2 : i + 3].isdigit())
             ):
                 return i + 1
-            elif ch.isspace() and words_seen >= self._opt.max_words:
+            elif ch.isspace() and words_seen >= (self._opt.first_max_words if first else self._opt.max_words):
                 return i
         return None
 

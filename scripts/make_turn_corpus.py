@@ -82,7 +82,7 @@ class Template:
         return CLAUSES.get(self.case, "")
 
 
-DONE_CASES = ("statement", "question", "short_answer", "backchannel", "interruption")
+DONE_CASES = ("statement", "question", "short_answer", "backchannel", "interruption", "number_end")
 CLAUSES = {
     "function_word": "open",
     "filler": "open",
@@ -181,6 +181,12 @@ TEMPLATES: dict[str, list[str]] = {
         "Hold on, that's wrong.", "No, I said {day}.", "Actually, I need {item} instead.",
         "What about {place}?",
     ],
+    # finished turns that end on a time, a quantity or an age: a number alone is an answer, not a digit group
+    "number_end": [
+        "Can we make it {day} at {hour}?", "I am free {day} after {hour}.", "Put me down for {count}.",
+        "We are a group of {count}.", "The meeting starts at {hour}.", "I'd like to order {count}.",
+        "My son is {age}.", "It was about {count}.",
+    ],
 }
 # fmt: on
 
@@ -190,6 +196,8 @@ WORDS: dict[str, list[str]] = {
     "day": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "next week"],
     "place": ["the airport", "the main library", "the train station", "the north entrance", "the harbour"],
     "count": ["two", "three", "four", "five", "six", "twenty"],
+    "hour": ["two", "three", "four", "ten", "eleven", "seven"],
+    "age": ["seven", "twelve", "four", "nine", "fifteen"],
     "item": ["a large pizza", "two coffees", "the blue jacket", "a phone charger", "some batteries", "milk"],
     "name": ["Jordan", "Priya", "Marcus", "Elena", "Tomasz", "Aisha", "Daniel", "Mei"],
     "surname": ["Novak", "Reyes", "Okafor", "Lindqvist", "Haddad", "Brennan", "Castillo", "Moreau"],

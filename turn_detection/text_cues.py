@@ -205,8 +205,12 @@ def _sequence_cue(tail: str, words_raw: list[str], table: LanguageTable) -> Text
         return None  # an amount or a clock time is one whole answer, not a group read out in parts
     previous = words_raw[-2] if len(words_raw) > 1 else ""
     if _is_number(last_raw.lower(), table) and (
-        _is_number(previous.lower(), table) or any(c.isdigit() for c in last_raw)
+        _is_number(previous.lower(), table)
+        or sum(c.isdigit() for c in last_raw) >= 3
+        or (any(c.isdigit() for c in last_raw) and not tail.endswith((".", "?", "!")))
     ):
+        # numbers read in a row, or a chunk of three or more digits, is a sequence that may go on; one short
+        # number the recogniser closed with a full stop ("at 2.", "for 4.") is a time or an amount: an answer
         return TextCue(0.35, "digit_group")
     hyphenated = "-" in last_raw
     if _is_letter(last_raw) and (hyphenated or (last_raw.isupper() and _is_letter(previous))):

@@ -22,6 +22,7 @@ from turn_detection import Profile, TurnOptions, build_turn_handling, load_vad, 
 from turn_detection.audio_eot import load_model as load_eot_model
 
 from .agent import AgentOptions, ParleyAgent
+from . import livekit_patches
 from .context import ContextOptions
 from .llm_slots import SlotPool
 from .settings import Settings
@@ -176,6 +177,7 @@ def load_phrases(settings: Settings, voice: str) -> PhraseCache | None:
 def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None = None) -> Components:
     """`llm_slots`: how many parallel slots the embedded LLM serves (default `max_calls`)."""
     settings = _served(settings)
+    livekit_patches.install()
     vads = {p: load_vad(params_for(p, turn_options(settings))) for p in Profile}
     stt_model = load_stt(settings)
     tts_model, tts_live = load_tts(settings)

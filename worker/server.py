@@ -41,6 +41,7 @@ def prewarm(proc: JobProcess) -> None:
 
     tune_allocator()  # before the models load: their buffers then go back to the kernel when freed
     settings = get_settings()
+    logging.getLogger("parley").setLevel(settings.log_level)  # LiveKit's CLI sets only the root level
     if settings.pipeline != "parley":  # a baseline for the benchmarks (worker/stock_pipeline.py)
         from .stock_pipeline import load_stock_components, stock_options
 
@@ -176,6 +177,7 @@ def _start_embedded_llm(settings: Settings) -> Any:
         EmbeddedLLMOptions(
             port=settings.llm_embedded_port,
             threads=settings.llm_embedded_threads,
+            batch_threads=settings.llm_embedded_batch_threads,
             n_parallel=settings.max_calls,  # one slot per call (worker/llm_slots.py)
             log_path=settings.llm_embedded_log,
         )
@@ -254,6 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     command = argv[1] if len(argv) > 1 else ""
     try:
         settings = effective_settings(get_settings())
+        logging.getLogger("parley").setLevel(settings.log_level)
         llm = None
         if command == "console":
             check_audio_devices()

@@ -59,6 +59,7 @@ class Settings(BaseSettings):
     llm_embedded_port: int = Field(0, ge=0, le=65535)  # 0 = pick a free port
     llm_embedded_ctx: int = Field(4096, ge=512)
     llm_embedded_threads: int = Field(0, ge=0)  # 0 = auto (worker/llm_server.py: auto_threads)
+    llm_embedded_batch_threads: int = Field(0, ge=0)  # prompt reading; 0 = auto (auto_batch_threads)
     llm_embedded_log: str = ""  # a file for llama.cpp's own log (per-request prompt/eval timings)
     context_recent_turns: int = Field(8, ge=1)
     context_max_chars: int = Field(6000, ge=500)
@@ -67,7 +68,7 @@ class Settings(BaseSettings):
     stt_model: str = "tiny.en"  # a name, a local CTranslate2 dir, or tiny.en = the bundled offline model
     stt_device: Literal["cpu", "cuda", "auto"] = "cpu"
     stt_compute_type: str = "default"  # default = int8 on CPU, float16 on CUDA
-    stt_cpu_threads: int = Field(0, ge=0)  # threads per decode; 0 = the machine's cores, at most 4
+    stt_cpu_threads: int = Field(0, ge=0)  # threads per decode; 0 = auto (plugins/whisper/model.py)
     stt_num_workers: int = Field(2, ge=1)  # decodes that may run at once (different calls)
     stt_partial_interval_s: float = Field(0.5, gt=0)  # new audio needed between partial re-decodes
     stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode

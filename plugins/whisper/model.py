@@ -50,9 +50,7 @@ class ModelOptions:
     compute_type: str = "default"
     """CTranslate2 compute type; "default" = int8 on CPU, float16 on CUDA."""
     cpu_threads: int = 0
-    """Threads per decode (0 = the machine's cores, at most 4). Streams avoid running a partial beside the
-    settle decode, so a settle decode normally has all of them (measured: settle p50 510 -> 210 ms on 2
-    busy cores going from 1 to 2 threads)."""
+    """Threads per decode (0 = `auto_cpu_threads`)."""
     num_workers: int = 2
     """Decodes that may run at the same time: a stream's final decode must not wait for its own partial."""
     download_root: str | None = None
@@ -212,6 +210,14 @@ HOP = SAMPLE_RATE // FRAMES_PER_S
 WINDOW_PAD_S = 5  # silence after the audio inside the window: short padding makes tiny.en loop
 
 
+def auto_cpu_threads(cores: int | None = None) -> int:
+    """One thread on a machine of two cores or fewer: there a second thread made a tiny.en decode no faster
+    (3.3 s of speech, 15 s window: 290-380 ms with one thread or two, idle machine), and in a call it took
+    the core the LLM and the voice run on. Bigger machines: half the cores, at most 4."""
+    cores = cores or os.cpu_count() or 1
+    return 1 if cores <= 2 else min(4, cores // 2)
+
+
 def encoder_frames(n_samples: int, window_s: int) -> int | None:
     """Encoder input length in frames, or None for Whisper's standard 30 s."""
     seconds = max(window_s, math.ceil(n_samples / SAMPLE_RATE) + WINDOW_PAD_S)
@@ -313,7 +319,7 @@ class WhisperModelRunner:
                     str(path),
                     device=device,
                     compute_type=compute,
-                    cpu_threads=self.options.cpu_threads or min(4, os.cpu_count() or 1),
+                    cpu_threads=self.options.cpu_threads or auto_cpu_threads(),
                     num_workers=self.options.num_workers,
                     local_files_only=True,
                 )
@@ -414,6 +420,16 @@ class WhisperModelRunner:
                 )
                 self.recent.append(
                     DecodeStat(job.request.priority, result.audio_s, result.decode_s, result.queued_s)
+                )
+                logger.debug(
+                    "decoded",
+                    extra={
+                        "priority": job.request.priority,
+                        "audio_s": round(result.audio_s, 2),
+                        "window_s": job.request.window_s,
+                        "decode_ms": round(result.decode_s * 1000, 1),
+                        "queued_ms": round(result.queued_s * 1000, 1),
+                    },
                 )
             except Exception as e:  # handed to the awaiting stream, which decides what to do
                 job.loop.call_soon_threadsafe(_set_exception, job.future, e)

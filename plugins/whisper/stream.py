@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,6 +88,7 @@ class WhisperStream(stt.RecognizeStream):
         self._request_id = uuid.uuid4().hex
         self._usage_samples = 0
         self._settle_samples = round(self._opts.settle_s * SAMPLE_RATE)
+        self._flushed_at: deque[float] = deque()  # when each pending flush was asked for (debug timing)
 
     # ---- events -------------------------------------------------------------------------------------------
 
@@ -124,13 +127,28 @@ class WhisperStream(stt.RecognizeStream):
             )
         )
 
+    def flush(self) -> None:
+        self._flushed_at.append(time.monotonic())
+        super().flush()
+
     # ---- main loop ----------------------------------------------------------------------------------------
 
     async def _run(self) -> None:
         try:
             async for item in self._input_ch:
                 if isinstance(item, self._FlushSentinel):
+                    asked = self._flushed_at.popleft() if self._flushed_at else time.monotonic()
+                    picked = time.monotonic()
+                    settled = self._is_settled()
                     await self._finalize(flushed=True)
+                    logger.debug(
+                        "final after flush",
+                        extra={
+                            "queued_ms": round((picked - asked) * 1000, 1),
+                            "final_ms": round((time.monotonic() - picked) * 1000, 1),
+                            "settled": settled,
+                        },
+                    )
                     continue
                 pcm = frame_to_float(item)
                 self._usage_samples += len(pcm)

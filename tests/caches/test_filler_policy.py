@@ -27,6 +27,22 @@ def test_observed_late_plays_observed_on_time_does_not() -> None:
     assert not p.at_deadline(user_speaking=False, reply_ready=True)
 
 
+def test_no_filler_once_the_reply_is_being_synthesised() -> None:
+    """Its words reached the voice: audio is one synthesis away, and a filler would make it wait."""
+    p = policy()
+    p.start_turn()
+    assert not p.at_deadline(user_speaking=False, reply_ready=False, reply_synthesising=True)
+
+
+def test_prediction_counts_the_filler_own_length() -> None:
+    """A filler played at once must end before the predicted reply, or it delays a reply that was ready."""
+    p = policy(late_threshold_ms=600, min_history=1)
+    p.observe_reply_latency(900)
+    p.start_turn()
+    assert p.on_commit(user_speaking=False, filler_ms=500).plan is Plan.WATCH
+    assert p.on_commit(user_speaking=False, filler_ms=250).plan is Plan.NOW
+
+
 def test_reply_already_ready_skips() -> None:
     p = policy()
     p.start_turn()

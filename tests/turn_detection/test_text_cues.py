@@ -73,6 +73,17 @@ def test_sequences_read_out_in_chunks_are_flagged(text: str, reason: str) -> Non
     assert not text_cue("Plan B.").sequence
 
 
+@pytest.mark.parametrize("text", ["We are a group of 6.", "Can we make it Monday at 3?", "The meeting starts at 11."])
+def test_one_short_number_closed_by_the_recogniser_is_an_answer(text: str) -> None:
+    cue = text_cue(text, "en")
+    assert not cue.sequence and cue.completeness >= 0.75
+
+
+def test_a_short_number_left_open_may_be_a_group() -> None:
+    assert text_cue("The gate code is 42", "en").sequence
+    assert text_cue("It's 4 2.", "en").sequence  # two numbers in a row
+
+
 def test_question_beats_statement_and_statement_beats_fragment() -> None:
     q = text_cue("Is it open on Sunday?").completeness
     s = text_cue("It is open on Sunday.").completeness

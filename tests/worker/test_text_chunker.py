@@ -79,3 +79,21 @@ def test_take_words_loses_nothing() -> None:
             out.append(taken)
     out += c.flush()
     assert " ".join(out).split() == text.split()
+
+
+def test_a_short_first_sentence_joins_what_follows() -> None:
+    """A one- or two-word opener is not sent alone: the caller's first audio should carry the answer."""
+    chunker = SpeechChunker()
+    assert chunker.push("Sure! ") == []
+    assert chunker.push("Tuesday works fine, ") == ["Sure! Tuesday works fine,"]
+    later = SpeechChunker()
+    later.push("Right, that's four words. ")
+    assert later.push("Ok. ") == ["Ok."]  # only the first piece waits
+    assert split_text("Okay.") == ["Okay."]  # a reply that short is spoken whole
+
+
+def test_a_first_piece_without_a_boundary_is_cut_short() -> None:
+    """The first audio waits for the whole first piece to be synthesised: it never runs long."""
+    pieces = stream("Great idea I will make sure to have a replacement ready for you on Thursday.")
+    assert len(pieces[0].split()) == ChunkerOptions().first_max_words
+    assert " ".join(pieces) == "Great idea I will make sure to have a replacement ready for you on Thursday."

@@ -67,8 +67,10 @@ class ParleyServed:
         await super().on_user_turn_completed(turn_ctx, new_message)  # type: ignore[misc]
 
     def tts_node(self, text: AsyncIterable[str], model_settings: ModelSettings) -> Any:
-        frames = super().tts_node(text, model_settings)  # type: ignore[misc]
-        return self.fillers.watch_reply_audio(frames) if self.fillers is not None else frames
+        if self.fillers is None:
+            return super().tts_node(text, model_settings)  # type: ignore[misc]
+        frames = super().tts_node(self.fillers.watch_reply_text(text), model_settings)  # type: ignore[misc]
+        return self.fillers.watch_reply_audio(frames)
 
     def llm_node(
         self, chat_ctx: llm.ChatContext, tools: list[llm.Tool], model_settings: ModelSettings

@@ -1,0 +1,61 @@
+"""Fixes for LiveKit Agents internals that cost a call audible time. Applied to Parley's own calls only: the
+stock pipelines are LiveKit as its users get it.
+
+The room's transcript synchronizer estimates the agent's speaking rate from every pushed audio frame with a
+Python loop of small FFTs (`SpeakingRateStream._spectral_flux`, livekit-agents 1.8.9): about 3 ms of the job
+process's event loop per 0.1 s of reply audio. A reply piece arrives faster than real time, so 3–8 s of audio
+blocked the loop for 100–240 ms at the very moment the reply started (the loop monitor named it), delaying
+playout, VAD and the next turn. The replacement computes the same number (same window, hop and scale) with
+one batched FFT, ~8x cheaper.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger("parley.livekit_patches")
+
+
+def spectral_flux(audio: np.ndarray, sample_rate: int) -> float:
+    """Mean L1 change of the magnitude spectrum between 25 ms Hann frames at 50 % overlap."""
+    frame = int(sample_rate * 0.025)
+    hop = frame // 2
+    if frame <= 0 or hop <= 0 or len(audio) < frame:
+        return 0.0
+    count = (len(audio) - frame) // hop + 1
+    if count < 2:
+        return 0.0
+    window = np.hanning(frame)
+    scale = 1.0 / np.sqrt(np.sum(window**2))
+    frames = np.lib.stride_tricks.sliding_window_view(audio, frame)[::hop][:count]
+    magnitudes = np.abs(np.fft.rfft(frames * window, axis=1) * scale)
+    return float(np.mean(np.sum(np.abs(np.diff(magnitudes, axis=0)), axis=1)))
+
+
+def _patched(_self: Any, audio: np.ndarray, sample_rate: int) -> float:
+    return spectral_flux(audio, sample_rate)
+
+
+_patched.parley_patch = True  # type: ignore[attr-defined]
+
+
+def install() -> bool:
+    """Swap in the batched speaking-rate estimate; False (and one log line) when this LiveKit has no such
+    method, so an upgrade degrades to LiveKit's own code instead of failing the call."""
+    try:
+        from livekit.agents.voice.transcription import _speaking_rate
+    except ImportError:
+        log.warning("livekit speaking-rate module not found; transcript sync keeps LiveKit's own estimate")
+        return False
+    stream = getattr(_speaking_rate, "SpeakingRateStream", None)
+    current = getattr(stream, "_spectral_flux", None)
+    if stream is None or current is None:
+        log.warning("livekit SpeakingRateStream._spectral_flux not found; transcript sync keeps LiveKit's own")
+        return False
+    if getattr(current, "parley_patch", False):
+        return True
+    stream._spectral_flux = _patched
+    return True
