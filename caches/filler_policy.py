@@ -96,7 +96,9 @@ class FillerPolicy:
             return None
         return statistics.median(self._latencies)
 
-    def on_commit(self, *, user_speaking: bool, reply_ready: bool = False, filler_ms: float = 0.0) -> Decision:
+    def on_commit(
+        self, *, user_speaking: bool, reply_ready: bool = False, filler_ms: float = 0.0
+    ) -> Decision:
         """Right after a caller turn is committed: play now, watch the threshold, or stay quiet.
 
         A filler plays to its end before the reply (speeches queue), so playing one at once only pays when
@@ -112,7 +114,9 @@ class FillerPolicy:
             return Decision(Plan.NOW, f"predicted late ({predicted:.0f} ms)")
         return Decision(Plan.WATCH, "watching", deadline_ms=self.opts.late_threshold_ms)
 
-    def at_deadline(self, *, user_speaking: bool, reply_ready: bool, reply_synthesising: bool = False) -> bool:
+    def at_deadline(
+        self, *, user_speaking: bool, reply_ready: bool, reply_synthesising: bool = False
+    ) -> bool:
         """The threshold passed: play only if the reply has neither audio nor text at the voice yet. Once the
         LLM's first words reach the voice, the reply's audio is one synthesis away, and a filler started
         then would make it wait for the filler's end."""

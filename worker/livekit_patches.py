@@ -53,7 +53,9 @@ def install() -> bool:
     stream = getattr(_speaking_rate, "SpeakingRateStream", None)
     current = getattr(stream, "_spectral_flux", None)
     if stream is None or current is None:
-        log.warning("livekit SpeakingRateStream._spectral_flux not found; transcript sync keeps LiveKit's own")
+        log.warning(
+            "livekit SpeakingRateStream._spectral_flux not found; transcript sync keeps LiveKit's own"
+        )
         return False
     if getattr(current, "parley_patch", False):
         return True

@@ -21,8 +21,8 @@ from caches import FillerController, FillerControllerOptions, FillerOptions, Fil
 from turn_detection import Profile, TurnOptions, build_turn_handling, load_vad, params_for
 from turn_detection.audio_eot import load_model as load_eot_model
 
-from .agent import AgentOptions, ParleyAgent
 from . import livekit_patches
+from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
 from .llm_slots import SlotPool
 from .settings import Settings
@@ -63,6 +63,7 @@ def load_stt(settings: Settings) -> stt.STT:
             streaming=StreamingOptions(
                 partial_interval_s=settings.stt_partial_interval_s,
                 final_beam_size=settings.stt_final_beam_size,
+                settle_s=settings.stt_settle_s,
             ),
         )
     )
@@ -329,7 +330,9 @@ def agent_options(settings: Settings) -> AgentOptions:
         max_sentences=settings.llm_max_sentences,
         max_words=settings.llm_max_words,
         context=ContextOptions(
-            recent_turns=settings.context_recent_turns, max_chars=settings.context_max_chars
+            recent_turns=settings.context_recent_turns,
+            max_chars=settings.context_max_chars,
+            drop_step=max(1, settings.context_recent_turns // 2),
         ),
     )
 

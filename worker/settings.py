@@ -61,8 +61,8 @@ class Settings(BaseSettings):
     llm_embedded_threads: int = Field(0, ge=0)  # 0 = auto (worker/llm_server.py: auto_threads)
     llm_embedded_batch_threads: int = Field(0, ge=0)  # prompt reading; 0 = auto (auto_batch_threads)
     llm_embedded_log: str = ""  # a file for llama.cpp's own log (per-request prompt/eval timings)
-    context_recent_turns: int = Field(8, ge=1)
-    context_max_chars: int = Field(6000, ge=500)
+    context_recent_turns: int = Field(24, ge=1)
+    context_max_chars: int = Field(8000, ge=500)
 
     # STT (faster-whisper)
     stt_model: str = "tiny.en"  # a name, a local CTranslate2 dir, or tiny.en = the bundled offline model
@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     stt_num_workers: int = Field(2, ge=1)  # decodes that may run at once (different calls)
     stt_partial_interval_s: float = Field(0.5, gt=0)  # new audio needed between partial re-decodes
     stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode
+    stt_settle_s: float = Field(0.064, gt=0)  # gate silence that starts the whole-utterance decode
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
 
     # TTS

@@ -201,7 +201,10 @@ class WhisperStream(stt.RecognizeStream):
             return
         if gate.silence_s > 0:
             return  # the speaker may be stopping: leave the CPU to the settle decode that may follow
-        interval = max(self._opts.partial_interval_s, self._opts.partial_load_factor * self._decode_s)
+        cadence = (
+            self._opts.later_partial_interval_s if self._last_decode_len else self._opts.partial_interval_s
+        )
+        interval = max(cadence, self._opts.partial_load_factor * self._decode_s)
         if gate.length - self._last_decode_len >= interval * SAMPLE_RATE:
             self._start("partial")
 

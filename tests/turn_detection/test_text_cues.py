@@ -73,7 +73,9 @@ def test_sequences_read_out_in_chunks_are_flagged(text: str, reason: str) -> Non
     assert not text_cue("Plan B.").sequence
 
 
-@pytest.mark.parametrize("text", ["We are a group of 6.", "Can we make it Monday at 3?", "The meeting starts at 11."])
+@pytest.mark.parametrize(
+    "text", ["We are a group of 6.", "Can we make it Monday at 3?", "The meeting starts at 11."]
+)
 def test_one_short_number_closed_by_the_recogniser_is_an_answer(text: str) -> None:
     cue = text_cue(text, "en")
     assert not cue.sequence and cue.completeness >= 0.75

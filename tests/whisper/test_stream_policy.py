@@ -126,10 +126,12 @@ async def test_preflight_at_the_pause_and_final_already_computed_at_flush() -> N
     assert kinds[final_at + 1 : final_at + 3] == [E.END_OF_SPEECH, E.RECOGNITION_USAGE]
     usage = next(e for e in events if e.type == E.RECOGNITION_USAGE).recognition_usage
     assert usage is not None and usage.audio_duration == pytest.approx(2.4, abs=0.05)
-    # partials: beam 1, short window; the settle decode: final settings, full window
+    # partials: beam 1, no timestamps; the settle decode: the final settings; one window for all
+    opts = StreamingOptions()
     partials = [r for _, r in model.requests if r.priority == PRIORITY_PARTIAL]
-    assert partials and all(r.beam_size == 1 and not r.with_timestamps and r.window_s == 10 for r in partials)
-    assert any(r.priority != PRIORITY_PARTIAL and r.window_s == 15 for _, r in model.requests)
+    assert partials and all(r.beam_size == 1 and not r.with_timestamps for r in partials)
+    assert all(r.window_s == opts.partial_window_s for r in partials)
+    assert any(r.priority != PRIORITY_PARTIAL and r.window_s == opts.final_window_s for _, r in model.requests)
     final = next(e for e in events if e.type == E.FINAL_TRANSCRIPT).alternatives[0]
     assert final.start_time == pytest.approx(0.0, abs=0.1)  # 0.3 s of silence minus the 0.3 s pre-roll
     assert final.end_time == pytest.approx(1.8, abs=0.1)

@@ -1,3 +1,4 @@
+import itertools
 from collections.abc import AsyncIterator
 
 from livekit.agents import llm
@@ -50,6 +51,19 @@ def test_long_context_is_bounded_and_older_turns_summarised() -> None:
     assert "user request number 25" in (msgs[1].text_content or "")
     assert len(msgs) == 2 + 4
     assert msgs[-1].text_content == "reply number 29"
+
+
+def test_the_verbatim_part_moves_in_blocks_so_the_cached_prefix_holds() -> None:
+    """Turn after turn the LLM's input only grows at its end, except once per block of dropped messages."""
+    opt = ContextOptions(recent_turns=6, drop_step=4)
+    prefixes = []
+    for turns in range(3, 12):
+        out = bound_context(_ctx(turns), "INSTR", opt)
+        texts = [m.text_content for m in out.items if m.type == "message"]
+        assert 2 <= len(texts) - 2 <= 6 or turns <= 3
+        prefixes.append(texts)
+    changed = sum(1 for a, b in itertools.pairwise(prefixes) if b[: len(a)] != a)
+    assert changed == 4  # once per 4 dropped messages (2 turns); a window sliding per turn changes 8 times
 
 
 def test_character_budget_applies() -> None:
