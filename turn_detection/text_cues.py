@@ -204,6 +204,8 @@ def _sequence_cue(tail: str, words_raw: list[str], table: LanguageTable) -> Text
     if _NOT_A_GROUP.search(token):
         return None  # an amount or a clock time is one whole answer, not a group read out in parts
     previous = words_raw[-2] if len(words_raw) > 1 else ""
+    if previous.lower() in table.list_joiners and len(words_raw) > 2:
+        previous = words_raw[-3]  # "3 and 9": still numbers read in a row
     if _is_number(last_raw.lower(), table) and (
         _is_number(previous.lower(), table)
         or sum(c.isdigit() for c in last_raw) >= 3

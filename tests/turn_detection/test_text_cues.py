@@ -84,6 +84,7 @@ def test_one_short_number_closed_by_the_recogniser_is_an_answer(text: str) -> No
 def test_a_short_number_left_open_may_be_a_group() -> None:
     assert text_cue("The gate code is 42", "en").sequence
     assert text_cue("It's 4 2.", "en").sequence  # two numbers in a row
+    assert text_cue("It's extension 3 and 9.", "en").sequence
 
 
 def test_question_beats_statement_and_statement_beats_fragment() -> None:

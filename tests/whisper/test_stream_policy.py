@@ -131,7 +131,9 @@ async def test_preflight_at_the_pause_and_final_already_computed_at_flush() -> N
     partials = [r for _, r in model.requests if r.priority == PRIORITY_PARTIAL]
     assert partials and all(r.beam_size == 1 and not r.with_timestamps for r in partials)
     assert all(r.window_s == opts.partial_window_s for r in partials)
-    assert any(r.priority != PRIORITY_PARTIAL and r.window_s == opts.final_window_s for _, r in model.requests)
+    assert any(
+        r.priority != PRIORITY_PARTIAL and r.window_s == opts.final_window_s for _, r in model.requests
+    )
     final = next(e for e in events if e.type == E.FINAL_TRANSCRIPT).alternatives[0]
     assert final.start_time == pytest.approx(0.0, abs=0.1)  # 0.3 s of silence minus the 0.3 s pre-roll
     assert final.end_time == pytest.approx(1.8, abs=0.1)
