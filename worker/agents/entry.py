@@ -69,7 +69,9 @@ class ParleyServed:
     def tts_node(self, text: AsyncIterable[str], model_settings: ModelSettings) -> Any:
         if self.fillers is None:
             return super().tts_node(text, model_settings)  # type: ignore[misc]
-        frames = super().tts_node(self.fillers.watch_reply_text(text), model_settings)  # type: ignore[misc]
+        watch_text = getattr(self.fillers, "watch_reply_text", None)  # fillers without it still work
+        text = watch_text(text) if watch_text is not None else text
+        frames = super().tts_node(text, model_settings)  # type: ignore[misc]
         return self.fillers.watch_reply_audio(frames)
 
     def llm_node(
