@@ -222,6 +222,38 @@ async def test_late_reply_gets_a_filler_first(cache: PhraseCache) -> None:
         await session.aclose()
 
 
+class _StallAfterFirstWord(_ScriptedStream):
+    async def _run(self) -> None:
+        words = self._llm.reply.split(" ")  # type: ignore[attr-defined]
+        for i, word in enumerate(words):
+            delta = llm.ChoiceDelta(role="assistant", content=word + " ")
+            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
+            if i == 0:
+                await asyncio.sleep(0.8)
+
+
+class FirstWordThenStallLLM(ScriptedLLM):
+    """The reply's first word reaches the voice at once; the rest (and so its audio) comes 0.8 s later."""
+
+    def chat(self, *, chat_ctx: llm.ChatContext, tools: list | None = None, **_: object) -> llm.LLMStream:
+        return _StallAfterFirstWord(
+            self, chat_ctx=chat_ctx, tools=tools or [], conn_options=DEFAULT_API_CONNECT_OPTIONS
+        )
+
+
+async def test_no_filler_once_the_reply_words_reach_the_voice(cache: PhraseCache) -> None:
+    """A filler plays to its end before the reply: started once the reply is being voiced, it delays it."""
+    llm_ = FirstWordThenStallLLM(reply="Sure, Tuesday at ten works for us.")
+    session, speaker, controller = await start(cache, llm_, threshold_ms=300)
+    try:
+        await caller_turn(session)
+        assert len(speaker.segments) == 1, "the reply alone"
+        assert speaker.samples(0) not in clip_samples(cache, "acknowledgement")
+        assert controller.metrics.fillers == 0
+    finally:
+        await session.aclose()
+
+
 async def test_prompt_reply_gets_no_filler(cache: PhraseCache) -> None:
     session, speaker, controller = await start(cache, ScriptedLLM(delay_s=0.0), threshold_ms=3000)
     try:
