@@ -18,6 +18,8 @@ import numpy as np
 
 log = logging.getLogger("parley.livekit_patches")
 
+replaced: dict[str, Any] = {}  # what install() swapped out, by name (the tests compare against it)
+
 
 def spectral_flux(audio: np.ndarray, sample_rate: int) -> float:
     """Mean L1 change of the magnitude spectrum between 25 ms Hann frames at 50 % overlap."""
@@ -59,5 +61,6 @@ def install() -> bool:
         return False
     if getattr(current, "parley_patch", False):
         return True
+    replaced.setdefault("SpeakingRateStream._spectral_flux", current)
     stream._spectral_flux = _patched
     return True
