@@ -184,7 +184,7 @@ TEMPLATES: dict[str, list[str]] = {
     # finished turns that end on a time, a quantity or an age: a number alone is an answer, not a digit group
     "number_end": [
         "Can we make it {day} at {hour}?", "I am free {day} after {hour}.", "Put me down for {count}.",
-        "We are a group of {count}.", "The meeting starts at {hour}.", "I'd like to order {count}.",
+        "We are a group of {count}.", "The meeting starts at {hour}.", "Send over {count}.",
         "My son is {age}.", "It was about {count}.",
     ],
 }
