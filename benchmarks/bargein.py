@@ -32,12 +32,11 @@ import numpy as np
 from livekit import rtc
 from livekit.agents.voice import io
 
-from benchmarks.turns import RATE, BenchError, _int16, _pct, load_turn_cases
+from benchmarks.turns import RATE, BenchError, _pct, _RealTimeMic, load_turn_cases
 
 AGENT_RATE = 24000
 AGENT_LINE_S = 8.0
 CALLER_AT_S = 1.5
-FRAME = RATE // 100
 
 
 @dataclass
@@ -50,31 +49,6 @@ class Trial:
     resumed: int
     stop_ms: float | None
     """Caller's first voiced sample -> first pause or cut of the agent's audio."""
-
-
-class _Mic(io.AudioInput):
-    """Plays the caller track in 10 ms frames at real-time pace; `clock()` is the track's time."""
-
-    def __init__(self, track: np.ndarray) -> None:
-        super().__init__(label="bargein-mic")
-        self._pcm = _int16(track)
-        self._i = 0
-        self._t0: float | None = None
-
-    def clock(self) -> float:
-        return 0.0 if self._t0 is None else time.monotonic() - self._t0
-
-    async def __anext__(self) -> rtc.AudioFrame:
-        if self._t0 is None:
-            self._t0 = time.monotonic()
-        self._i += FRAME
-        wait = self._t0 + self._i / RATE - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        chunk = self._pcm[self._i - FRAME : self._i]
-        if len(chunk) < FRAME:
-            chunk = np.zeros(FRAME, dtype=np.int16)
-        return rtc.AudioFrame(chunk.tobytes(), RATE, 1, FRAME)
 
 
 class _Speaker(io.AudioOutput):
@@ -178,7 +152,7 @@ async def run_trial(
     setup = build_turn_handling(TurnOptions(), Profile.WEB)
     track = np.concatenate([np.zeros(int(CALLER_AT_S * RATE), np.float32), audio])
     track = np.concatenate([track, np.zeros(int((AGENT_LINE_S + 2.0) * RATE) - len(track), np.float32)])
-    mic = _Mic(track)
+    mic = _RealTimeMic(track)
     speaker = _Speaker(mic.clock)
 
     class BenchAgent(Agent):
