@@ -8,10 +8,14 @@ trial through a real AgentSession in real time: Parley's turn handling (Silero V
 interruption with the backchannel filter), Parley's streaming Whisper STT, no LLM. The agent says an 8 s line
 (a quiet tone: the caller's microphone does not hear it, as with echo cancellation) and the caller's
 utterance starts 1.5 s into it.
+Six noise-only sounds (hum, clicks, white/pink/brown noise, syllable-rate "babble"; benchmarks.turns) are
+played over the line too: they must neither cut nor pause it.
 JSON: `backchannel_ignored_rate` (backchannels after which the agent played its line to the end, paused or
-not), `interrupt_stop_rate` (interruptions that cut the agent's line), `interrupt_stop_ms` {p50, p95}
-(caller's first voiced sample -> the agent's audio paused or cut), `false_interruption_resumes` (pauses the
-session took back), `trials` [...].
+not), `backchannel_paused_rate` and `backchannel_gap_ms` {p50, p95} (how long a resumed line stood
+paused), `interrupt_stop_rate` (interruptions that cut the agent's line), `interrupt_stop_ms` {p50, p95}
+(caller's first voiced sample -> the agent's audio paused or cut), `noise_ignored_rate`, `noise_paused_rate`,
+`false_interruption_resumes` (pauses the session took back), `trials` [...]. `--min-words N` and
+`--min-speech S` try other pause rules than the web profile's.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ import contextlib
 import json
 import logging
 import sys
+import tempfile
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +37,15 @@ import numpy as np
 from livekit import rtc
 from livekit.agents.voice import io
 
-from benchmarks.turns import RATE, BenchError, _pct, _RealTimeMic, load_turn_cases
+from benchmarks.turns import (
+    RATE,
+    BenchError,
+    _pct,
+    _RealTimeMic,
+    load_noise_cases,
+    load_turn_cases,
+    make_noise_files,
+)
 
 AGENT_RATE = 24000
 AGENT_LINE_S = 8.0
@@ -49,6 +62,8 @@ class Trial:
     resumed: int
     stop_ms: float | None
     """Caller's first voiced sample -> first pause or cut of the agent's audio."""
+    paused_ms: float
+    """How long the agent's audio stood paused in all (a resumed pause is a gap in its line)."""
 
 
 class _Speaker(io.AudioOutput):
@@ -70,6 +85,8 @@ class _Speaker(io.AudioOutput):
         self.first_stop: float | None = None
         self.pauses = 0
         self.resumes = 0
+        self.paused_s = 0.0
+        self._paused_at: float | None = None
         self._task = asyncio.create_task(self._run())
 
     def _stopped(self) -> None:
@@ -95,12 +112,20 @@ class _Speaker(io.AudioOutput):
     def pause(self) -> None:
         self.pauses += 1
         self._stopped()
+        if self._paused_at is None:
+            self._paused_at = self._clock()
         self._playing.clear()
 
     def resume(self) -> None:
         if not self._playing.is_set():
             self.resumes += 1
+        self._end_pause()
         self._playing.set()
+
+    def _end_pause(self) -> None:
+        if self._paused_at is not None:
+            self.paused_s += self._clock() - self._paused_at
+            self._paused_at = None
 
     def _finish(self, *, interrupted: bool) -> None:
         self._active = False
@@ -128,6 +153,7 @@ class _Speaker(io.AudioOutput):
             self._position += item.duration
 
     async def aclose(self) -> None:
+        self._end_pause()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -141,15 +167,13 @@ async def _agent_line() -> Any:
         yield rtc.AudioFrame(pcm[i : i + n].tobytes(), AGENT_RATE, 1, len(pcm[i : i + n]))
 
 
-async def run_trial(
-    audio: np.ndarray, first_voiced_s: float, stt: Any
-) -> tuple[bool, int, int, float | None]:
-    """One caller utterance over the agent's line; returns (cut, pauses, resumes, stop time on the clock)."""
+async def run_trial(audio: np.ndarray, first_voiced_s: float, stt: Any, params: Any) -> tuple[bool, _Speaker]:
+    """One caller sound over the agent's line; returns (line cut, the speaker with its pauses and resumes)."""
     from livekit.agents import Agent, AgentSession, StopResponse
 
     from turn_detection import Profile, TurnOptions, build_turn_handling
 
-    setup = build_turn_handling(TurnOptions(), Profile.WEB)
+    setup = build_turn_handling(TurnOptions(overrides={Profile.WEB: params}), Profile.WEB)
     track = np.concatenate([np.zeros(int(CALLER_AT_S * RATE), np.float32), audio])
     track = np.concatenate([track, np.zeros(int((AGENT_LINE_S + 2.0) * RATE) - len(track), np.float32)])
     mic = _RealTimeMic(track)
@@ -176,35 +200,65 @@ async def run_trial(
     finally:
         await session.aclose()
         await speaker.aclose()
-    stop = None if speaker.first_stop is None else speaker.first_stop - (CALLER_AT_S + first_voiced_s)
-    return cut, speaker.pauses, speaker.resumes, stop
+    if speaker.first_stop is not None:
+        speaker.first_stop -= CALLER_AT_S + first_voiced_s
+    return cut, speaker
 
 
-async def run_benchmark(data: Path, limit: int | None) -> dict[str, Any]:
+NOISE_S = 3.0
+
+
+def _noise_trials() -> list[tuple[str, np.ndarray]]:
+    """benchmarks.turns' noise-only sounds (hum, clicks, babble-like pink noise...), 3 s each."""
+    with tempfile.TemporaryDirectory(prefix="parley-bargein-noise-") as tmp:
+        make_noise_files(Path(tmp), seconds=NOISE_S)
+        return [(c.file, c.audio) for c in load_noise_cases(Path(tmp)) if "silence" not in c.file]
+
+
+async def run_benchmark(
+    data: Path, limit: int | None, *, min_words: int | None = None, min_speech_s: float | None = None
+) -> dict[str, Any]:
     from plugins.whisper import WhisperSTT
+    from turn_detection import Profile, TurnOptions, params_for
 
+    params = params_for(Profile.WEB, TurnOptions())
+    if min_words is not None:
+        params = replace(params, interrupt_min_words=min_words)
+    if min_speech_s is not None:
+        params = replace(params, interrupt_min_speech_s=min_speech_s)
     cases = [c for c in load_turn_cases(data) if c.case in ("backchannel", "interruption")]
     if not cases:
         raise BenchError(f"no backchannel/interruption files in {data} (scripts/make_turn_corpus.py)")
     cases = cases[:limit] if limit else cases
     stt = WhisperSTT()
     stt.prewarm()
+    sounds = [
+        (c.file, c.case, c.audio[: int((c.segments[-1][1] + 0.3) * RATE)], c.segments[0][0]) for c in cases
+    ]
+    sounds += [(name, "noise", audio, 0.0) for name, audio in _noise_trials()]
     trials: list[Trial] = []
-    for case in cases:
-        start, end = case.segments[0][0], case.segments[-1][1]
-        audio = case.audio[: int((end + 0.3) * RATE)]
-        cut, pauses, resumes, stop = await run_trial(audio, start, stt)
-        trials.append(
-            Trial(case.file, case.case, cut, pauses, resumes, None if stop is None else round(stop * 1000, 1))
-        )
+    for name, case, audio, start in sounds:
+        cut, sp = await run_trial(audio, start, stt, params)
+        stop = None if sp.first_stop is None else round(sp.first_stop * 1000, 1)
+        trials.append(Trial(name, case, cut, sp.pauses, sp.resumes, stop, round(sp.paused_s * 1000, 1)))
     back = [t for t in trials if t.case == "backchannel"]
     inter = [t for t in trials if t.case == "interruption"]
+    noise = [t for t in trials if t.case == "noise"]
+
+    def rate(ts: list[Trial], flag: Any) -> float | None:
+        return round(sum(bool(flag(t)) for t in ts) / len(ts), 4) if ts else None
+
     return {
-        "backchannel_ignored_rate": round(sum(not t.stopped for t in back) / len(back), 4) if back else None,
-        "interrupt_stop_rate": round(sum(t.stopped for t in inter) / len(inter), 4) if inter else None,
+        "backchannel_ignored_rate": rate(back, lambda t: not t.stopped),
+        "interrupt_stop_rate": rate(inter, lambda t: t.stopped),
         "interrupt_stop_ms": _pct([t.stop_ms for t in inter if t.stopped and t.stop_ms is not None]),
-        "backchannel_paused_rate": round(sum(t.paused > 0 for t in back) / len(back), 4) if back else None,
+        "backchannel_paused_rate": rate(back, lambda t: t.paused > 0),
+        "backchannel_gap_ms": _pct([t.paused_ms for t in back if not t.stopped and t.paused > 0]),
+        "noise_ignored_rate": rate(noise, lambda t: not t.stopped),
+        "noise_paused_rate": rate(noise, lambda t: t.paused > 0),
         "false_interruption_resumes": sum(t.resumed for t in trials),
+        "interrupt_min_words": params.interrupt_min_words,
+        "interrupt_min_speech_s": params.interrupt_min_speech_s,
         "trials": [asdict(t) for t in trials],
     }
 
@@ -215,23 +269,34 @@ def main(argv: list[str] | None = None) -> int:
         "--data", required=True, type=Path, help="folder with WAVs + labels.json (bargein corpus)"
     )
     ap.add_argument("--limit", type=int, help="first N files only")
+    ap.add_argument(
+        "--min-words", type=int, help="words needed before the agent pauses (default: the web profile's)"
+    )
+    ap.add_argument("--min-speech", type=float, help="seconds of speech before the agent pauses")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
-        result = asyncio.run(run_benchmark(args.data, args.limit))
+        result = asyncio.run(
+            run_benchmark(args.data, args.limit, min_words=args.min_words, min_speech_s=args.min_speech)
+        )
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    s = result["interrupt_stop_ms"]
+    s, g = result["interrupt_stop_ms"], result["backchannel_gap_ms"]
     print(
-        f"backchannels ignored {result['backchannel_ignored_rate']}  (paused then resumed: "
-        f"{result['backchannel_paused_rate']})  interruptions stopped the agent "
-        f"{result['interrupt_stop_rate']}  stop delay p50 {s['p50']} ms p95 {s['p95']} ms  "
+        f"pause after {result['interrupt_min_speech_s']} s of speech with >= {result['interrupt_min_words']} "
+        f"words\nbackchannels ignored {result['backchannel_ignored_rate']} (paused then resumed: "
+        f"{result['backchannel_paused_rate']}, gap p50 {g['p50']} ms)  interruptions stopped the agent "
+        f"{result['interrupt_stop_rate']}  stop delay p50 {s['p50']} ms p95 {s['p95']} ms\n"
+        f"noise ignored {result['noise_ignored_rate']} (paused: {result['noise_paused_rate']})  "
         f"resumes {result['false_interruption_resumes']}"
     )
     for t in result["trials"]:
-        print(f"  {t['file']:<24}{t['case']:<14}{'CUT' if t['stopped'] else 'kept':<6}{t['stop_ms']}")
+        print(
+            f"  {t['file']:<24}{t['case']:<14}{'CUT' if t['stopped'] else 'kept':<6}"
+            f"stop {t['stop_ms']}  paused {t['paused_ms']} ms"
+        )
     if args.json:
         try:
             args.json.write_text(json.dumps(result, indent=2))

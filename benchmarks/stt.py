@@ -122,49 +122,78 @@ def _frame(pcm: np.ndarray) -> rtc.AudioFrame:
 
 
 async def stream_file(
-    stt: WhisperSTT, pcm: np.ndarray, *, speed: float, frame_ms: int, flush_delay_s: float
+    stt: WhisperSTT,
+    pcm: np.ndarray,
+    *,
+    speed: float,
+    frame_ms: int,
+    flush_delay_s: float,
+    flush_at_s: list[float] | None = None,
 ) -> tuple[str, dict[str, float], list[str]]:
-    """Push one file like a live call; returns FINAL text, timings (perf_counter s) and event names."""
+    """Push one file like a live call; returns the FINAL text(s), timings (perf_counter s) and event names.
+
+    One flush `flush_delay_s` after the last voiced sample, or one at each time in `flush_at_s` (the VAD's
+    ends of speech, as Parley's turn hooks flush in a call); the text is every FINAL joined, and
+    "final"/"flush" mark the last flush and the FINAL it produced.
+    """
     stream = stt.stream()
     step = SAMPLE_RATE * frame_ms // 1000
     marks: dict[str, float] = {}
     names: list[str] = []
-    final = asyncio.get_running_loop().create_future()
+    finals: list[str] = []
+    speech_end = last_voiced_s(pcm)
+    if not flush_at_s:
+        flush_at_s = [(speech_end if speech_end > 0 else len(pcm) / SAMPLE_RATE) + flush_delay_s]
+    last = asyncio.get_running_loop().create_future()
 
     async def consume() -> None:
         async for ev in stream:
             names.append(ev.type.value)
             if ev.type == lkstt.SpeechEventType.PREFLIGHT_TRANSCRIPT:
                 marks.setdefault("preflight", time.perf_counter())
-            if ev.type == lkstt.SpeechEventType.FINAL_TRANSCRIPT and not final.done():
-                marks["final"] = time.perf_counter()
-                final.set_result(ev.alternatives[0].text if ev.alternatives else "")
+            if ev.type == lkstt.SpeechEventType.FINAL_TRANSCRIPT:
+                text = ev.alternatives[0].text if ev.alternatives else ""
+                if text.strip():
+                    finals.append(text.strip())
+                if "flush" in marks and not last.done():
+                    marks["final"] = time.perf_counter()
+                    last.set_result(None)
 
     consumer = asyncio.create_task(consume())
-    speech_end = last_voiced_s(pcm)
-    flush_at = (speech_end if speech_end > 0 else len(pcm) / SAMPLE_RATE) + flush_delay_s
+    pending = sorted(flush_at_s)
     silence = np.zeros(step, dtype=np.int16)
     t0 = time.perf_counter()
     marks["speech_end"] = t0 + speech_end / speed
     i = 0
     try:
-        while not final.done():
+        while not last.done():
             audio_t = i * step / SAMPLE_RATE
-            if audio_t > flush_at + 3.0:
+            if audio_t > max(flush_at_s) + 3.0:
                 break
             chunk = pcm[i * step : (i + 1) * step]
             stream.push_frame(_frame(chunk if len(chunk) == step else silence))
             i += 1
-            if "flush" not in marks and i * step / SAMPLE_RATE >= flush_at:
+            while pending and i * step / SAMPLE_RATE >= pending[0]:
+                pending.pop(0)
                 stream.flush()
-                marks["flush"] = time.perf_counter()
+                if not pending:
+                    marks["flush"] = time.perf_counter()
             delay = t0 + i * step / SAMPLE_RATE / speed - time.perf_counter()
             await asyncio.sleep(max(0.0, delay))
-        text = final.result() if final.done() else ""
+        await asyncio.sleep(0)  # let the consumer take a FINAL that is already queued
     finally:
         await stream.aclose()
         consumer.cancel()
-    return text, marks, names
+    return " ".join(finals), marks, names
+
+
+async def vad_flush_times(pcm: np.ndarray) -> list[float]:
+    """Where a call flushes the STT: the web profile's Silero VAD's ends of speech (benchmarks.turns)."""
+    from benchmarks.turns import vad_segments
+    from turn_detection import Profile, TurnOptions, params_for
+
+    audio = pcm.astype(np.float32) / 32768.0
+    return [seg.eos for seg in await vad_segments(audio, params_for(Profile.WEB, TurnOptions()).vad)]
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
@@ -190,6 +219,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             final_beam_size=args.final_beam,
             partial_interval_s=args.partial_interval,
             settle_s=args.settle_ms / 1000,
+            context_gap_s=args.context_gap,
         ),
     )
     stt = WhisperSTT(options)
@@ -212,8 +242,14 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         txt = path.with_suffix(".txt")
         ref = txt.read_text().strip() if txt.exists() else ""
         pcm = load_audio(path)
+        flushes = await vad_flush_times(pcm) if args.fragments else None
         text, marks, names = await stream_file(
-            stt, pcm, speed=args.speed, frame_ms=args.frame_ms, flush_delay_s=args.flush_delay_ms / 1000
+            stt,
+            pcm,
+            speed=args.speed,
+            frame_ms=args.frame_ms,
+            flush_delay_s=args.flush_delay_ms / 1000,
+            flush_at_s=flushes,
         )
         r = FileResult(file=path.name, ref=ref, hyp=text, speech=bool(ref), events=names)
         r.interims = names.count("interim_transcript")
@@ -255,6 +291,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "partial_decode_ms": percentiles([(st.decode_s + st.queued_s) * 1000 for st in partial]),
         "load_avg_1m": [load_before, round(os.getloadavg()[0], 2)],
         "flush_delay_ms": args.flush_delay_ms,
+        "flushes": "at each VAD end of speech (web profile)" if args.fragments else "once per file",
         "speed": args.speed,
         "model": runner.model_name,
         "files": [
@@ -320,9 +357,20 @@ def main(argv: list[str] | None = None) -> int:
         default=StreamingOptions.settle_s * 1000,
         help="silence before the settle decode",
     )
+    p.add_argument(
+        "--context-gap",
+        type=float,
+        default=StreamingOptions.context_gap_s,
+        help="an utterance this soon after a FINAL gets its text as prompt (0 = off)",
+    )
     p.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = real time)")
     p.add_argument("--frame-ms", type=int, default=20)
     p.add_argument("--flush-delay-ms", type=float, default=550.0, help="last voiced sample -> flush")
+    p.add_argument(
+        "--fragments",
+        action="store_true",
+        help="flush at each VAD end of speech, as calls do (a hesitation splits a turn into fragments)",
+    )
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     if not Path(args.data).is_dir():

@@ -71,8 +71,7 @@ def turn_handling_dict(params: ProfileParams, detector: Any) -> dict[str, Any]:
             "enabled": True,
             "mode": "vad",
             "min_duration": params.interrupt_min_speech_s,
-            # at least one word that survived the backchannel filter: noise and "mm-hmm" never pause the agent
-            "min_words": 1,
+            "min_words": params.interrupt_min_words,
             "resume_false_interruption": True,
             "false_interruption_timeout": params.false_interruption_timeout_s,
             "discard_audio_if_uninterruptible": False,

@@ -109,11 +109,22 @@ def _segment_ok(seg: Segment, opts: GuardOptions) -> bool:
     return seg.compression_ratio <= opts.max_compression_ratio
 
 
-def clean_text(result: DecodeResult, *, speech_s: float, opts: GuardOptions = GuardOptions()) -> str:
+PROMPT_ECHO_MIN_WORDS = 3
+"""A decode that is only a stretch of its prompt this long or longer is Whisper copying its context."""
+
+
+def clean_text(
+    result: DecodeResult,
+    *,
+    speech_s: float,
+    opts: GuardOptions = GuardOptions(),
+    prompt: str | None = None,
+) -> str:
     """The text worth showing for a decode, or "" when it looks invented.
 
     `speech_s` is how much of the audio the speech gate classed as speech. The phrase lists follow the
-    decode's language (`result.language`).
+    decode's language (`result.language`). `prompt` is the text the decode was primed with: Whisper fed a
+    noise tail after a primed decode writes the prompt out again ("She can't hear very well." twice).
     """
     kept = [s for s in result.segments if _segment_ok(s, opts)]
     text = " ".join(_ANNOTATION.sub(" ", s.text).strip() for s in kept)
@@ -121,6 +132,8 @@ def clean_text(result: DecodeResult, *, speech_s: float, opts: GuardOptions = Gu
     key = phrase_key(text)
     phantom, weak = _phrase_sets(result.language)
     if not key or key in phantom:
+        return ""
+    if prompt and len(key.split()) >= PROMPT_ECHO_MIN_WORDS and f" {key} " in f" {phrase_key(prompt)} ":
         return ""
     if key in weak:
         logprob = min(s.avg_logprob for s in kept)

@@ -20,9 +20,10 @@ class StreamingOptions:
     partial_interval_s: float = 0.5
     """New audio before the first partial of an utterance: its words are what a barge-in is judged on."""
     later_partial_interval_s: float = 1.0
-    """New audio needed between later partials (captions, long-turn commits). Each re-decode costs a core for
-    ~0.2 s on a 2-core machine, and one still running when the caller stops slows the settle decode beside
-    it: in the room, 1.0 s instead of 0.5 s halved the decodes per call (30 -> 17)."""
+    """New audio needed between partials once one has given words (captions, long-turn commits). Each
+    re-decode costs a core for ~0.2 s on a 2-core machine, and one still running when the caller stops slows
+    the settle decode beside it: in the room, 1.0 s instead of 0.5 s halved the decodes per call (30 -> 17).
+    Until a partial has words the first cadence holds: a barge-in is judged on them."""
     partial_beam_size: int = 1
     partial_window_s: int = 10
     """Encoder window for partials (see DecodeRequest.window_s): cheap, slightly less accurate."""
@@ -40,6 +41,10 @@ class StreamingOptions:
     settle_s: float = 0.064
     """Silence after speech that starts the speculative whole-utterance decode (its text becomes PREFLIGHT at
     the gate's pause and FINAL at the flush if the caller says nothing more)."""
+    context_gap_s: float = 3.0
+    """A caller utterance starting within this long after the previous FINAL is decoded with that FINAL's
+    words as Whisper's prompt: after a hesitation the turn's second half is read as the continuation of its
+    first. 0 decodes every utterance alone."""
     commit_after_s: float = 12.0
     """Utterance length after which whole confirmed sentences are committed and trimmed."""
     max_utterance_s: float = 25.0

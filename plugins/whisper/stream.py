@@ -58,6 +58,7 @@ class _Decode:
     complete: bool
     """At submit the audio held all speech so far plus a tail: if no speech comes, its text is final."""
     task: asyncio.Task[DecodeResult | None]
+    prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class WhisperStream(stt.RecognizeStream):
         self._decode_s = 0.0
         self._settled: _Settled | None = None
         self._committed: list[str] = []
+        self._previous: tuple[str, int] | None = None  # the last FINAL's text and its stream sample
         self._last_decode_len = 0
         self._last_sent: dict[str, str] = {}
         self._finalizing = False
@@ -201,9 +203,9 @@ class WhisperStream(stt.RecognizeStream):
             return
         if gate.silence_s > 0:
             return  # the speaker may be stopping: leave the CPU to the settle decode that may follow
-        cadence = (
-            self._opts.later_partial_interval_s if self._last_decode_len else self._opts.partial_interval_s
-        )
+        # the slower cadence only once words are out: until then a barge-in waits on the next partial
+        has_words = bool(self._last_sent.get(stt.SpeechEventType.INTERIM_TRANSCRIPT.value))
+        cadence = self._opts.later_partial_interval_s if has_words else self._opts.partial_interval_s
         interval = max(cadence, self._opts.partial_load_factor * self._decode_s)
         if gate.length - self._last_decode_len >= interval * SAMPLE_RATE:
             self._start("partial")
@@ -216,7 +218,7 @@ class WhisperStream(stt.RecognizeStream):
             language=self._language,
             beam_size=self._opts.partial_beam_size if partial else self._opts.final_beam_size,
             with_timestamps=partial and len(audio) >= self._opts.commit_after_s * SAMPLE_RATE,
-            initial_prompt=" ".join(self._committed)[-200:] or None,
+            initial_prompt=self._prompt(),
             priority={"final": PRIORITY_FINAL, "settle": PRIORITY_PAUSE}.get(kind, PRIORITY_PARTIAL),
             window_s=self._opts.partial_window_s if partial else self._opts.final_window_s,
         )
@@ -224,13 +226,23 @@ class WhisperStream(stt.RecognizeStream):
         if partial:
             self._last_decode_len = gate.length
         task = asyncio.create_task(self._decode(audio, request), name=f"whisper-{kind}")
-        d = _Decode(kind, self._epoch, gate.revision, len(audio), complete, task)
+        d = _Decode(kind, self._epoch, gate.revision, len(audio), complete, task, request.initial_prompt)
         if partial:
             self._partial = d
         else:
             self._settle = d
         task.add_done_callback(lambda _t: self._on_decoded(d))
         return d
+
+    def _prompt(self) -> str | None:
+        """Words said just before this audio: the previous FINAL if this utterance follows it closely (a
+        hesitation split the turn), and this utterance's committed sentences."""
+        words = list(self._committed)
+        if self._previous is not None:
+            text, at = self._previous
+            if self._gate.start_sample - at <= self._opts.context_gap_s * SAMPLE_RATE:
+                words.insert(0, text)
+        return " ".join(words)[-200:] or None
 
     async def _decode(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult | None:
         try:
@@ -259,7 +271,7 @@ class WhisperStream(stt.RecognizeStream):
 
     def _use_result(self, d: _Decode, result: DecodeResult) -> None:
         gate = self._gate
-        text = clean_text(result, speech_s=gate.speech_s, opts=self._opts.guard)
+        text = self._clean(result, d)
         if d.complete and d.revision == gate.revision:
             self._settled = _Settled(d.revision, text, result)
             if gate.paused:
@@ -311,9 +323,10 @@ class WhisperStream(stt.RecognizeStream):
             text, result = "", None
             if gate.speech_s >= self._opts.min_speech_s or self._committed:
                 text, result = await self._final_text()
-            self._emit(
-                stt.SpeechEventType.FINAL_TRANSCRIPT, " ".join([*self._committed, text]).strip(), result
-            )
+            final = " ".join([*self._committed, text]).strip()
+            self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, final, result)
+            if final:
+                self._previous = (final, gate.start_sample + gate.speech_end)
             self._emit(stt.SpeechEventType.END_OF_SPEECH)
             self._emit_usage()
         finally:
@@ -332,7 +345,6 @@ class WhisperStream(stt.RecognizeStream):
     async def _final_text(self) -> tuple[str, DecodeResult | None]:
         """The settled text if current; else the running decode that covers everything; else decode now."""
         gate = self._gate
-        guard = self._opts.guard
         for _ in range(2):
             if self._settled is not None and self._is_settled():
                 return self._settled.text, self._settled.result
@@ -345,13 +357,17 @@ class WhisperStream(stt.RecognizeStream):
                 break
             result = await running[0].task
             if result is not None:
-                return clean_text(result, speech_s=gate.speech_s, opts=guard), result
+                return self._clean(result, running[0]), result
         if len(gate.audio()) == 0:
             return "", None
-        result = await self._start("final").task
+        final = self._start("final")
+        result = await final.task
         if result is None:
             return "", None
-        return clean_text(result, speech_s=gate.speech_s, opts=guard), result
+        return self._clean(result, final), result
+
+    def _clean(self, result: DecodeResult, d: _Decode) -> str:
+        return clean_text(result, speech_s=self._gate.speech_s, opts=self._opts.guard, prompt=d.prompt)
 
 
 _TEXT_EVENTS = (

@@ -88,3 +88,20 @@ def test_korean_phantoms_and_weak_phrases() -> None:
     assert clean_text(korean((" 감사합니다.", 0.05, -0.2, 1.0)), speech_s=0.1) == ""
     # English inventions are dropped from a Korean decode too
     assert clean_text(korean((" Thanks for watching!", 0.01, -0.1, 1.0)), speech_s=3.0) == ""
+
+
+def test_a_decode_that_only_repeats_its_prompt_is_dropped() -> None:
+    prompt = "I'm calling for my mother. She can't hear very well."
+    assert (
+        clean_text(result((" She can't hear very well.", 0.02, -0.2, 1.1)), speech_s=1.0, prompt=prompt) == ""
+    )
+    # new words, or a short word the prompt happens to hold, are speech
+    assert (
+        clean_text(result((" She is ninety.", 0.02, -0.2, 1.1)), speech_s=1.0, prompt=prompt)
+        == "She is ninety."
+    )
+    assert clean_text(result((" Very well.", 0.02, -0.2, 1.1)), speech_s=1.0, prompt=prompt) == "Very well."
+    assert (
+        clean_text(result((" She can't hear very well.", 0.02, -0.2, 1.1)), speech_s=1.0)
+        == "She can't hear very well."
+    )
