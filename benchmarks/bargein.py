@@ -22,21 +22,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import sys
 import tempfile
-import time
-from collections import deque
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from livekit import rtc
-from livekit.agents.voice import io
 
+from benchmarks.session_audio import PacedSpeaker
 from benchmarks.turns import (
     RATE,
     BenchError,
@@ -66,99 +63,6 @@ class Trial:
     """How long the agent's audio stood paused in all (a resumed pause is a gap in its line)."""
 
 
-class _Speaker(io.AudioOutput):
-    """A pausable real-time loudspeaker that notes when the agent's audio was paused or cut."""
-
-    def __init__(self, clock: Any) -> None:
-        super().__init__(
-            label="bargein-speaker",
-            capabilities=io.AudioOutputCapabilities(pause=True),
-            sample_rate=AGENT_RATE,
-        )
-        self._clock = clock
-        self._queue: deque[rtc.AudioFrame | None] = deque()
-        self._wake = asyncio.Event()
-        self._playing = asyncio.Event()
-        self._playing.set()
-        self._active = False
-        self._position = 0.0
-        self.first_stop: float | None = None
-        self.pauses = 0
-        self.resumes = 0
-        self.paused_s = 0.0
-        self._paused_at: float | None = None
-        self._task = asyncio.create_task(self._run())
-
-    def _stopped(self) -> None:
-        if self.first_stop is None:
-            self.first_stop = self._clock()
-
-    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
-        await super().capture_frame(frame)
-        self._queue.append(frame)
-        self._wake.set()
-
-    def flush(self) -> None:
-        super().flush()
-        self._queue.append(None)
-        self._wake.set()
-
-    def clear_buffer(self) -> None:
-        self._queue.clear()
-        if self._active:
-            self._stopped()
-            self._finish(interrupted=True)
-
-    def pause(self) -> None:
-        self.pauses += 1
-        self._stopped()
-        if self._paused_at is None:
-            self._paused_at = self._clock()
-        self._playing.clear()
-
-    def resume(self) -> None:
-        if not self._playing.is_set():
-            self.resumes += 1
-        self._end_pause()
-        self._playing.set()
-
-    def _end_pause(self) -> None:
-        if self._paused_at is not None:
-            self.paused_s += self._clock() - self._paused_at
-            self._paused_at = None
-
-    def _finish(self, *, interrupted: bool) -> None:
-        self._active = False
-        position, self._position = self._position, 0.0
-        self.on_playback_finished(playback_position=position, interrupted=interrupted)
-
-    async def _run(self) -> None:
-        while True:
-            if not self._queue:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            await self._playing.wait()
-            if not self._queue:
-                continue
-            item = self._queue.popleft()
-            if item is None:
-                if self._active:
-                    self._finish(interrupted=False)
-                continue
-            if not self._active:
-                self._active = True
-                self.on_playback_started(created_at=time.time())
-            await asyncio.sleep(item.duration)
-            self._position += item.duration
-
-    async def aclose(self) -> None:
-        self._end_pause()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-
-
 async def _agent_line() -> Any:
     n = AGENT_RATE // 50
     t = np.arange(int(AGENT_LINE_S * AGENT_RATE)) / AGENT_RATE
@@ -167,7 +71,9 @@ async def _agent_line() -> Any:
         yield rtc.AudioFrame(pcm[i : i + n].tobytes(), AGENT_RATE, 1, len(pcm[i : i + n]))
 
 
-async def run_trial(audio: np.ndarray, first_voiced_s: float, stt: Any, params: Any) -> tuple[bool, _Speaker]:
+async def run_trial(
+    audio: np.ndarray, first_voiced_s: float, stt: Any, params: Any
+) -> tuple[bool, PacedSpeaker]:
     """One caller sound over the agent's line; returns (line cut, the speaker with its pauses and resumes)."""
     from livekit.agents import Agent, AgentSession, StopResponse
 
@@ -177,7 +83,7 @@ async def run_trial(audio: np.ndarray, first_voiced_s: float, stt: Any, params: 
     track = np.concatenate([np.zeros(int(CALLER_AT_S * RATE), np.float32), audio])
     track = np.concatenate([track, np.zeros(int((AGENT_LINE_S + 2.0) * RATE) - len(track), np.float32)])
     mic = _RealTimeMic(track)
-    speaker = _Speaker(mic.clock)
+    speaker = PacedSpeaker(AGENT_RATE, clock=mic.clock)
 
     class BenchAgent(Agent):
         async def stt_node(self, audio, model_settings):  # type: ignore[no-untyped-def]

@@ -109,3 +109,29 @@ def find_sentence_commit(
         if _SENTENCE_END.search(seg.text.strip()) and seg.end <= audio_s - min_keep_s:
             best = Commit(" ".join(words), seg.end, len(words))
     return best
+
+
+def words_after(said: str, hypothesis: str, *, min_match: float = 0.5) -> str | None:
+    """The words of `hypothesis` that follow `said`, when `hypothesis` is a decode of the audio of `said`
+    and then more: the new words of a turn decoded whole after its first part went out.
+
+    Aligns the two word sequences (case and punctuation ignored) and cuts after the hypothesis word matched
+    to the last matched word of `said`. None when less than `min_match` of said's words are found in order:
+    the decode heard the first part too differently to tell where the new words start.
+    """
+    import difflib
+
+    said_words, hyp_words = said.split(), hypothesis.split()
+    if not said_words:
+        return hypothesis.strip()
+    matcher = difflib.SequenceMatcher(
+        None, [word_key(w) for w in said_words], [word_key(w) for w in hyp_words], autojunk=False
+    )
+    blocks = [b for b in matcher.get_matching_blocks() if b.size]
+    if sum(b.size for b in blocks) < min_match * len(said_words):
+        return None
+    last = blocks[-1]
+    # said's words after its last matched word were misheard in the new decode: skip as many hypothesis words
+    unmatched_tail = len(said_words) - (last.a + last.size)
+    cut = min(len(hyp_words), last.b + last.size + unmatched_tail)
+    return " ".join(hyp_words[cut:])

@@ -42,9 +42,11 @@ class StreamingOptions:
     """Silence after speech that starts the speculative whole-utterance decode (its text becomes PREFLIGHT at
     the gate's pause and FINAL at the flush if the caller says nothing more)."""
     context_gap_s: float = 3.0
-    """A caller utterance starting within this long after the previous FINAL is decoded with that FINAL's
-    words as Whisper's prompt: after a hesitation the turn's second half is read as the continuation of its
-    first. 0 decodes every utterance alone."""
+    """An utterance starting within this long after the previous FINAL is one turn with it (a hesitation
+    split it): its settle/final decode takes the previous utterance's audio in front, and only the words
+    after what already went out become its FINAL. 0 decodes every utterance alone."""
+    context_max_s: float = 8.0
+    """At most this much earlier audio goes in front (the decode window grows with the audio)."""
     commit_after_s: float = 12.0
     """Utterance length after which whole confirmed sentences are committed and trimmed."""
     max_utterance_s: float = 25.0

@@ -27,7 +27,7 @@ from livekit import rtc
 from livekit.agents import APIConnectOptions, stt
 from livekit.agents.language import LanguageCode
 
-from .agreement import LocalAgreement, find_sentence_commit
+from .agreement import LocalAgreement, find_sentence_commit, words_after
 from .guard import clean_text
 from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_PAUSE, SAMPLE_RATE, DecodeRequest, DecodeResult
 from .speech_gate import GateEvent, SpeechGate
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from .stt import WhisperSTT
 
 logger = logging.getLogger("parley.stt")
+
+_CONTEXT_GAP_S = 0.3
+"""Silence put between a turn's earlier audio and the new utterance when they are decoded together."""
 
 
 def frame_to_float(frame: rtc.AudioFrame) -> np.ndarray:
@@ -59,6 +62,18 @@ class _Decode:
     """At submit the audio held all speech so far plus a tail: if no speech comes, its text is final."""
     task: asyncio.Task[DecodeResult | None]
     prompt: str | None = None
+    said: str | None = None
+    """Text already sent as FINAL for the earlier audio decoded in front of this utterance."""
+
+
+@dataclass(frozen=True)
+class _TurnContext:
+    """The caller's previous utterance(s) of this turn: their audio, the FINAL text sent for it, and the
+    stream sample where that speech ended."""
+
+    audio: np.ndarray
+    text: str
+    end_sample: int
 
 
 @dataclass(frozen=True)
@@ -83,7 +98,7 @@ class WhisperStream(stt.RecognizeStream):
         self._decode_s = 0.0
         self._settled: _Settled | None = None
         self._committed: list[str] = []
-        self._previous: tuple[str, int] | None = None  # the last FINAL's text and its stream sample
+        self._previous: _TurnContext | None = None
         self._last_decode_len = 0
         self._last_sent: dict[str, str] = {}
         self._finalizing = False
@@ -210,15 +225,19 @@ class WhisperStream(stt.RecognizeStream):
         if gate.length - self._last_decode_len >= interval * SAMPLE_RATE:
             self._start("partial")
 
-    def _start(self, kind: str) -> _Decode:
+    def _start(self, kind: str, *, context: bool = True) -> _Decode:
         gate = self._gate
         audio = gate.audio()
         partial = kind == "partial"
+        turn = self._turn_context() if context and not partial else None
+        if turn is not None:
+            gap = np.zeros(round(_CONTEXT_GAP_S * SAMPLE_RATE), dtype=np.float32)
+            audio = np.concatenate([turn.audio, gap, audio])
         request = DecodeRequest(
             language=self._language,
             beam_size=self._opts.partial_beam_size if partial else self._opts.final_beam_size,
             with_timestamps=partial and len(audio) >= self._opts.commit_after_s * SAMPLE_RATE,
-            initial_prompt=self._prompt(),
+            initial_prompt=" ".join(self._committed)[-200:] or None,
             priority={"final": PRIORITY_FINAL, "settle": PRIORITY_PAUSE}.get(kind, PRIORITY_PARTIAL),
             window_s=self._opts.partial_window_s if partial else self._opts.final_window_s,
         )
@@ -226,7 +245,16 @@ class WhisperStream(stt.RecognizeStream):
         if partial:
             self._last_decode_len = gate.length
         task = asyncio.create_task(self._decode(audio, request), name=f"whisper-{kind}")
-        d = _Decode(kind, self._epoch, gate.revision, len(audio), complete, task, request.initial_prompt)
+        d = _Decode(
+            kind,
+            self._epoch,
+            gate.revision,
+            len(audio),
+            complete,
+            task,
+            request.initial_prompt,
+            None if turn is None else turn.text,
+        )
         if partial:
             self._partial = d
         else:
@@ -234,15 +262,14 @@ class WhisperStream(stt.RecognizeStream):
         task.add_done_callback(lambda _t: self._on_decoded(d))
         return d
 
-    def _prompt(self) -> str | None:
-        """Words said just before this audio: the previous FINAL if this utterance follows it closely (a
-        hesitation split the turn), and this utterance's committed sentences."""
-        words = list(self._committed)
-        if self._previous is not None:
-            text, at = self._previous
-            if self._gate.start_sample - at <= self._opts.context_gap_s * SAMPLE_RATE:
-                words.insert(0, text)
-        return " ".join(words)[-200:] or None
+    def _turn_context(self) -> _TurnContext | None:
+        """The previous utterance, if this one follows it closely enough to be the same turn."""
+        prev = self._previous
+        if prev is None or self._committed:
+            return None
+        if self._gate.start_sample - prev.end_sample > self._opts.context_gap_s * SAMPLE_RATE:
+            return None
+        return prev
 
     async def _decode(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult | None:
         try:
@@ -272,6 +299,8 @@ class WhisperStream(stt.RecognizeStream):
     def _use_result(self, d: _Decode, result: DecodeResult) -> None:
         gate = self._gate
         text = self._clean(result, d)
+        if text is None:
+            return  # the earlier part was heard too differently: the FINAL decodes this utterance alone
         if d.complete and d.revision == gate.revision:
             self._settled = _Settled(d.revision, text, result)
             if gate.paused:
@@ -326,7 +355,7 @@ class WhisperStream(stt.RecognizeStream):
             final = " ".join([*self._committed, text]).strip()
             self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, final, result)
             if final:
-                self._previous = (final, gate.start_sample + gate.speech_end)
+                self._remember(final)
             self._emit(stt.SpeechEventType.END_OF_SPEECH)
             self._emit_usage()
         finally:
@@ -356,18 +385,44 @@ class WhisperStream(stt.RecognizeStream):
             if not running:
                 break
             result = await running[0].task
+            text = None if result is None else self._clean(result, running[0])
+            if text is not None:
+                return text, result
             if result is not None:
-                return self._clean(result, running[0]), result
+                break
         if len(gate.audio()) == 0:
             return "", None
-        final = self._start("final")
-        result = await final.task
-        if result is None:
-            return "", None
-        return self._clean(result, final), result
+        for context in (True, False):
+            final = self._start("final", context=context)
+            result = await final.task
+            if result is None:
+                return "", None
+            text = self._clean(result, final)
+            if text is not None:
+                return text, result
+        return "", None
 
-    def _clean(self, result: DecodeResult, d: _Decode) -> str:
-        return clean_text(result, speech_s=self._gate.speech_s, opts=self._opts.guard, prompt=d.prompt)
+    def _clean(self, result: DecodeResult, d: _Decode) -> str | None:
+        """The decode's new text; None when it held earlier audio whose words it could not line up."""
+        text = clean_text(result, speech_s=self._gate.speech_s, opts=self._opts.guard, prompt=d.prompt)
+        if d.said is None or not text:
+            return text
+        return words_after(d.said, text)
+
+    def _remember(self, final: str) -> None:
+        """Keep this utterance's audio and FINAL as context for a next utterance of the same turn."""
+        gate = self._gate
+        audio, text = gate.audio(), final
+        turn = self._turn_context()
+        if turn is not None and not self._committed:
+            gap = np.zeros(round(_CONTEXT_GAP_S * SAMPLE_RATE), dtype=np.float32)
+            audio, text = np.concatenate([turn.audio, gap, audio]), f"{turn.text} {final}"
+        if len(audio) > self._opts.context_max_s * SAMPLE_RATE:
+            audio, text = gate.audio(), final
+        if self._opts.context_gap_s <= 0 or len(audio) > self._opts.context_max_s * SAMPLE_RATE:
+            self._previous = None
+            return
+        self._previous = _TurnContext(audio.copy(), text, gate.start_sample + gate.speech_end)
 
 
 _TEXT_EVENTS = (

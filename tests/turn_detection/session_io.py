@@ -1,7 +1,7 @@
 """Offline audio I/O and a scripted STT for driving a real AgentSession without a server.
 
-ScriptedMic plays a prepared 16 kHz caller track in real time; PacedSpeaker plays the agent's audio in real
-time, reports playback start/finish and supports pause (so LiveKit's false-interruption resume is on);
+ScriptedMic plays a prepared 16 kHz caller track in real time; PacedSpeaker (benchmarks.session_audio) plays
+the agent's audio in real time with pause support;
 ScriptedSTT is a streaming STT that finds the caller's speech bursts by energy and emits, per burst, the
 interim/final text of a script — the words are scripted, the timing comes from the audio.
 """
@@ -9,9 +9,7 @@ interim/final text of a script — the words are scripted, the timing comes from
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +17,10 @@ from livekit import rtc
 from livekit.agents import APIConnectOptions, stt
 from livekit.agents.language import LanguageCode
 from livekit.agents.voice import io
+
+from benchmarks.session_audio import PacedSpeaker
+
+__all__ = ["MIC_RATE", "PacedSpeaker", "ScriptLine", "ScriptedMic", "ScriptedSTT"]
 
 MIC_RATE = 16000
 MIC_FRAME = 160  # 10 ms
@@ -42,81 +44,6 @@ class ScriptedMic(io.AudioInput):
         if len(chunk) < MIC_FRAME:  # after the script: silence for as long as the session listens
             chunk = np.zeros(MIC_FRAME, dtype=np.int16)
         return rtc.AudioFrame(chunk.tobytes(), MIC_RATE, 1, MIC_FRAME)
-
-
-class PacedSpeaker(io.AudioOutput):
-    def __init__(self, sample_rate: int = 24000) -> None:
-        super().__init__(
-            label="paced-speaker",
-            capabilities=io.AudioOutputCapabilities(pause=True),
-            sample_rate=sample_rate,
-        )
-        self._queue: deque[rtc.AudioFrame | None] = deque()  # None marks the end of a segment
-        self._wake = asyncio.Event()
-        self._playing = asyncio.Event()
-        self._playing.set()
-        self._in_segment = False
-        self._position = 0.0
-        self.pauses = 0
-        self.resumes = 0
-        self.finished: list[tuple[float, bool]] = []
-        self._task = asyncio.create_task(self._run())
-
-    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
-        await super().capture_frame(frame)
-        self._queue.append(frame)
-        self._wake.set()
-
-    def flush(self) -> None:
-        super().flush()
-        self._queue.append(None)
-        self._wake.set()
-
-    def clear_buffer(self) -> None:
-        self._queue.clear()
-        if self._in_segment:
-            self._finish(interrupted=True)
-
-    def pause(self) -> None:
-        self.pauses += 1
-        self._playing.clear()
-
-    def resume(self) -> None:
-        if not self._playing.is_set():
-            self.resumes += 1
-        self._playing.set()
-
-    def _finish(self, *, interrupted: bool) -> None:
-        self._in_segment = False
-        position, self._position = self._position, 0.0
-        self.finished.append((position, interrupted))
-        self.on_playback_finished(playback_position=position, interrupted=interrupted)
-
-    async def _run(self) -> None:
-        while True:
-            if not self._queue:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            await self._playing.wait()
-            if not self._queue:
-                continue
-            item = self._queue.popleft()
-            if item is None:
-                if self._in_segment:
-                    self._finish(interrupted=False)
-                continue
-            if not self._in_segment:
-                self._in_segment = True
-                self.on_playback_started(created_at=time.time())
-            await asyncio.sleep(item.duration)
-            if self._in_segment:
-                self._position += item.duration
-
-    async def aclose(self) -> None:
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
 
 
 @dataclass(frozen=True)

@@ -167,3 +167,16 @@ def test_sentence_commit_needs_confirmation_and_distance_from_the_end() -> None:
 def test_sentence_commit_skips_segments_without_sentence_end() -> None:
     segments = [seg(" so I was thinking", 0.0, 2.0), seg(" maybe", 2.0, 4.0)]
     assert find_sentence_commit(segments, ["so", "I", "was", "thinking", "maybe"], audio_s=9.0) is None
+
+
+def test_words_after_finds_the_new_words_of_a_turn_decoded_whole() -> None:
+    from plugins.whisper.agreement import words_after
+
+    assert words_after("I bought it from.", "I bought it from your shop.") == "your shop."
+    assert words_after("Could you put me through to", "could you put me through to someone?") == "someone?"
+    # the first part's last word heard differently this time: still cut after it
+    assert words_after("The best day is up.", "The best day is, uh, next week.") == "next week."
+    assert words_after("", "Hello there.") == "Hello there."
+    assert words_after("My card number is 3553.", "My card number is 3553.") == ""
+    # too little of the first part found: no guess
+    assert words_after("Kill you, Ken.", "Could you check my last payment?") is None
