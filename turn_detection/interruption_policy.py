@@ -14,6 +14,10 @@ import re
 from .text_cues import Language, detect_language
 
 _TOKEN = re.compile(r"[\w']+(?:-[\w']+)*", re.UNICODE)
+_HUM = r"(?:h*m+h*m*|u+h+|a+h+|o+h+)"
+_VOCALISATION = re.compile(rf"^{_HUM}(?:-(?:{_HUM}|h+u+h+))*$")
+"""A non-lexical sound however Whisper spells it ("M-M-M", "mmhmm", "ahh", "uh-huh"): listening, not words.
+Spelled-out hums are open-ended, so they are matched by shape instead of listed."""
 
 
 class OverlapVerdict(enum.Enum):
@@ -247,7 +251,7 @@ def _classify_english(text: str, tokens: list[str]) -> OverlapVerdict:
     normalised = " ".join(t.replace("-", " ") for t in tokens)
     if normalised in EN_BACKCHANNEL_PHRASES:
         return OverlapVerdict.BACKCHANNEL
-    if len(tokens) <= 3 and all(t in EN_SINGLE_BACKCHANNELS for t in tokens):
+    if len(tokens) <= 3 and all(t in EN_SINGLE_BACKCHANNELS or _VOCALISATION.match(t) for t in tokens):
         return OverlapVerdict.BACKCHANNEL
     return OverlapVerdict.BARGE_IN
 

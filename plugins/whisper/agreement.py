@@ -111,7 +111,7 @@ def find_sentence_commit(
     return best
 
 
-def words_after(said: str, hypothesis: str, *, min_match: float = 0.5) -> str | None:
+def words_after(said: str, hypothesis: str, *, min_match: float = 0.6) -> str | None:
     """The words of `hypothesis` that follow `said`, when `hypothesis` is a decode of the audio of `said`
     and then more: the new words of a turn decoded whole after its first part went out.
 

@@ -99,6 +99,7 @@ class WhisperStream(stt.RecognizeStream):
         self._settled: _Settled | None = None
         self._committed: list[str] = []
         self._previous: _TurnContext | None = None
+        self._context_failed = False  # this utterance's words could not be lined up behind the context
         self._last_decode_len = 0
         self._last_sent: dict[str, str] = {}
         self._finalizing = False
@@ -265,7 +266,7 @@ class WhisperStream(stt.RecognizeStream):
     def _turn_context(self) -> _TurnContext | None:
         """The previous utterance, if this one follows it closely enough to be the same turn."""
         prev = self._previous
-        if prev is None or self._committed:
+        if prev is None or self._committed or self._context_failed:
             return None
         if self._gate.start_sample - prev.end_sample > self._opts.context_gap_s * SAMPLE_RATE:
             return None
@@ -370,6 +371,7 @@ class WhisperStream(stt.RecognizeStream):
             self._settled = None
             self._last_decode_len = 0
             self._last_sent = {}
+            self._context_failed = False
 
     async def _final_text(self) -> tuple[str, DecodeResult | None]:
         """The settled text if current; else the running decode that covers everything; else decode now."""
@@ -407,7 +409,10 @@ class WhisperStream(stt.RecognizeStream):
         text = clean_text(result, speech_s=self._gate.speech_s, opts=self._opts.guard, prompt=d.prompt)
         if d.said is None or not text:
             return text
-        return words_after(d.said, text)
+        new = words_after(d.said, text)
+        if new is None:
+            self._context_failed = True
+        return new
 
     def _remember(self, final: str) -> None:
         """Keep this utterance's audio and FINAL as context for a next utterance of the same turn."""

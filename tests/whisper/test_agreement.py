@@ -180,3 +180,10 @@ def test_words_after_finds_the_new_words_of_a_turn_decoded_whole() -> None:
     assert words_after("My card number is 3553.", "My card number is 3553.") == ""
     # too little of the first part found: no guess
     assert words_after("Kill you, Ken.", "Could you check my last payment?") is None
+
+
+def test_words_after_gives_up_rather_than_drop_words_on_a_weak_match() -> None:
+    from plugins.whisper.agreement import words_after
+
+    # one of two words found: cutting after it could drop the new words, so no answer
+    assert words_after("Sentence 1.", "Something else entirely. Sentence 2.") is None
