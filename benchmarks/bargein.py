@@ -38,6 +38,7 @@ from benchmarks.turns import (
     RATE,
     BenchError,
     _pct,
+    _rate,
     _RealTimeMic,
     load_noise_cases,
     load_turn_cases,
@@ -151,17 +152,14 @@ async def run_benchmark(
     inter = [t for t in trials if t.case == "interruption"]
     noise = [t for t in trials if t.case == "noise"]
 
-    def rate(ts: list[Trial], flag: Any) -> float | None:
-        return round(sum(bool(flag(t)) for t in ts) / len(ts), 4) if ts else None
-
     return {
-        "backchannel_ignored_rate": rate(back, lambda t: not t.stopped),
-        "interrupt_stop_rate": rate(inter, lambda t: t.stopped),
+        "backchannel_ignored_rate": _rate([not t.stopped for t in back]),
+        "interrupt_stop_rate": _rate([t.stopped for t in inter]),
         "interrupt_stop_ms": _pct([t.stop_ms for t in inter if t.stopped and t.stop_ms is not None]),
-        "backchannel_paused_rate": rate(back, lambda t: t.paused > 0),
+        "backchannel_paused_rate": _rate([t.paused > 0 for t in back]),
         "backchannel_gap_ms": _pct([t.paused_ms for t in back if not t.stopped and t.paused > 0]),
-        "noise_ignored_rate": rate(noise, lambda t: not t.stopped),
-        "noise_paused_rate": rate(noise, lambda t: t.paused > 0),
+        "noise_ignored_rate": _rate([not t.stopped for t in noise]),
+        "noise_paused_rate": _rate([t.paused > 0 for t in noise]),
         "false_interruption_resumes": sum(t.resumed for t in trials),
         "interrupt_min_words": params.interrupt_min_words,
         "interrupt_min_speech_s": params.interrupt_min_speech_s,

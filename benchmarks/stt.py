@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         "--context-gap",
         type=float,
         default=StreamingOptions.context_gap_s,
-        help="an utterance this soon after a FINAL gets its text as prompt (0 = off)",
+        help="an utterance this soon after a FINAL is decoded behind its audio (0 = off, the default)",
     )
     p.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = real time)")
     p.add_argument("--frame-ms", type=int, default=20)

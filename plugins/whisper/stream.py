@@ -226,14 +226,13 @@ class WhisperStream(stt.RecognizeStream):
         if gate.length - self._last_decode_len >= interval * SAMPLE_RATE:
             self._start("partial")
 
-    def _start(self, kind: str, *, context: bool = True) -> _Decode:
+    def _start(self, kind: str) -> _Decode:
         gate = self._gate
         audio = gate.audio()
         partial = kind == "partial"
-        turn = self._turn_context() if context and not partial else None
+        turn = None if partial else self._turn_context()
         if turn is not None:
-            gap = np.zeros(round(_CONTEXT_GAP_S * SAMPLE_RATE), dtype=np.float32)
-            audio = np.concatenate([turn.audio, gap, audio])
+            audio = _behind(turn.audio, audio)
         request = DecodeRequest(
             language=self._language,
             beam_size=self._opts.partial_beam_size if partial else self._opts.final_beam_size,
@@ -394,8 +393,8 @@ class WhisperStream(stt.RecognizeStream):
                 break
         if len(gate.audio()) == 0:
             return "", None
-        for context in (True, False):
-            final = self._start("final", context=context)
+        for _ in range(2):  # a context decode that cannot be lined up is retried alone (context_failed)
+            final = self._start("final")
             result = await final.task
             if result is None:
                 return "", None
@@ -416,18 +415,25 @@ class WhisperStream(stt.RecognizeStream):
 
     def _remember(self, final: str) -> None:
         """Keep this utterance's audio and FINAL as context for a next utterance of the same turn."""
+        if self._opts.context_gap_s <= 0:
+            return
         gate = self._gate
         audio, text = gate.audio(), final
         turn = self._turn_context()
-        if turn is not None and not self._committed:
-            gap = np.zeros(round(_CONTEXT_GAP_S * SAMPLE_RATE), dtype=np.float32)
-            audio, text = np.concatenate([turn.audio, gap, audio]), f"{turn.text} {final}"
+        if turn is not None:
+            audio, text = _behind(turn.audio, audio), f"{turn.text} {final}"
         if len(audio) > self._opts.context_max_s * SAMPLE_RATE:
             audio, text = gate.audio(), final
-        if self._opts.context_gap_s <= 0 or len(audio) > self._opts.context_max_s * SAMPLE_RATE:
-            self._previous = None
-            return
-        self._previous = _TurnContext(audio.copy(), text, gate.start_sample + gate.speech_end)
+        fits = len(audio) <= self._opts.context_max_s * SAMPLE_RATE
+        self._previous = (
+            _TurnContext(audio.copy(), text, gate.start_sample + gate.speech_end) if fits else None
+        )
+
+
+def _behind(earlier: np.ndarray, audio: np.ndarray) -> np.ndarray:
+    """A turn's earlier audio, a short silence, then the new utterance: decoded as one."""
+    gap = np.zeros(round(_CONTEXT_GAP_S * SAMPLE_RATE), dtype=np.float32)
+    return np.concatenate([earlier, gap, audio])
 
 
 _TEXT_EVENTS = (
