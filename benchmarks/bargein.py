@@ -62,6 +62,8 @@ class Trial:
     """Caller's first voiced sample -> first pause or cut of the agent's audio."""
     paused_ms: float
     """How long the agent's audio stood paused in all (a resumed pause is a gap in its line)."""
+    heard: list[str]
+    """Transcripts that reached the session (what passed the backchannel filter), finals marked '(final)'."""
 
 
 async def _agent_line() -> Any:
@@ -74,8 +76,9 @@ async def _agent_line() -> Any:
 
 async def run_trial(
     audio: np.ndarray, first_voiced_s: float, stt: Any, params: Any
-) -> tuple[bool, PacedSpeaker]:
-    """One caller sound over the agent's line; returns (line cut, the speaker with its pauses and resumes)."""
+) -> tuple[bool, PacedSpeaker, list[str]]:
+    """One caller sound over the agent's line; returns (line cut, the speaker with its pauses and resumes,
+    the transcripts the session was given)."""
     from livekit.agents import Agent, AgentSession, StopResponse
 
     from turn_detection import Profile, TurnOptions, build_turn_handling
@@ -96,6 +99,11 @@ async def run_trial(
 
     session = AgentSession(stt=stt, **setup.session_kwargs)
     setup.attach(session)
+    heard: list[str] = []
+    session.on(
+        "user_input_transcribed",
+        lambda ev: heard.append(ev.transcript + (" (final)" if ev.is_final else "")),
+    )
     session.input.audio = mic
     session.output.audio = speaker
     await session.start(BenchAgent(instructions="barge-in benchmark"))
@@ -109,7 +117,7 @@ async def run_trial(
         await speaker.aclose()
     if speaker.first_stop is not None:
         speaker.first_stop -= CALLER_AT_S + first_voiced_s
-    return cut, speaker
+    return cut, speaker, heard
 
 
 NOISE_S = 3.0
@@ -145,9 +153,10 @@ async def run_benchmark(
     sounds += [(name, "noise", audio, 0.0) for name, audio in _noise_trials()]
     trials: list[Trial] = []
     for name, case, audio, start in sounds:
-        cut, sp = await run_trial(audio, start, stt, params)
+        cut, sp, heard = await run_trial(audio, start, stt, params)
         stop = None if sp.first_stop is None else round(sp.first_stop * 1000, 1)
-        trials.append(Trial(name, case, cut, sp.pauses, sp.resumes, stop, round(sp.paused_s * 1000, 1)))
+        paused_ms = round(sp.paused_s * 1000, 1)
+        trials.append(Trial(name, case, cut, sp.pauses, sp.resumes, stop, paused_ms, heard))
     back = [t for t in trials if t.case == "backchannel"]
     inter = [t for t in trials if t.case == "interruption"]
     noise = [t for t in trials if t.case == "noise"]
@@ -199,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     for t in result["trials"]:
         print(
             f"  {t['file']:<24}{t['case']:<14}{'CUT' if t['stopped'] else 'kept':<6}"
-            f"stop {t['stop_ms']}  paused {t['paused_ms']} ms"
+            f"stop {t['stop_ms']}  paused {t['paused_ms']} ms  {' | '.join(t['heard'])}"
         )
     if args.json:
         try:

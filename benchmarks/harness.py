@@ -366,6 +366,7 @@ def _fill_turn_metrics(res: CallResult, rec: Recorder) -> None:
         tr.endpoint_ms = (ep - tr.speech_end) * 1000 if ep else None
         # the LLM request that produced the reply: the last one started before the first reply audio
         tok = _last_before(res.marks, "llm_first_token", lo, audio or hi)
+        req = _last_before(res.marks, "llm_request", lo, tok) if tok is not None else None
         if tok is not None and ep is not None:
             tr.llm_ttft_ms = (tok - max(ep, lo)) * 1000 if tok >= ep else 0.0
         tts_txt = _last_before(res.marks, "tts_text", lo, audio or hi)
@@ -382,6 +383,7 @@ def _fill_turn_metrics(res: CallResult, rec: Recorder) -> None:
             "vad_end": _first(res.marks, "vad_end", tr.speech_end, hi),
             "end_of_turn": ep,
             "stt_final": fin,
+            "llm_request": req,
             "llm_first_token": tok,
             "tts_text": tts_txt,
             "tts_first_audio": tts_frame,

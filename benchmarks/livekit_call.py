@@ -529,6 +529,7 @@ def _metric_ms(msg: dict[str, Any] | None, key: str) -> float | None:
 
 USER_MARKS = ("vad_end", "end_of_turn", "stt_final")
 REPLY_MARKS = (
+    "llm_request",
     "llm_first_token",
     "tts_text",
     "tts_first_audio",

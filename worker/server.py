@@ -83,8 +83,20 @@ async def entrypoint(ctx: JobContext) -> None:
         ctx.add_shutdown_callback(dtmf.aclose)
     marks = turn_marks(ctx, settings, session, agent, comp.tts)
     log.info("call started", extra={"room": ctx.room.name, "profile": profile, "phone": phone})
-    await session.start(agent, room=ctx.room, record=settings.record_audio)
+    await session.start(
+        agent, room=ctx.room, record=settings.record_audio, room_options=_room_options(settings)
+    )
     marks.attach_output(session)
+
+
+def _room_options(settings: Settings) -> Any:
+    """The caller's audio at the rate Parley's VAD and Whisper use, in short frames: LiveKit's default
+    (24 kHz, 50 ms frames) holds each piece of speech up to 50 ms before the VAD sees it."""
+    from livekit.agents.voice import room_io
+
+    return room_io.RoomOptions(
+        audio_input=room_io.AudioInputOptions(sample_rate=16_000, frame_size_ms=settings.input_frame_ms)
+    )
 
 
 def turn_marks(ctx: JobContext, settings: Settings, session: Any, agent: Any, tts_model: Any) -> TurnMarks:

@@ -70,7 +70,8 @@ class Settings(BaseSettings):
     stt_compute_type: str = "default"  # default = int8 on CPU, float16 on CUDA
     stt_cpu_threads: int = Field(0, ge=0)  # threads per decode; 0 = auto (plugins/whisper/model.py)
     stt_num_workers: int = Field(2, ge=1)  # decodes that may run at once (different calls)
-    stt_partial_interval_s: float = Field(0.5, gt=0)  # new audio needed between partial re-decodes
+    stt_partial_interval_s: float = Field(0.3, gt=0)  # new audio between partials until one has words
+    input_frame_ms: int = Field(20, ge=10, le=100)  # room audio handed to VAD/STT in frames this long
     stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode
     stt_settle_s: float = Field(0.064, gt=0)  # gate silence that starts the whole-utterance decode
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`

@@ -7,7 +7,8 @@ up without any clock sync. Messages go to the room as reliable data on topic `pa
 - `{"kind": "user", "mark": "vad_end"|"end_of_turn"|"stt_final", "t": …}` as they happen;
 - `{"kind": "speech_start", "speech_id", "source", "t"}` when a speech's first voiced frame is handed out;
 - `{"kind": "speech", "speech_id", "source": "reply"|"say", "marks": {…}, "text", "words", "spoken_s",
-  "interrupted", "pieces"}` when a speech ends. Reply marks: `llm_first_token`, `tts_text` (first text handed
+  "interrupted", "pieces"}` when a speech ends. Reply marks: `llm_request` (the reply's LLM call began: before
+  the end of turn when preemptive generation started it), `llm_first_token`, `tts_text` (first text handed
   to the TTS), `tts_first_audio`, `published_first` (first frame handed to the room's audio output),
   `published_first_voiced` (the first above −50 dBFS) and `answer_published`: the first voiced frame of the
   reply's first piece that is the whole reply or holds ≥ 3 words (so a one-word opener is not the answer).
@@ -294,6 +295,8 @@ class TurnMarks:
 
         async def llm_node(self: Any, chat_ctx: Any, tools: Any, model_settings: Any) -> AsyncIterator[Any]:
             speech = marks._speech()
+            if speech is not None:
+                speech.mark_once("llm_request", marks._clock())
             async for chunk in _as_aiter(orig_llm(self, chat_ctx, tools, model_settings)):
                 text = (
                     chunk if isinstance(chunk, str) else getattr(getattr(chunk, "delta", None), "content", "")

@@ -219,6 +219,11 @@ class WhisperStream(stt.RecognizeStream):
             return
         if gate.silence_s > 0:
             return  # the speaker may be stopping: leave the CPU to the settle decode that may follow
+        if gate.speech_s < self._opts.first_partial_speech_s:
+            return  # too little speech for a word yet (the pre-roll is silence, not speech)
+        if self._last_decode_len == 0:
+            self._start("partial")  # the first words decide a barge-in: as soon as there can be one
+            return
         # the slower cadence only once words are out: until then a barge-in waits on the next partial
         has_words = bool(self._last_sent.get(stt.SpeechEventType.INTERIM_TRANSCRIPT.value))
         cadence = self._opts.later_partial_interval_s if has_words else self._opts.partial_interval_s

@@ -169,6 +169,24 @@ async def test_one_partial_at_a_time_and_bounded_cadence() -> None:
     assert model.max_running <= 2
 
 
+async def test_first_partial_comes_once_enough_speech_is_heard_not_pre_roll() -> None:
+    """A barge-in is judged on the first partial's words: it must hold first_partial_speech_s of speech,
+    whatever the pre-roll in front of it, and come no later than that."""
+    model = ScriptedModel()
+    stream = make_stt(model).stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    await push(stream, np.concatenate([silence(1.0), sentence_audio(1, 1.2), silence(0.4)]))
+    stream.flush()
+    stream.end_input()
+    await asyncio.wait_for(reader, 5)
+    opts = StreamingOptions()
+    first = next(n for n, r in model.requests if r.priority == PRIORITY_PARTIAL) / SAMPLE_RATE
+    pre_roll = opts.gate.preroll_s  # the silence kept in front of the first speech window
+    speech_in_first = first - pre_roll
+    assert opts.first_partial_speech_s <= speech_in_first <= opts.first_partial_speech_s + 0.08
+
+
 async def test_silence_and_noise_produce_no_transcript_and_no_decode() -> None:
     model = ScriptedModel()
     stream = make_stt(model).stream()
