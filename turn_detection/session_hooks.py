@@ -51,6 +51,8 @@ class TurnHooks:
         self.final_arrived = asyncio.Event()
         """Set when every pending FINAL has come (`pending_finals` back to 0)."""
         self.stt_node_running = False
+        self.transcript_listeners: list[Callable[[stt.SpeechEvent], None]] = []
+        """Told of every transcript event the session is given (after the backchannel filter)."""
         self._stt_pipeline: Any | None = None
         self.speech_end_listeners: list[Callable[[float], None]] = []
         """Called with the end time of each caller utterance (the detector starts its audio model there)."""
@@ -161,6 +163,9 @@ class TurnHooks:
                 if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
                     yield _cleared(ev)
                 continue
+            if isinstance(ev, stt.SpeechEvent) and ev.alternatives:
+                for listener in self.transcript_listeners:
+                    listener(ev)
             yield ev
 
 

@@ -23,8 +23,9 @@ from turn_detection.audio_eot import load_model as load_eot_model
 
 from . import livekit_patches
 from .agent import AgentOptions, ParleyAgent
-from .context import ContextOptions
+from .context import ContextOptions, bound_context
 from .llm_slots import SlotPool
+from .prompt_warm import PromptWarmer
 from .settings import Settings
 
 log = logging.getLogger("parley.pipeline")
@@ -83,7 +84,13 @@ def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
     return OrpheusTTS.from_settings(settings, fallback=cpu), f"orpheus:{settings.tts_voice}"
 
 
-def load_llm(settings: Settings, base_url: str, client: Any = None, slot: int | None = None) -> llm.LLM:
+def load_llm(
+    settings: Settings,
+    base_url: str,
+    client: Any = None,
+    slot: int | None = None,
+    max_tokens: int | None = None,
+) -> llm.LLM:
     """The OpenAI-compatible LLM. `client` shares one connection pool between calls; `slot` pins the
     requests to one llama.cpp slot of the embedded LLM (worker/llm_slots.py)."""
     from livekit.plugins import openai
@@ -102,7 +109,7 @@ def load_llm(settings: Settings, base_url: str, client: Any = None, slot: int | 
         client=client,
         api_key=settings.llm_api_key.get_secret_value() or "not-needed",
         temperature=settings.llm_temperature,
-        max_completion_tokens=settings.llm_max_tokens,
+        max_completion_tokens=max_tokens or settings.llm_max_tokens,
         timeout=httpx.Timeout(settings.llm_timeout_s, connect=2.0),
         max_retries=0,
     )
@@ -257,10 +264,11 @@ def build_call(
     handling = dict(turns.session_kwargs["turn_handling"])
     handling["preemptive_generation"] = {"enabled": True, "preemptive_tts": False}
     on_close: list[Callable[[Any], None]] = []
+    slot: list[int] = []
     session: AgentSession = AgentSession(
         vad=turns.session_kwargs["vad"],
         stt=comp.stt,
-        llm=call_llm(settings, comp, on_close),
+        llm=call_llm(settings, comp, on_close, slot),
         tts=comp.tts,
         turn_handling=handling,  # type: ignore[arg-type]
         aec_warmup_duration=turns.session_kwargs.get("aec_warmup_duration"),
@@ -275,16 +283,44 @@ def build_call(
     agent = build_agent(settings, tools)
     agent.turns = turns
     attach_fillers(settings, comp, session, agent)
+    if settings.llm_prompt_warm and slot and type(agent) is ParleyAgent:  # a developer's llm_node may differ
+        attach_prompt_warmer(settings, comp, session, agent, slot[0])
     return session, agent
 
 
-def call_llm(settings: Settings, comp: Components, close_hooks: list[Callable[[Any], None]]) -> llm.LLM:
+def attach_prompt_warmer(
+    settings: Settings, comp: Components, session: AgentSession, agent: ParleyAgent, slot: int
+) -> PromptWarmer:
+    """The caller's interim words read into this call's slot of the embedded LLM (worker/prompt_warm.py),
+    through an LLM object of its own so its one-token requests never count as the agent's."""
+    model = load_llm(settings, comp.llm_base_url, client=comp.llm_client, slot=slot, max_tokens=1)
+
+    def reply_context(text: str) -> llm.ChatContext:
+        ctx = agent.chat_ctx.copy()
+        ctx.add_message(role="user", content=text)
+        return bound_context(ctx, agent.base_instructions, agent.options.context)
+
+    warmer = PromptWarmer(model, reply_context, lambda: list(agent.tools))
+    assert agent.turns is not None
+    warmer.attach(session, agent.turns.hooks)
+    return warmer
+
+
+def call_llm(
+    settings: Settings,
+    comp: Components,
+    close_hooks: list[Callable[[Any], None]],
+    slot: list[int] | None = None,
+) -> llm.LLM:
     """This call's LLM: pinned to a free slot of the embedded LLM when there is one (released when the
-    session closes, or by the kernel if the process dies), else the shared one."""
+    session closes, or by the kernel if the process dies; its number is appended to `slot`), else the
+    shared one."""
     lease = comp.llm_slots.lease() if comp.llm_slots is not None else None
     if lease is None:
         return comp.llm
     close_hooks.append(lambda _ev: lease.release())
+    if slot is not None:
+        slot.append(lease.id)
     return load_llm(settings, comp.llm_base_url, client=comp.llm_client, slot=lease.id)
 
 

@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     llm_embedded_ctx: int = Field(4096, ge=512)
     llm_embedded_threads: int = Field(0, ge=0)  # 0 = auto (worker/llm_server.py: auto_threads)
     llm_embedded_batch_threads: int = Field(0, ge=0)  # prompt reading; 0 = auto (auto_batch_threads)
+    llm_prompt_warm: bool = True  # embedded LLM: read the caller's interim words into its cache early
     llm_embedded_log: str = ""  # a file for llama.cpp's own log (per-request prompt/eval timings)
     context_recent_turns: int = Field(24, ge=1)
     context_max_chars: int = Field(8000, ge=500)
