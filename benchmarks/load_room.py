@@ -4,8 +4,10 @@ One livekit-server and one Parley worker (`python worker.py start`: one job proc
 processes prewarmed, the embedded LLM shared by the host); N caller processes each repeat the call back to
 back until the time is up. Reported like the offline load benchmark, from the callers' received tracks and
 the worker's marks: errors (apologies and repeat-requests counted), underruns after first audio (a silence of
-≥ 300 ms inside a reply as the caller heard it), v2v p50/p95/p99, and the memory of every job process over
-time (its maximum, and the slope of the largest one over the second half of the run).
+≥ 300 ms inside a reply as the caller heard it, where the worker's own published audio had none: the
+voice's pauses between sentences are reported apart, as `voice_pauses_ms`), v2v p50/p95/p99, and the
+memory of every job process over time (its maximum, and the slope of the largest one over the second half
+of the run).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from .call_plan import TurnPlan, load_plan
 from .harness import CallResult
 from .livekit_call import (
     LiveKitCallOptions,
+    RoomCallRecord,
+    _first_heard,
     default_filler_texts,
     run_caller,
     stack_options,
@@ -38,19 +42,27 @@ from .livekit_stack import E2EStack
 log = logging.getLogger("parley.bench.load_room")
 
 UNDERRUN_S = 0.3
+PAUSE_SLACK_S = 0.25
 
 
 @dataclass
 class RoomLoad:
     results: list[CallResult] = field(default_factory=list)
+    gaps: list[float] = field(
+        default_factory=list
+    )  # underruns: the caller heard silence the voice did not make
+    pauses: list[float] = field(default_factory=list)  # the voice's own pauses inside replies
     errors: list[str] = field(default_factory=list)
     rss: list[tuple[float, dict[int, float]]] = field(default_factory=list)  # (t, {job pid: MB})
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def reply_gaps(track: Track, start: float, end: float, min_gap_s: float = UNDERRUN_S) -> list[float]:
-    """Silences of at least `min_gap_s` between voiced audio the caller heard in [start, end)."""
-    gaps: list[float] = []
+def reply_gap_spans(
+    track: Track, start: float, end: float, min_gap_s: float = UNDERRUN_S
+) -> list[tuple[float, float]]:
+    """(time the audio came back, seconds) of each silence of at least `min_gap_s` between voiced audio the
+    caller heard in [start, end)."""
+    spans: list[tuple[float, float]] = []
     last_voiced: float | None = None
     for t, pcm in track.chunks:
         if not start <= t < end:
@@ -58,21 +70,51 @@ def reply_gaps(track: Track, start: float, end: float, min_gap_s: float = UNDERR
         v = voiced_windows(pcm, track.sample_rate)
         if v.size and v.any():
             if last_voiced is not None and t - last_voiced >= min_gap_s:
-                gaps.append(t - last_voiced)
+                spans.append((t, t - last_voiced))
             last_voiced = t + len(pcm) / track.sample_rate
-    return gaps
+    return spans
 
 
-def underruns(res: CallResult) -> list[float]:
-    """Gaps inside each reply: from the answer the caller heard to the next turn's start."""
-    out: list[float] = []
+def reply_gaps(track: Track, start: float, end: float, min_gap_s: float = UNDERRUN_S) -> list[float]:
+    """Silences of at least `min_gap_s` between voiced audio the caller heard in [start, end)."""
+    return [gap for _, gap in reply_gap_spans(track, start, end, min_gap_s)]
+
+
+def _voice_pauses(record: RoomCallRecord) -> list[tuple[float, list[tuple[float, float]]]]:
+    """Per reply speech: (caller time of its offset 0, the pauses in its own published audio)."""
+    out = []
+    for m in record.marks:
+        if m.get("kind") != "speech" or m.get("source") != "reply":
+            continue
+        start = m.get("marks", {}).get("published_first_voiced")
+        heard = _first_heard(record.agent, float(start), float("inf")) if start is not None else None
+        if heard is None:
+            continue
+        zero = heard - float((m.get("offsets_s") or {}).get("published_first_voiced", 0.0))
+        out.append((zero, [(float(o), float(d)) for o, d in m.get("silences_s", [])]))
+    return sorted(out)
+
+
+def underruns(res: CallResult, record: RoomCallRecord | None = None) -> tuple[list[float], list[float]]:
+    """Gaps inside each reply, from the answer the caller heard to the next turn's start, split into
+    (underruns, the voice's own pauses). A gap is the voice's own when the worker's published audio of that
+    reply was silent there too: a pause ending at the same point, about as long (within PAUSE_SLACK_S)."""
+    pauses = _voice_pauses(record) if record is not None else []
+    starved: list[float] = []
+    own: list[float] = []
     for i, tr in enumerate(res.turns):
         if tr.v2v_ms is None:
             continue
         start = tr.speech_end + tr.v2v_ms / 1000
         end = res.turns[i + 1].speech_start if i + 1 < len(res.turns) else res.end
-        out += reply_gaps(res.speaker.track, start, end)
-    return out
+        for back, gap in reply_gap_spans(res.speaker.track, start, end):
+            zero, silences = next(((z, p) for z, p in reversed(pauses) if z <= back), (0.0, []))
+            at = back - zero  # offset into that reply's audio where the sound came back
+            explained = any(
+                abs(o + d - at) <= PAUSE_SLACK_S and d >= gap - PAUSE_SLACK_S for o, d in silences
+            )
+            (own if explained else starved).append(gap)
+    return starved, own
 
 
 def _job_rss(worker_pid: int) -> dict[int, float]:
@@ -126,6 +168,7 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str
                 try:
                     record = run_caller(stack, plan, out / f"call{i}-{k}", opts)
                     res = to_call_result(record, fillers, pipeline=f"call{i}")
+                    starved, own = underruns(res, record)
                 except Exception as e:  # one failed call is an error, not the end of the run
                     with state.lock:
                         state.errors.append(f"call{i}-{k}: {type(e).__name__}: {str(e)[:160]}")
@@ -133,6 +176,8 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str
                     continue
                 with state.lock:
                     state.results.append(res)
+                    state.gaps += starved
+                    state.pauses += own
                 k += 1
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -151,7 +196,7 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
     for res in state.results:
         errors += [f"{res.pipeline}: {e}" for e in [*res.errors, *turn_errors(res)]]
     v2v = [t.v2v_ms for res in state.results for t in res.turns if t.v2v_ms is not None]
-    gaps = [g for res in state.results for g in underruns(res)]
+    gaps = state.gaps
     per_pid: dict[int, float] = {}
     for _, by_pid in state.rss:
         for pid, mb in by_pid.items():
@@ -168,6 +213,7 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "apologies": sum(1 for res in state.results for t in res.turns if t.problem),
         "underruns": len(gaps),
         "underrun_gaps_ms": sorted(round(g * 1000) for g in gaps)[-20:],
+        "voice_pauses_ms": sorted(round(g * 1000) for g in state.pauses)[-20:],
         "v2v_ms": {"p50": pct(v2v, 50), "p95": pct(v2v, 95), "p99": pct(v2v, 99)},
         "leaked_streams": None,  # inside the job processes; the offline run counts them
         "rss_mb_max": round(max(per_pid.values()), 1) if per_pid else None,

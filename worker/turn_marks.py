@@ -47,16 +47,21 @@ REPLY_STAGES = (
 )
 
 
-def frame_voiced(data: Any, sample_rate: int = 24_000, threshold_dbfs: float = VOICED_DBFS) -> bool:
-    """Any 10 ms window with RMS above the threshold: the same −50 dBFS rule the caller's marks use."""
+def voiced_mask(data: Any, sample_rate: int = 24_000, threshold_dbfs: float = VOICED_DBFS) -> np.ndarray:
+    """Per 10 ms window: RMS above the threshold (the same −50 dBFS rule the caller's marks use)."""
     pcm = np.frombuffer(data, dtype=np.int16)
+    if pcm.size == 0:
+        return np.zeros(0, dtype=bool)
     win = max(1, sample_rate // 100)
     n = max(1, len(pcm) // win)
-    if pcm.size == 0:
-        return False
     x = pcm[: n * win].astype(np.float64) / 32768.0 if len(pcm) >= win else pcm.astype(np.float64) / 32768.0
     rms = np.sqrt(np.mean(x.reshape(n, -1) ** 2, axis=1) + 1e-20)
-    return bool((20 * np.log10(rms) > threshold_dbfs).any())
+    return np.asarray(20 * np.log10(rms) > threshold_dbfs)
+
+
+def frame_voiced(data: Any, sample_rate: int = 24_000, threshold_dbfs: float = VOICED_DBFS) -> bool:
+    """Any 10 ms window voiced."""
+    return bool(voiced_mask(data, sample_rate, threshold_dbfs).any())
 
 
 def answer_offset_s(pieces: list[tuple[str, float]]) -> float:
@@ -84,12 +89,17 @@ class SpeechMarks:
     voiced_s: float = 0.0
     offsets: dict[str, float] = field(default_factory=dict)  # seconds into the speech's audio, per mark
     interrupted: bool = False
+    _pauses: list[tuple[float, float]] = field(default_factory=list)
+    _quiet_from: float | None = None
+    _heard_voice: bool = False
 
     def mark_once(self, kind: str, t: float) -> None:
         self.marks.setdefault(kind, t)
 
     def published(self, t: float, frame: rtc.AudioFrame) -> None:
-        voiced = frame_voiced(frame.data, frame.sample_rate)
+        mask = voiced_mask(frame.data, frame.sample_rate)
+        voiced = bool(mask.any())
+        self._track_quiet(mask)
         self.mark_once("published_first", t)
         if voiced and "published_first_voiced" not in self.marks:
             self.marks["published_first_voiced"] = t
@@ -110,6 +120,22 @@ class SpeechMarks:
                 self.offsets["answer_published"] = offset
                 break
 
+    def _track_quiet(self, mask: np.ndarray) -> None:
+        """Note each unvoiced stretch between voiced 10 ms windows (frames can be long: a whole piece)."""
+        for k, voiced in enumerate(mask):
+            offset = self.published_s + k * 0.01
+            if voiced:
+                if self._quiet_from is not None and self._heard_voice:
+                    self._pauses.append((self._quiet_from, offset - self._quiet_from))
+                self._quiet_from, self._heard_voice = None, True
+            elif self._quiet_from is None:
+                self._quiet_from = offset
+
+    def silences(self, min_s: float = 0.25) -> list[tuple[float, float]]:
+        """(offset, seconds) of each unvoiced stretch between voiced audio in what was handed out: the
+        voice's own pauses ("You're welcome. | That's…"), which a listener must not count as underruns."""
+        return [(o, d) for o, d in self._pauses if d >= min_s]
+
     def message(self) -> dict[str, Any]:
         words = len(self.text.split())
         return {
@@ -123,6 +149,7 @@ class SpeechMarks:
             "spoken_s": round(self.voiced_s, 3),
             "interrupted": self.interrupted,
             "pieces": [[p, round(s, 3)] for p, s in self.pieces],
+            "silences_s": [[round(o, 3), round(d, 3)] for o, d in self.silences()],
         }
 
 

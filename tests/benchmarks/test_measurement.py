@@ -236,6 +236,51 @@ def test_room_load_counts_silences_inside_a_reply_as_underruns() -> None:
     assert reply_gaps(track, 1.6, 3.0) == []
 
 
+def _frames_track(start: float, holes: list[tuple[float, float]], seconds: float) -> Track:
+    """10 ms chunks from `start`: voiced except inside the (from, to) holes (seconds after `start`)."""
+    chunks = []
+    for i in range(round(seconds * 100)):
+        t = i / 100
+        hole = any(a <= t < b for a, b in holes)
+        chunks.append((start + t, level(-80 if hole else -30, 0.01)))
+    return Track(RATE, chunks)
+
+
+def test_the_worker_reports_the_pauses_in_its_own_audio() -> None:
+    sm = SpeechMarks("s1", "reply")
+    tens = [level(-80 if 1.03 <= i / 100 < 1.63 or i / 100 >= 2.9 else -30, 0.01) for i in range(300)]
+    for f in range(15):  # 3 s handed out in 200 ms frames; the voice itself is silent 1.03-1.63 s
+        pcm = np.concatenate(tens[f * 20 : (f + 1) * 20])
+        sm.published(10.0 + f / 5, rtc.AudioFrame(pcm.tobytes(), RATE, 1, len(pcm)))
+    [(offset, seconds)] = sm.silences()  # the silence after the last word is not a pause
+    assert offset == pytest.approx(1.03, abs=0.011) and seconds == pytest.approx(0.6, abs=0.011)
+    assert sm.message()["silences_s"] == [[pytest.approx(1.03, abs=0.011), pytest.approx(0.6, abs=0.011)]]
+
+
+def test_room_load_tells_underruns_from_the_voices_own_pauses() -> None:
+    from benchmarks.livekit_call import RoomCallRecord
+    from benchmarks.load_room import underruns
+
+    # the caller hears the reply from t=2.0 s: a 0.6 s hole at 1.0 s (the voice paused there: it published
+    # silence) and a 0.5 s hole at 2.5 s (the worker had nothing to send)
+    heard = _frames_track(2.0, [(1.0, 1.6), (2.5, 3.0)], 4.0)
+    reply = {
+        "kind": "speech",
+        "source": "reply",
+        "marks": {"published_first": 1.9, "published_first_voiced": 1.9},
+        "offsets_s": {"published_first_voiced": 0.0},
+        "silences_s": [[1.0, 0.6]],
+    }
+    record = RoomCallRecord("r", 0.0, 7.0, None, [], [], [], [], heard, heard, [reply])
+    turn = TurnResult(file="t0.wav", speech_start=0.0, speech_end=1.0, v2v_ms=1000.0)
+    speaker = type("Speaker", (), {"track": heard})()
+    res = CallResult("parley", 0.0, None, [turn], [], None, speaker, end=7.0)  # type: ignore[arg-type]
+    starved, own = underruns(res, record)
+    assert starved == [pytest.approx(0.5, abs=0.011)]
+    assert own == [pytest.approx(0.6, abs=0.011)]
+    assert underruns(res) == ([pytest.approx(0.6, abs=0.011), pytest.approx(0.5, abs=0.011)], [])
+
+
 def test_stage_histograms_export_for_prometheus() -> None:
     from prometheus_client import generate_latest
 
