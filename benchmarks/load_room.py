@@ -48,10 +48,9 @@ PAUSE_SLACK_S = 0.25
 @dataclass
 class RoomLoad:
     results: list[CallResult] = field(default_factory=list)
-    gaps: list[float] = field(
-        default_factory=list
-    )  # underruns: the caller heard silence the voice did not make
-    pauses: list[float] = field(default_factory=list)  # the voice's own pauses inside replies
+    # underruns (the caller heard a silence the voice did not make), and the voice's own pauses
+    gaps: list[float] = field(default_factory=list)
+    pauses: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     rss: list[tuple[float, dict[int, float]]] = field(default_factory=list)  # (t, {job pid: MB})
     lock: threading.Lock = field(default_factory=threading.Lock)

@@ -177,10 +177,14 @@ class ParleyAgent(FillerAgent):
             return Agent.default.stt_node(self, audio, model_settings)
         return self.turns.hooks.stt_node(self, audio, model_settings)
 
+    def reply_context(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:
+        """What the LLM is sent for a reply to `chat_ctx` (the prompt warm-up must send the same prefix)."""
+        return bound_context(chat_ctx, self.base_instructions, self.options.context)
+
     async def llm_node(  # type: ignore[override]
         self, chat_ctx: llm.ChatContext, tools: list[llm.Tool], model_settings: ModelSettings
     ) -> AsyncIterator[str | llm.ChatChunk]:
-        bounded = bound_context(chat_ctx, self.base_instructions, self.options.context)
+        bounded = self.reply_context(chat_ctx)
         spoke = acted = False
         try:
             stream = Agent.default.llm_node(self, bounded, tools, model_settings)

@@ -23,7 +23,7 @@ from turn_detection.audio_eot import load_model as load_eot_model
 
 from . import livekit_patches
 from .agent import AgentOptions, ParleyAgent
-from .context import ContextOptions, bound_context
+from .context import ContextOptions
 from .llm_slots import SlotPool
 from .prompt_warm import PromptWarmer
 from .settings import Settings
@@ -298,7 +298,7 @@ def attach_prompt_warmer(
     def reply_context(text: str) -> llm.ChatContext:
         ctx = agent.chat_ctx.copy()
         ctx.add_message(role="user", content=text)
-        return bound_context(ctx, agent.base_instructions, agent.options.context)
+        return agent.reply_context(ctx)
 
     warmer = PromptWarmer(model, reply_context, lambda: list(agent.tools))
     assert agent.turns is not None
