@@ -94,9 +94,12 @@ class Caller:
 
     def read_events(self) -> list[dict]:
         self.events = []
+        decoder = json.JSONDecoder()
         for line in self.proc.log_text().splitlines():
             if line.startswith("{"):
-                self.events.append(json.loads(line))
+                # the caller's stdout and stderr share one log: LiveKit's native logger can write on the
+                # same line right after an event, so read the event and ignore what follows it
+                self.events.append(decoder.raw_decode(line)[0])
         return self.events
 
     def event(self, name: str) -> dict | None:
