@@ -313,6 +313,7 @@ class Transcriber:
     def save(self) -> None:
         if self._cache_file is not None:
             rows = [[list(k), text, wall] for k, (text, wall) in self._cache.items()]
+            self._cache_file.parent.mkdir(parents=True, exist_ok=True)
             self._cache_file.write_text(json.dumps(rows))
 
 

@@ -47,6 +47,9 @@ class LanguageTable:
     number_words: frozenset[str]
     list_joiners: frozenset[str]
     """Words that introduce the last item of a list ("and", "or")."""
+    whole_number_digits: frozenset[int] = frozenset()
+    """Digit counts of the numbers callers read out in groups here (phone numbers, payment cards): once the
+    digits read in a row add up to one of these, the sequence is over and the caller is waiting for us."""
 
 
 EN = LanguageTable(
@@ -99,6 +102,8 @@ EN = LanguageTable(
         | {"double", "triple", "hundred", "thousand"}
     ),
     list_joiners=frozenset({"and", "or", "nor", "plus"}),
+    # North American phone numbers (local, national, with the leading 1), UK numbers, payment cards
+    whole_number_digits=frozenset({7, 10, 11, 16}),
 )
 
 # --- Korean -------------------------------------------------------------------------------------------------
@@ -134,6 +139,7 @@ KO = LanguageTable(
         {"영", "공", "일", "이", "삼", "사", "오", "육", "칠", "팔", "구", "십", "하나", "둘", "셋", "넷"}
     ),
     list_joiners=frozenset({"그리고", "또는", "아니면", "하고"}),
+    whole_number_digits=frozenset({9, 10, 11, 16}),  # Seoul landlines, mobile numbers (010-xxxx-xxxx), cards
 )
 
 TABLES: dict[str, LanguageTable] = {"en": EN, "ko": KO}
@@ -197,6 +203,35 @@ def _is_letter(token: str) -> bool:
     return all(len(p) == 1 and p.isalpha() for p in token.split("-"))
 
 
+_DIGIT_WORDS = {"zero": 1, "oh": 1, "one": 1, "two": 1, "three": 1, "four": 1, "five": 1, "six": 1}
+_DIGIT_WORDS |= {"seven": 1, "eight": 1, "nine": 1, "double": 0, "triple": 0}
+_DIGIT_WORDS |= {w: 1 for w in ("영", "공", "일", "이", "삼", "사", "오", "육", "칠", "팔", "구")}
+
+
+def trailing_digits(tokens: list[str]) -> int:
+    """How many digits were read in a row at the end ("555-214. 8 8 3 9" -> 10; "five five five" -> 3).
+    "double"/"triple" repeat the next digit: "double eight" is two digits."""
+    count, repeat = 0, 0
+    for token in reversed(tokens):
+        word = token.lower().strip(".,!?;:")
+        digits = sum(c.isdigit() for c in word)
+        if digits and all(c.isdigit() or c in "-." for c in word):
+            count += digits
+        elif word in _DIGIT_WORDS:
+            n = _DIGIT_WORDS[word]
+            repeat = {"double": 1, "triple": 2}.get(word, 0)
+            count += n
+        else:
+            break
+        if repeat:
+            count, repeat = count + repeat, 0
+    return count
+
+
+def _whole_number(tokens: list[str], table: LanguageTable) -> bool:
+    return trailing_digits(tokens) in table.whole_number_digits
+
+
 def _sequence_cue(tail: str, words_raw: list[str], table: LanguageTable) -> TextCue | None:
     """Digit groups, spelled letters and list items at the end of the transcript."""
     last_raw = words_raw[-1]
@@ -213,6 +248,8 @@ def _sequence_cue(tail: str, words_raw: list[str], table: LanguageTable) -> Text
     ):
         # numbers read in a row, or a chunk of three or more digits, is a sequence that may go on; one short
         # number the recogniser closed with a full stop ("at 2.", "for 4.") is a time or an amount: an answer
+        if _whole_number(tail.split(), table):
+            return TextCue(0.8, "whole_number")
         return TextCue(0.35, "digit_group")
     hyphenated = "-" in last_raw
     if _is_letter(last_raw) and (hyphenated or (last_raw.isupper() and _is_letter(previous))):
@@ -308,6 +345,8 @@ def _korean_cue(text: str) -> TextCue:
     if any(c.isdigit() for c in last) or (
         len(tokens) > 1 and all(t in table.number_words for t in tokens[-2:])
     ):
+        if _whole_number(tokens, table):
+            return TextCue(0.8, "whole_number")
         return TextCue(0.35, "digit_group")
     if tail.endswith("?"):
         return TextCue(0.92, "question")

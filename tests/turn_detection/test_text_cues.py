@@ -1,6 +1,6 @@
 import pytest
 
-from turn_detection.text_cues import detect_language, text_cue
+from turn_detection.text_cues import detect_language, text_cue, trailing_digits
 
 
 @pytest.mark.parametrize(
@@ -85,6 +85,31 @@ def test_a_short_number_left_open_may_be_a_group() -> None:
     assert text_cue("The gate code is 42", "en").sequence
     assert text_cue("It's 4 2.", "en").sequence  # two numbers in a row
     assert text_cue("It's extension 3 and 9.", "en").sequence
+
+
+@pytest.mark.parametrize(
+    ("text", "digits"),
+    [
+        ("My number is 555-214. 8 8 3 9", 10),  # how tiny.en writes a phone number read in groups
+        ("It's 555 214 8839.", 10),
+        ("five five five, one two three four", 7),
+        ("call me on double eight 5 1234", 7),
+        ("The card is 4111 1111 1111 1111", 16),
+        ("제 번호는 010 1234 5678", 11),
+    ],
+)
+def test_a_number_read_to_its_full_length_ends_the_sequence(text: str, digits: int) -> None:
+    assert trailing_digits(text.split()) == digits
+    cue = text_cue(text)
+    assert cue.reason == "whole_number" and not cue.sequence and cue.completeness >= 0.75
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["My number is 555-214,", "The card is 4111 1111 1111", "The code is 12 345", "제 번호는 010 1234"],
+)
+def test_a_number_short_of_any_full_length_may_go_on(text: str) -> None:
+    assert text_cue(text).reason == "digit_group"
 
 
 def test_question_beats_statement_and_statement_beats_fragment() -> None:
