@@ -203,28 +203,25 @@ def _is_letter(token: str) -> bool:
     return all(len(p) == 1 and p.isalpha() for p in token.split("-"))
 
 
+# digits each word adds; "double"/"triple" repeat the digit after them, so they add one or two more
 _DIGIT_WORDS = {"zero": 1, "oh": 1, "one": 1, "two": 1, "three": 1, "four": 1, "five": 1, "six": 1}
-_DIGIT_WORDS |= {"seven": 1, "eight": 1, "nine": 1, "double": 0, "triple": 0}
+_DIGIT_WORDS |= {"seven": 1, "eight": 1, "nine": 1, "double": 1, "triple": 2}
 _DIGIT_WORDS |= {w: 1 for w in ("영", "공", "일", "이", "삼", "사", "오", "육", "칠", "팔", "구")}
 
 
 def trailing_digits(tokens: list[str]) -> int:
     """How many digits were read in a row at the end ("555-214. 8 8 3 9" -> 10; "five five five" -> 3).
     "double"/"triple" repeat the next digit: "double eight" is two digits."""
-    count, repeat = 0, 0
+    count = 0
     for token in reversed(tokens):
         word = token.lower().strip(".,!?;:")
         digits = sum(c.isdigit() for c in word)
         if digits and all(c.isdigit() or c in "-." for c in word):
             count += digits
         elif word in _DIGIT_WORDS:
-            n = _DIGIT_WORDS[word]
-            repeat = {"double": 1, "triple": 2}.get(word, 0)
-            count += n
+            count += _DIGIT_WORDS[word]
         else:
             break
-        if repeat:
-            count, repeat = count + repeat, 0
     return count
 
 
