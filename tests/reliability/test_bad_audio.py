@@ -20,6 +20,11 @@ def _write(path: Path, pcm: np.ndarray, rate: int = 16_000) -> Path:
     return path
 
 
+def _voiced(pcm: np.ndarray, floor: int = 300) -> np.ndarray:
+    loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > floor)
+    return pcm[loud[0] : loud[-1] + 1]
+
+
 async def _call(llm_url: str, turns: list[Path], **opt: object):
     session, agent, _ = build_parley(load_settings(), llm_url)
     return await run_call("parley", session, agent, turns, CallOptions(**opt))  # type: ignore[arg-type]
@@ -61,8 +66,10 @@ async def test_a_long_monologue_stays_bounded(
 ) -> None:
     import psutil
 
-    parts = [load_turn(p) for p in sorted((shared_audio / "asr").glob("*.wav"))]
-    gap = np.zeros(1600, np.int16)  # 0.1 s: breaths, not pauses long enough to end a turn
+    # each clip's own leading/trailing silence (~0.35 s together) is cut: with it the joins are pauses after a
+    # complete sentence, where answering is right, and the call is a conversation rather than a monologue
+    parts = [_voiced(load_turn(p)) for p in sorted((shared_audio / "asr").glob("*.wav"))]
+    gap = np.zeros(1600, np.int16)  # 0.1 s: breaths, shorter than the VAD's 0.2 s minimum silence
     mono = np.concatenate([x for p in parts * 2 for x in (p, gap)])[: 16_000 * 60]
     turn = _write(tmp_path / "monologue.wav", mono)
     session, agent, _ = build_parley(load_settings(), embedded_llm_url)  # models load before the baseline
@@ -72,6 +79,7 @@ async def test_a_long_monologue_stays_bounded(
     grown_mb = (psutil.Process().memory_info().rss - before) / 1e6
     assert not res.errors, res.errors
     assert res.turns[0].v2v_ms is not None, "no reply after a 60 s monologue"
+    assert res.turns[0].marks["tts_text"] > 0, "the agent spoke before the monologue ended"
     # measured 186 MB in a fresh process (first-call native buffers included); a leak of the minute's audio
     # per decode pass would be several times that
     assert grown_mb < 320, f"memory grew {grown_mb:.0f} MB over one monologue"
