@@ -54,11 +54,19 @@ def summarise(older: list[llm.ChatMessage], opt: ContextOptions) -> str:
 
 def _dropped(messages: list[llm.ChatMessage], opt: ContextOptions) -> int:
     """How many of the oldest messages leave the verbatim part: a multiple of `drop_step`, so it changes
-    once per block; never the newest message."""
+    once per block; never the newest message.
+
+    Only messages up to the agent's last whole reply count: the caller's words after it (one message, or
+    several when a hesitation split the turn) and replies the caller cut short never move the fold, so the
+    context read ahead after a reply (worker/prompt_warm.py), while the caller has not started yet, is the
+    one every request of the next turn starts with. A fold inside a turn re-reads the whole history after the
+    instructions (~400 tokens, ~1.1 s on 2 cores) on that turn's first token."""
     step = max(1, min(opt.drop_step, opt.recent_turns))
     n = len(messages)
-    dropped = -(-(n - opt.recent_turns) // step) * step if n > opt.recent_turns else 0
-    while dropped < n - 1 and sum(len(_text(m)) for m in messages[dropped:]) > opt.max_chars:
+    whole = [i + 1 for i, m in enumerate(messages) if m.role == "assistant" and not m.interrupted]
+    settled = whole[-1] if whole else n
+    dropped = -(-(settled - opt.recent_turns) // step) * step if settled > opt.recent_turns else 0
+    while dropped < settled - 1 and sum(len(_text(m)) for m in messages[dropped:settled]) > opt.max_chars:
         dropped += step
     return min(dropped, n - 1)
 

@@ -7,6 +7,11 @@ transcript is sent ahead as a one-token request on the same slot, with the conte
 the reply's request then shares the longest common prefix with it and reads only the words the interim did
 not have yet. Requests never overlap (a newer interim waits for the next one), none is sent while the
 agent speaks (the reply being spoken is not in the context yet), and a failure only costs the head start.
+
+Once the agent's reply is in the context, one more request reads it (and the template that opens the next
+turn) in the idle time before the caller's next words. That also covers the turn where the bounded context
+folds its older turns into the summary (worker/context.py): the whole history after the instructions changes
+there, and re-reading it (~500 tokens, ~1 s on 2 cores) used to land on that turn's first token.
 """
 
 from __future__ import annotations
@@ -59,8 +64,12 @@ class PromptWarmer:
         session.on("close", lambda _ev: self.close())
 
     def _on_item(self, ev: Any) -> None:
-        if getattr(ev.item, "role", "") == "user":  # the turn is committed: the next one starts afresh
+        role = getattr(ev.item, "role", "")
+        if role == "user":  # the turn is committed: the next one starts afresh
             self._finals, self._sent_words = [], 0
+        elif role == "assistant" and (self._task is None or self._task.done()):
+            # the reply just joined the context: read it, and any fold it causes, before the caller speaks
+            self._task = asyncio.create_task(self.warm(""), name="parley-prompt-warm-reply")
 
     def on_transcript(self, ev: stt.SpeechEvent) -> None:
         text = ev.alternatives[0].text.strip()
@@ -80,7 +89,8 @@ class PromptWarmer:
         self._task = asyncio.create_task(self.warm(text), name="parley-prompt-warm")
 
     async def warm(self, text: str) -> None:
-        """One request for the context the reply would get if the caller stopped after `text`."""
+        """One request for the context the reply would get if the caller stopped after `text` ("" = the
+        next turn's context up to the caller's words)."""
         self.sent += 1
         try:
             ctx = self._build(text)

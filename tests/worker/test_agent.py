@@ -66,6 +66,22 @@ def test_the_verbatim_part_moves_in_blocks_so_the_cached_prefix_holds() -> None:
     assert changed == 4  # once per 4 dropped messages (2 turns); a window sliding per turn changes 8 times
 
 
+def test_the_callers_words_after_the_last_reply_never_move_the_fold() -> None:
+    """The context read ahead after a reply (caller's words still to come) is the prefix of every request
+    in the next turn, however many messages a hesitation splits that turn into."""
+    opt = ContextOptions(recent_turns=6, drop_step=2)
+    ahead = _ctx(3)
+    ahead.add_message(role="user", content="")
+    prefix = [m.text_content for m in bound_context(ahead, "INSTR", opt).items if m.type == "message"][:-1]
+    turn = _ctx(3)
+    for part in ("first part", "second part", "third part"):
+        turn.add_message(role="user", content=part)
+        if part == "second part":  # the agent answered too soon and the caller cut it short
+            turn.add_message(role="assistant", content="Sure, I can", interrupted=True)
+        texts = [m.text_content for m in bound_context(turn, "INSTR", opt).items if m.type == "message"]
+        assert texts[: len(prefix)] == prefix
+
+
 def test_character_budget_applies() -> None:
     ctx = llm.ChatContext()
     for i in range(6):

@@ -71,6 +71,68 @@ async def test_interims_are_sent_one_at_a_time_and_never_race_the_reply() -> Non
     assert hooks.transcript_listeners == []
 
 
+async def test_a_reply_joining_the_context_is_read_ahead_once() -> None:
+    warmer, session = _RecordingWarmer(), _Session()
+    warmer.attach(session, SimpleNamespace(transcript_listeners=[]))
+    added = session.handlers["conversation_item_added"]
+    added(SimpleNamespace(item=SimpleNamespace(role="assistant")))
+    added(SimpleNamespace(item=SimpleNamespace(role="assistant")))  # the first is still running: skipped
+    await asyncio.sleep(0.1)
+    added(SimpleNamespace(item=SimpleNamespace(role="user")))  # the caller's turn: their reply's own request
+    await asyncio.sleep(0.1)
+    assert warmer.texts == [""]
+
+
+async def test_the_turn_that_folds_the_context_finds_it_cached(tmp_path: Path) -> None:
+    """The reply after a fold (worker/context.py) re-reads the whole history after the instructions;
+    the read-ahead after the previous reply does it in the idle time instead."""
+    from worker.context import ContextOptions, bound_context
+    from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
+
+    settings = load_settings()
+    instructions = SYSTEM[0]["content"]
+    opt = ContextOptions(recent_turns=6, drop_step=4)
+    history = llm.ChatContext()
+    for i in range(4):  # the fourth reply makes 8 settled messages: the oldest four fold into the summary
+        history.add_message(role="user", content=f"Question {i}: can I book a cleaning on day {i + 3}?")
+        history.add_message(role="assistant", content=f"Yes, day {i + 3} at ten works. Anything else?")
+    asked = history.copy()
+    asked.items.pop()  # what the fourth reply's own request held (no fold yet)
+
+    def context(text: str) -> llm.ChatContext:
+        ctx = history.copy()
+        ctx.add_message(role="user", content=text)
+        return bound_context(ctx, instructions, opt)
+
+    async def reply_cached(model: Any, text: str) -> int:
+        cached = 0
+        async with model.chat(chat_ctx=context(text)) as stream:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    cached = chunk.usage.prompt_cached_tokens
+        return cached
+
+    assert len(context("").items) < len(history.items)  # the next turn does fold
+    assert len(bound_context(asked, instructions, opt).items) == len(asked.items) + 1  # the last did not
+    with EmbeddedLLM(EmbeddedLLMOptions(n_parallel=2)) as server:
+        comp = _llm_only(settings, server.base_url, SlotPool(server.base_url, 2, root=tmp_path))
+        slots: list[int] = []
+        ahead, behind = call_llm(settings, comp, [], slots), call_llm(settings, comp, [], slots)
+        for model in (ahead, behind):  # both slots hold the last reply's request, unfolded
+            async with model.chat(chat_ctx=bound_context(asked, instructions, opt)) as stream:
+                async for _ in stream:
+                    pass
+        reader = PromptWarmer(load_llm(settings, server.base_url, slot=slots[0], max_tokens=1), context, list)
+        session = _Session()
+        reader.attach(session, SimpleNamespace(transcript_listeners=[]))
+        session.handlers["conversation_item_added"](SimpleNamespace(item=SimpleNamespace(role="assistant")))
+        assert reader._task is not None
+        await reader._task
+        cached_ahead = await reply_cached(ahead, "Thanks, that is all.")
+        cached_behind = await reply_cached(behind, "Thanks, that is all.")
+    assert cached_ahead >= cached_behind + 40, (cached_ahead, cached_behind)
+
+
 async def test_the_reply_finds_the_interim_words_cached_in_its_slot(tmp_path: Path) -> None:
     from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
 
