@@ -108,6 +108,8 @@ class Commit:
     reason: str
     audio_p: float | None = None
     """v1-mini's raw score for this decision (None where it did not run)."""
+    text_p: float | None = None
+    """The text cue's completeness alone (None for the stock pipeline, which has no text cue)."""
 
 
 @dataclass
@@ -318,7 +320,8 @@ class Transcriber:
 
 
 # --- the two pipelines on the virtual clock ----------------------------------------
-Decider = Callable[[str, float | None], tuple[float, float, str]]
+Decider = Callable[[str, float | None], tuple[float, float, str, float | None]]
+"""(text, v1-mini score) -> (P(turn ended), delay, reason, the text cue's own completeness or None)"""
 
 
 def _simulate(
@@ -350,7 +353,7 @@ def _simulate(
         audio_p = None
         if audio_end is not None and eot is not None:
             audio_p = predict_window(eot, _int16(case.audio[: int(audio_end * RATE)]))
-        p, delay, reason = decider(text, audio_p)
+        p, delay, reason, text_p = decider(text, audio_p)
         at = max(ready, seg.speech_end + delay)
         decision = Commit(
             at=round(at, 3),
@@ -360,6 +363,7 @@ def _simulate(
             delay=round(delay, 3),
             reason=reason,
             audio_p=None if audio_p is None else round(audio_p, 4),
+            text_p=text_p,
         )
         nxt = segments[i + 1].start if i + 1 < len(segments) else None
         if nxt is not None and nxt < at:
@@ -375,18 +379,19 @@ def _int16(x: np.ndarray) -> np.ndarray:
 
 
 def parley_decider(params: ProfileParams) -> Decider:
-    def run(text: str, audio_p: float | None) -> tuple[float, float, str]:
-        d = decide(text_cue(text), audio_p, params.endpoint)
-        return d.probability, d.delay, d.reason
+    def run(text: str, audio_p: float | None) -> tuple[float, float, str, float | None]:
+        cue = text_cue(text)
+        d = decide(cue, audio_p, params.endpoint)
+        return d.probability, d.delay, d.reason, cue.completeness
 
     return run
 
 
-def stock_decider(text: str, audio_p: float | None) -> tuple[float, float, str]:
+def stock_decider(text: str, audio_p: float | None) -> tuple[float, float, str, float | None]:
     if audio_p is None:
-        return 1.0, STOCK_MIN_DELAY, "no_prediction"
+        return 1.0, STOCK_MIN_DELAY, "no_prediction", None
     unlikely = audio_p < STOCK_UNLIKELY
-    return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini"
+    return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini", None
 
 
 def score(case: Case, pipeline: str, commits: list[Commit], held: list[Commit] | None = None) -> CaseResult:
@@ -439,6 +444,30 @@ def _breakdown(results: list[CaseResult]) -> dict[str, Any]:
     return out
 
 
+def _auc(done: list[float], pause: list[float]) -> float | None:
+    """P(a finished turn's score > a hesitation's score at its pause); ties count half. 0.5 = no signal."""
+    if not done or not pause:
+        return None
+    d, p = np.asarray(done)[:, None], np.asarray(pause)[None, :]
+    return round(float(np.mean((d > p) + 0.5 * (d == p))), 3)
+
+
+def separability(results: list[CaseResult]) -> dict[str, float | None]:
+    """How well each signal tells a finished turn (its last decision) from a hesitation (the decision at its
+    first pause), whatever the thresholds: the ceiling any tuning of the rules can reach on this audio."""
+    firsts: dict[str, list[Commit]] = {"done": [], "pause": []}
+    for r in results:
+        decisions = sorted(r.commits + r.held, key=lambda c: c.at)
+        if decisions and r.kind in firsts:
+            firsts[r.kind].append(decisions[-1] if r.kind == "done" else decisions[0])
+
+    def auc(field: str) -> float | None:
+        pick = {k: [getattr(c, field) for c in v if getattr(c, field) is not None] for k, v in firsts.items()}
+        return _auc(pick["done"], pick["pause"])
+
+    return {"text": auc("text_p"), "audio": auc("audio_p"), "combined": auc("probability")}
+
+
 def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, Any]:
     pauses = [r for r in results if r.kind == "pause"]
     delays = [r.endpoint_delay_ms for r in results if r.endpoint_delay_ms is not None]
@@ -459,6 +488,7 @@ def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, A
             for c in sorted({r.clause for r in pauses if r.clause})
         },
         "done_endpoint_delay_ms": _pct(done),
+        "separability_auc": separability(results),
         "by_case": _breakdown(results),
         "cases": [asdict(r) for r in results + noise],
     }
@@ -692,6 +722,8 @@ def print_breakdown(name: str, r: dict[str, Any]) -> None:
         f"\n{name}: cut-offs by clause: {clauses}; missed {pct(r['missed_rate'])}; finished-turn delay "
         f"p50 {r['done_endpoint_delay_ms']['p50']} ms p95 {r['done_endpoint_delay_ms']['p95']} ms"
     )
+    sep = ", ".join(f"{k} {v}" for k, v in r["separability_auc"].items() if v is not None)
+    print(f"  finished vs hesitation at its pause, AUC (0.5 = no signal): {sep}")
     print(f"  {'case':<17}{'files':>6}{'cut-offs':>10}{'missed':>9}{'delay p50':>11}{'delay p95':>11}")
     for case, b in r["by_case"].items():
         d = b["endpoint_delay_ms"]

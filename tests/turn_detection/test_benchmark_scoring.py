@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.turns import (
     Case,
+    CaseResult,
     Commit,
     VadSegment,
     _simulate,
@@ -16,6 +17,7 @@ from benchmarks.turns import (
     main,
     make_noise_files,
     score,
+    separability,
     stock_decider,
     summarise,
 )
@@ -61,7 +63,7 @@ def test_hesitation_held_past_the_pause_is_not_a_cutoff() -> None:
     case = _case("pause", [(0.2, 1.6), (2.4, 3.5)])
     segs = [_seg(0.2, 1.6), _seg(2.4, 3.5)]
     texts = [(2.0, "I'd like a table for"), (9.0, "I'd like a table for four.")]
-    commits = _run(case, segs, texts, lambda text, p: (0.1, 2.0 if text.endswith("for") else 0.2, "x"))
+    commits = _run(case, segs, texts, lambda text, p: (0.1, 2.0 if text.endswith("for") else 0.2, "x", None))
     res = score(case, "t", commits)
     assert not res.false_cutoff and not res.missed
     # transcript requested 30 ms after the speech, 300 ms to decode: the turn ends 330 ms after the words
@@ -72,7 +74,7 @@ def test_hesitation_held_past_the_pause_is_not_a_cutoff() -> None:
 def test_committing_inside_the_pause_is_a_false_cutoff() -> None:
     case = _case("pause", [(0.2, 1.6), (2.4, 3.5)])
     segs = [_seg(0.2, 1.6), _seg(2.4, 3.5)]
-    commits = _run(case, segs, [(9.0, "words.")], lambda text, p: (0.9, 0.2, "x"))
+    commits = _run(case, segs, [(9.0, "words.")], lambda text, p: (0.9, 0.2, "x", None))
     res = score(case, "t", commits)
     assert res.false_cutoff and res.endpoint_delay_ms is None
 
@@ -106,3 +108,19 @@ def test_cli_reports_bad_input_in_one_line(tmp_path: Path, capsys: pytest.Captur
     (tmp_path / "labels.json").write_text("{not json")
     assert main(["--data", str(tmp_path)]) == 2
     assert "bad labels.json" in capsys.readouterr().err
+
+
+def test_separability_compares_a_finished_turns_last_decision_with_a_hesitations_first() -> None:
+    def decided(kind: str, *scores: tuple[float, float, float]) -> CaseResult:
+        commits = [
+            Commit(at=float(i), ready=0.0, text="x", probability=c, delay=0, reason="", audio_p=a, text_p=t)
+            for i, (c, a, t) in enumerate(scores)
+        ]
+        return CaseResult(file="f", kind=kind, pipeline="t", commits=commits)
+
+    results = [
+        decided("done", (0.2, 0.1, 0.9), (0.9, 0.8, 0.9)),  # only its last decision counts: 0.9 / 0.8 / 0.9
+        decided("pause", (0.5, 0.8, 0.1), (0.99, 0.99, 0.99)),  # only its first: 0.5 / 0.8 / 0.1
+    ]
+    assert separability(results) == {"text": 1.0, "audio": 0.5, "combined": 1.0}
+    assert separability([decided("done", (0.9, 0.9, 0.9))]) == {"text": None, "audio": None, "combined": None}
