@@ -95,7 +95,13 @@ class Utterance:
 
 class Microphone:
     """Pushes 10 ms frames in real time, queued speech else digital silence, recording what it sent
-    (with send times) in `track`."""
+    (with send times) in `track`.
+
+    A real microphone hands over audio as it is captured; this loop can fall behind (connecting, a busy
+    event loop) and then pushes a burst to catch up, which leaves the audio source holding that much audio
+    ahead of real time for the rest of the call, a delay no caller has (the source's own count read 90-105
+    ms at every turn's last voiced sample; 12-27 ms once drained, the worker's VAD end ~10-20 ms sooner).
+    Between utterances silence frames are skipped while the source is ahead, so each turn starts drained."""
 
     def __init__(self, source: rtc.AudioSource, sample_rate: int = MIC_RATE) -> None:
         self.source = source
@@ -128,6 +134,10 @@ class Microphone:
             if current is None and self._pending:
                 current = self._pending.pop(0)
                 pos, last_voiced = 0, last_voiced_index(current.samples)
+            if current is None and self.source.queued_duration > FRAME_S:
+                next_t += self.frame / self.rate  # ahead of real time: let the source drain
+                await asyncio.sleep(max(0.0, next_t - time.monotonic()))
+                continue
             chunk = silence
             if current is not None:
                 chunk = current.samples[pos : pos + self.frame]
