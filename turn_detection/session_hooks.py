@@ -4,7 +4,9 @@
 detector knows when the last speech ended and whether the caller started talking over the agent.
 `TurnHooks.stt_node(...)` wraps the agent's STT node: it taps the caller audio into the buffer the audio
 end-of-turn model reads, and drops transcripts that are only a backchannel said over the agent — so the
-framework never sees words, never pauses or interrupts the agent, and never commits a turn for them.
+framework never sees words, never pauses or interrupts the agent, and never commits a turn for them. Settled
+words that do pass while the caller's voice holds the agent's reply paused end that reply first, so the
+turn's preflight can start the next one (`TurnHooks.end_paused_reply`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ _TEXT_EVENTS = (
     stt.SpeechEventType.PREFLIGHT_TRANSCRIPT,
     stt.SpeechEventType.FINAL_TRANSCRIPT,
 )
+_SETTLED_EVENTS = (stt.SpeechEventType.PREFLIGHT_TRANSCRIPT, stt.SpeechEventType.FINAL_TRANSCRIPT)
+_END_REPLY_TIMEOUT_S = 0.3
+"""How long the STT node waits for the cut-short reply to reach the context before passing the words on."""
 
 
 class TurnHooks:
@@ -57,6 +62,7 @@ class TurnHooks:
         self.speech_end_listeners: list[Callable[[float], None]] = []
         """Called with the end time of each caller utterance (the detector starts its audio model there)."""
         self._attached = False
+        self._session: Any | None = None
 
     # -- session events ------------------------------------------------------------------------------------
     def attach(self, session: Any) -> None:
@@ -65,6 +71,7 @@ class TurnHooks:
             return
         session.on("user_state_changed", self.on_user_state)
         session.on("agent_state_changed", self.on_agent_state)
+        self._session = session
         self._attached = True
 
     def on_user_state(self, ev: Any) -> None:
@@ -136,6 +143,42 @@ class TurnHooks:
             return True
         return False
 
+    def _pauses_a_reply(self, ev: stt.SpeechEvent) -> Any | None:
+        """The agent's reply this caller's words barged into, while it stands paused (not yet interrupted)."""
+        if (
+            ev.type not in _SETTLED_EVENTS
+            or not self.overlapping
+            or self.agent_speaking
+            or not ev.alternatives
+            or not ev.alternatives[0].text.strip()
+            or self._session is None
+        ):
+            return None
+        handle = getattr(self._session, "current_speech", None)
+        if handle is None or handle.interrupted or not handle.allow_interruptions:
+            return None
+        return handle
+
+    async def end_paused_reply(self, ev: stt.SpeechEvent) -> None:
+        """Settled words over a paused reply (a PREFLIGHT or FINAL the backchannel filter let through) are a
+        barge-in: end the reply before the session sees them.
+
+        livekit-agents pauses the reply on the caller's voice and interrupts it only once a FINAL has been
+        handled, in a task of its own; until then it starts no preemptive generation for the turn, and one
+        started in that window read a context without the cut-short reply, so the end of turn threw it away.
+        Every barge-in turn then waited for its LLM request until the turn ended. Interrupting here (and
+        waiting until the cut-short reply is in the context) lets the preflight start the reply.
+        """
+        handle = self._pauses_a_reply(ev)
+        if handle is None or self._session is None:
+            return
+        try:
+            done = self._session.interrupt()
+            await asyncio.wait_for(asyncio.shield(done), timeout=_END_REPLY_TIMEOUT_S)
+            logger.debug("barge-in ended the paused reply before its words reached the session")
+        except (RuntimeError, TimeoutError) as e:  # a reply that disallows interruptions, a slow playout
+            logger.debug("could not end the paused reply early: %s", e)
+
     async def tap_audio(self, audio: AsyncIterable[rtc.AudioFrame]) -> AsyncIterator[rtc.AudioFrame]:
         """Pass frames through unchanged, copying them (mono int16) into the end-of-turn audio buffer."""
         async for frame in audio:
@@ -164,6 +207,7 @@ class TurnHooks:
                     yield _cleared(ev)
                 continue
             if isinstance(ev, stt.SpeechEvent) and ev.alternatives:
+                await self.end_paused_reply(ev)
                 for listener in self.transcript_listeners:
                     listener(ev)
             yield ev

@@ -15,6 +15,7 @@ import pytest
 import soxr
 from livekit import rtc
 from livekit.agents import Agent, AgentSession, StopResponse
+from livekit.agents.voice import SpeechHandle
 
 from plugins.cpu_voice.voice import CpuVoice
 from turn_detection import Profile, TurnOptions, build_turn_handling
@@ -74,6 +75,14 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
     user_states: list[str] = []
     session.on("user_state_changed", lambda ev: user_states.append(ev.new_state))
     session.on("agent_false_interruption", lambda ev: false_interruptions.append(ev.resumed))
+    said: list[SpeechHandle] = []  # the reply's handle, once it exists
+    reply_ended_at_final: list[bool] = []
+
+    @session.on("user_input_transcribed")
+    def _on_transcript(ev) -> None:  # type: ignore[no-untyped-def]
+        if ev.is_final and said:
+            reply_ended_at_final.append(said[0].interrupted)
+
     mic, speaker = ScriptedMic(track), PacedSpeaker()
     session.input.audio = mic
     session.output.audio = speaker
@@ -81,6 +90,7 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
     await session.start(agent)
     try:
         handle = session.say("Let me read you the full list of our opening hours.", audio=agent_audio())
+        said.append(handle)
         await asyncio.wait_for(handle.wait_for_playout(), timeout=20)
         await asyncio.sleep(1.0)  # let a trailing user turn commit
         return {
@@ -92,6 +102,7 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
             "ignored": setup.hooks.backchannels_ignored,
             "false_interruptions": false_interruptions,
             "user_states": user_states,
+            "reply_ended_at_final": reply_ended_at_final,
         }
     finally:
         await session.aclose()
@@ -123,6 +134,17 @@ async def test_barge_in_stops_the_agent_and_keeps_the_words(voice: CpuVoice) -> 
     assert r["interrupted"]
     assert r["finished"][-1][1] is True and r["finished"][-1][0] < 2.9
     assert r["user_turns"] == ["Wait, stop."]
+
+
+async def test_a_barge_in_ends_the_paused_reply_before_the_session_hears_its_words(voice: CpuVoice) -> None:
+    # livekit-agents only pauses the reply on the caller's voice; left to itself it interrupts the reply in a
+    # task after the FINAL, so the turn's preflight could not start the next reply (session_hooks.py)
+    track = caller_track(voice, [(1.2, "Could we do Thursday instead?")])
+    script = [ScriptLine("could we", "Could we do Thursday instead?")]
+    r = await run_call(track, script, TurnOptions())
+    assert r["reply_ended_at_final"] == [True]
+    assert r["interrupted"] and r["false_interruptions"] == []
+    assert r["user_turns"] == ["Could we do Thursday instead?"]
 
 
 async def test_background_voice_without_words_does_not_pause_the_greeting(voice: CpuVoice) -> None:
