@@ -143,8 +143,8 @@ class TurnHooks:
             return True
         return False
 
-    def _pauses_a_reply(self, ev: stt.SpeechEvent) -> Any | None:
-        """The agent's reply this caller's words barged into, while it stands paused (not yet interrupted)."""
+    def _reply_stands_paused(self, ev: stt.SpeechEvent) -> bool:
+        """True for settled words over the agent's reply while the caller's voice holds it paused."""
         if (
             ev.type not in _SETTLED_EVENTS
             or not self.overlapping
@@ -153,11 +153,9 @@ class TurnHooks:
             or not ev.alternatives[0].text.strip()
             or self._session is None
         ):
-            return None
-        handle = getattr(self._session, "current_speech", None)
-        if handle is None or handle.interrupted or not handle.allow_interruptions:
-            return None
-        return handle
+            return False
+        handle = self._session.current_speech
+        return handle is not None and not handle.interrupted and handle.allow_interruptions
 
     async def end_paused_reply(self, ev: stt.SpeechEvent) -> None:
         """Settled words over a paused reply (a PREFLIGHT or FINAL the backchannel filter let through) are a
@@ -169,9 +167,9 @@ class TurnHooks:
         Every barge-in turn then waited for its LLM request until the turn ended. Interrupting here (and
         waiting until the cut-short reply is in the context) lets the preflight start the reply.
         """
-        handle = self._pauses_a_reply(ev)
-        if handle is None or self._session is None:
+        if not self._reply_stands_paused(ev):
             return
+        assert self._session is not None
         try:
             done = self._session.interrupt()
             await asyncio.wait_for(asyncio.shield(done), timeout=_END_REPLY_TIMEOUT_S)
