@@ -140,6 +140,12 @@ def _slope(samples: list[tuple[float, float]]) -> float | None:
     return round(float(np.polyfit(t, [s[1] for s in half], 1)[0]), 2)
 
 
+NEXT_CALLER_GAP_S = 3.0
+"""A line's next caller arrives this long after the last one hung up. The worker tells LiveKit that a slot
+is free only in its status update (every 2.5 s), so a call placed the instant another ends can still find
+a full host refused by livekit-server (on a single host, that call never gets an agent)."""
+
+
 def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str, Any]:
     plan: list[TurnPlan] = load_plan(data)
     env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
@@ -164,6 +170,8 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str
             time.sleep(i * 2.5)  # staggered arrivals
             k = 0
             while time.monotonic() < deadline:
+                if k:
+                    time.sleep(NEXT_CALLER_GAP_S)
                 try:
                     record = run_caller(stack, plan, out / f"call{i}-{k}", opts)
                     res = to_call_result(record, fillers, pipeline=f"call{i}")

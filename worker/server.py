@@ -142,25 +142,36 @@ def engine_load() -> float:
         return 1.0  # an engine we cannot ask is treated as full
 
 
-def compute_load(server: AgentServer) -> float:
-    """What LiveKit sees: the fuller of this host's call slots and its TTS engine (and CPU, if asked).
+def host_pressure(server: AgentServer) -> float:
+    """How full this host is: 1.0 = full. Its call slots count against PARLEY_MAX_CALLS, the TTS engine's
+    fill (and host CPU, if asked) against PARLEY_LOAD_THRESHOLD.
 
     Host CPU alone is a poor signal on a shared or bursty machine (one busy neighbour marks the worker full
-    and calls are refused), so by default the worker counts its own calls against PARLEY_MAX_CALLS."""
+    and calls are refused), so by default the worker counts its own calls."""
     settings = get_settings()
-    load = max(engine_load(), len(server.active_jobs) / settings.max_calls)
+    pressure = max(len(server.active_jobs) / settings.max_calls, engine_load() / settings.load_threshold)
     if settings.load_signal == "calls+cpu":
         from livekit.agents.worker import _DefaultLoadCalc
 
-        load = max(load, _DefaultLoadCalc.get_load(server))
-    return min(1.0, load)
+        pressure = max(pressure, _DefaultLoadCalc.get_load(server) / settings.load_threshold)
+    return pressure
+
+
+def compute_load(server: AgentServer) -> float:
+    """The load LiveKit sees: the host's pressure scaled so that full = the server's dispatch limit.
+
+    livekit-server sends no job to a worker that reports a load at or above its `agents.target_load`
+    (0.7 unless its config says otherwise; measured on 1.13.5: 0.699 dispatched, 0.70 not), whatever
+    threshold the worker itself uses. Reporting calls / max_calls as is made a 4-call host refuse its 4th
+    call at 0.75. Scaled, a host takes calls until it is full, on any server left at its defaults."""
+    return min(1.0, host_pressure(server) * get_settings().livekit_target_load)
 
 
 def build_server(settings: Settings) -> AgentServer:
     server = AgentServer(
         setup_fnc=prewarm,
         load_fnc=compute_load,
-        load_threshold=settings.load_threshold,
+        load_threshold=settings.livekit_target_load,  # compute_load reports full as exactly this
         num_idle_processes=settings.num_idle_processes,
         ws_url=settings.livekit_url,
         api_key=settings.livekit_api_key,

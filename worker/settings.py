@@ -131,8 +131,12 @@ class Settings(BaseSettings):
 
     # Worker
     num_idle_processes: int = Field(1, ge=0)
-    load_threshold: float = Field(0.8, gt=0.0, le=1.0)
+    load_threshold: float = Field(
+        0.8, gt=0.0, le=1.0
+    )  # TTS engine fill (or host CPU) at which the host is full
     max_calls: int = Field(4, ge=1)  # calls per host at which the worker reports itself full
+    # livekit-server's `agents.target_load`: it dispatches no job to a worker reporting this load or more
+    livekit_target_load: float = Field(0.7, gt=0.0, le=1.0)
     load_signal: Literal["calls", "calls+cpu"] = "calls"  # add host CPU to the load LiveKit sees
     room_metrics: bool = True  # publish per-turn latency to the room (the web page shows it)
     http_port: int = Field(0, ge=0, le=65535)
