@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
         for k in ("calls", "conversations", "turns", "errors", "apologies", "underruns", "v2v_ms"):
             print(f"{k.ljust(20)}  {report[k]}")
         print(f"{'voice pauses'.ljust(20)}  {len(report['voice_pauses_ms'])} (not underruns)")
-        for k in ("rss_mb_per_call_max", "rss_slope_mb_per_min", "job_processes"):
+        for k in ("rss_mb_per_call_max", "rss_slope_mb_per_min", "job_processes", "cpu_cores"):
             print(f"{k.ljust(20)}  {report[k]}")
     else:
         _print(report)

@@ -53,6 +53,9 @@ class RoomLoad:
     pauses: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     rss: list[tuple[float, dict[int, float]]] = field(default_factory=list)  # (t, {job pid: MB})
+    cpu: list[dict[int, tuple[str, float]]] = field(default_factory=list)  # {pid: (group, CPU s)} per sample
+    seconds: float = 0.0
+    host_busy_cores: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -132,6 +135,45 @@ def _job_rss(worker_pid: int) -> dict[int, float]:
     return found
 
 
+CPU_GROUPS = (
+    ("callers", "benchmarks.livekit_call caller"),
+    ("benchmark", "benchmarks.load"),
+    ("livekit-server", "livekit-server"),
+    ("llm", "worker.llm_server"),
+    ("jobs", "multiprocessing"),
+    ("worker", "worker.py"),
+)
+"""Where the host's CPU goes, by command line: the scripted callers run on this machine too, while real
+callers do not, so their share is reported apart."""
+
+
+def _cpu_by_process() -> dict[int, tuple[str, float]]:
+    """pid -> (group, CPU seconds used so far) for every process of the stack."""
+    found: dict[int, tuple[str, float]] = {}
+    for p in psutil.process_iter(["pid", "cmdline", "cpu_times"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        group = next((g for g, key in CPU_GROUPS if key in cmd), None)
+        times = p.info["cpu_times"]
+        if group and times is not None:
+            found[p.info["pid"]] = (group, times.user + times.system)
+    return found
+
+
+def cpu_cores(samples: list[dict[int, tuple[str, float]]], seconds: float) -> dict[str, float]:
+    """Average cores each group used over the run: per process, its last CPU total minus its first (a
+    process already running at the first sample counts from there)."""
+    first: dict[int, float] = {}
+    last: dict[int, tuple[str, float]] = {}
+    for i, sample in enumerate(samples):
+        for pid, (group, used) in sample.items():
+            first.setdefault(pid, used if i == 0 else 0.0)
+            last[pid] = (group, used)
+    cores: dict[str, float] = {}
+    for pid, (group, used) in last.items():
+        cores[group] = cores.get(group, 0.0) + (used - first[pid]) / max(seconds, 1e-9)
+    return {g: round(c, 2) for g, c in sorted(cores.items())}
+
+
 def _slope(samples: list[tuple[float, float]]) -> float | None:
     half = samples[len(samples) // 2 :]
     if len(half) < 3:
@@ -159,11 +201,13 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str
         wait_until_quiet(stack)
         worker_pid = next(p.popen.pid for p in stack.procs if p.name == "worker")
         t0 = time.monotonic()
+        host0 = psutil.cpu_times()
         deadline = t0 + minutes * 60
 
         def sample() -> None:
             while not stop.is_set():
                 state.rss.append((time.monotonic() - t0, _job_rss(worker_pid)))
+                state.cpu.append(_cpu_by_process())
                 stop.wait(2.0)
 
         def caller(i: int) -> None:
@@ -193,6 +237,11 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str
             list(pool.map(caller, range(calls)))
         stop.set()
         sampler.join(5)
+        state.cpu.append(_cpu_by_process())
+        state.seconds = time.monotonic() - t0
+        host1 = psutil.cpu_times()
+        busy = (sum(host1) - host1.idle - host1.iowait) - (sum(host0) - host0.idle - host0.iowait)
+        state.host_busy_cores = round(busy / state.seconds, 2)
     return report(state, calls, minutes)
 
 
@@ -227,4 +276,5 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "rss_mb_per_call_max": round(max(per_pid.values()), 1) if per_pid else None,
         "rss_slope_mb_per_min": _slope(biggest),
         "job_processes": len(per_pid),
+        "cpu_cores": {**cpu_cores(state.cpu, state.seconds), "host": state.host_busy_cores},
     }

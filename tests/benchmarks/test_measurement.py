@@ -307,3 +307,15 @@ def test_worker_failures_keep_the_workers_own_lines_and_drop_model_written_sorri
         "call1 c5.wav: repeat_request: 'Pardon me, what time did you say?'",
     ]
     assert worker_failures(errors) == [errors[0], errors[2], errors[3]]
+
+
+def test_cpu_cores_counts_each_process_from_when_it_was_first_seen() -> None:
+    from benchmarks.load_room import cpu_cores
+
+    samples = [
+        {1: ("livekit-server", 50.0), 2: ("jobs", 3.0)},  # running before the run: counted from here
+        {1: ("livekit-server", 54.0), 2: ("jobs", 7.0), 3: ("callers", 2.0)},  # a caller started meanwhile
+        {1: ("livekit-server", 58.0), 3: ("callers", 6.0), 4: ("jobs", 1.0)},  # pid 2 ended, pid 4 new
+    ]
+    cores = cpu_cores(samples, seconds=4.0)
+    assert cores == {"callers": 1.5, "jobs": 1.25, "livekit-server": 2.0}
