@@ -24,6 +24,7 @@ import asyncio
 import json
 import logging
 import re
+import secrets
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -917,7 +918,8 @@ async def _caller_main(args: argparse.Namespace) -> int:
     from web.tokens import TokenOptions, issue_call_token
 
     tok = TokenOptions(api_key=args.api_key, api_secret=args.api_secret, agent_name=args.agent_name)
-    room = args.room or f"call-{int(time.time())}"
+    # seconds alone collide when several callers start in the same second (benchmarks.load --livekit)
+    room = args.room or f"call-{int(time.time())}-{secrets.token_hex(3)}"
     token = issue_call_token(tok, room, "caller")
     opts = CallerOptions(
         url=args.url,
