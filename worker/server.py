@@ -91,11 +91,16 @@ async def entrypoint(ctx: JobContext) -> None:
 
 def _room_options(settings: Settings) -> Any:
     """The caller's audio at the rate Parley's VAD and Whisper use, in short frames: LiveKit's default
-    (24 kHz, 50 ms frames) holds each piece of speech up to 50 ms before the VAD sees it."""
+    (24 kHz, 50 ms frames) holds each piece of speech up to 50 ms before the VAD sees it.
+
+    When the session closes because the caller hung up, the room is deleted: otherwise the job (and its
+    slot in PARLEY_MAX_CALLS) lives on until livekit-server closes the room, `departure_timeout` later (20 s
+    by default), and a host at capacity refuses calls it could take."""
     from livekit.agents.voice import room_io
 
     return room_io.RoomOptions(
-        audio_input=room_io.AudioInputOptions(sample_rate=16_000, frame_size_ms=settings.input_frame_ms)
+        audio_input=room_io.AudioInputOptions(sample_rate=16_000, frame_size_ms=settings.input_frame_ms),
+        delete_room_on_close=settings.delete_room_on_hangup,
     )
 
 

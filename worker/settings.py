@@ -138,6 +138,7 @@ class Settings(BaseSettings):
     # livekit-server's `agents.target_load`: it dispatches no job to a worker reporting this load or more
     livekit_target_load: float = Field(0.7, gt=0.0, le=1.0)
     load_signal: Literal["calls", "calls+cpu"] = "calls"  # add host CPU to the load LiveKit sees
+    delete_room_on_hangup: bool = True  # a call's room (and job slot) ends when its caller hangs up
     room_metrics: bool = True  # publish per-turn latency to the room (the web page shows it)
     http_port: int = Field(0, ge=0, le=65535)
     drain_timeout_s: int = Field(

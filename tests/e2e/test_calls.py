@@ -20,7 +20,7 @@ import soxr
 
 from benchmarks.audio_io import Track, voiced_windows
 from benchmarks.call_plan import worker_failures
-from benchmarks.livekit_call import run_call_on_stack
+from benchmarks.livekit_call import RoomCallRecord, run_call_on_stack
 from benchmarks.report import call_json, latency_table
 from tests.e2e.conftest import CONVERSATION, close_and_check_sealed, record_figure
 from tests.e2e.harness import API_KEY, API_SECRET, PYTHON, REPO, E2EStack, missing_reason
@@ -78,6 +78,33 @@ def test_worker_greets_and_answers_every_turn_with_speech(call_stack: E2EStack, 
     assert voiced_seconds(res.mic.track, res.turns[0].speech_start, res.turns[0].speech_end + 0.05) > 1.0
     record_figure("rtc_v2v_ms", report["v2v_ms"])
     record_figure("rtc_turns", [t.v2v_ms for t in res.turns])
+    # the caller hung up: the worker deletes the room at once, so the job's slot is free again (left to
+    # livekit-server, the room would close only after departure_timeout: 2 s in this stack, 20 s by default)
+    hangup_s = room_closed_after_hangup(call_stack, RoomCallRecord.load(tmp_path / "call").room)
+    record_figure("rtc_room_closed_after_hangup_s", hangup_s)
+    assert hangup_s < 1.0, f"the room outlived the caller by {hangup_s:.2f} s"
+
+
+def room_closed_after_hangup(stack: E2EStack, room: str, wait_s: float = 5.0) -> float:
+    """Seconds from the caller leaving `room` to livekit-server closing it, read from the server's log."""
+    import time
+    from datetime import datetime
+
+    def stamp(line: str) -> float:
+        return datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
+
+    log = next(p for p in stack.procs if p.name == "livekit-server")
+    deadline = time.monotonic() + wait_s
+    while True:
+        lines = [ln for ln in log.log_text().splitlines() if f'"room": "{room}"' in ln]
+        left = [stamp(ln) for ln in lines if "participant closing" in ln and '"participant": "caller"' in ln]
+        closed = [stamp(ln) for ln in lines if "room closed" in ln]
+        if left and closed:
+            return closed[0] - left[0]
+        assert time.monotonic() < deadline, (
+            f"room {room} not closed {wait_s} s after the call:\n" + "\n".join(lines[-5:])
+        )
+        time.sleep(0.1)
 
 
 def fake_mic_wav(out: Path, turns: list[Path], lead_s: float = 6.0, gap_s: float = 8.0) -> float:
