@@ -10,16 +10,13 @@ over a host holding `active` calls; the job request reaching the worker is what 
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
 import time
-from pathlib import Path
+from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
-from tests.e2e.harness import API_KEY, API_SECRET, _which, missing_reason
+from tests.e2e.harness import API_KEY, API_SECRET, ComponentMissing, E2EStack, StackOptions
 from worker.server import compute_load
 from worker.settings import get_settings
 
@@ -28,51 +25,19 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 AGENT = "dispatch-probe"
 
 
-def _config(port: int, rtc_tcp: int, rtc_udp: int) -> str:
-    return f"""\
-port: {port}
-bind_addresses: ["127.0.0.1"]
-rtc:
-  tcp_port: {rtc_tcp}
-  udp_port: {rtc_udp}
-  node_ip: 127.0.0.1
-  use_external_ip: false
-keys:
-  {API_KEY}: {API_SECRET}
-logging:
-  level: info
-"""
-
-
 @pytest.fixture(scope="module")
-def livekit_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    reason = missing_reason("livekit-server")
-    if reason:
-        pytest.skip(reason)
-    from benchmarks.livekit_stack import free_ports
-
-    port, rtc_tcp = free_ports(2)
-    (rtc_udp,) = free_ports(1, kind=socket.SOCK_DGRAM)
-    folder: Path = tmp_path_factory.mktemp("dispatch")
-    cfg = folder / "livekit.yaml"
-    cfg.write_text(_config(port, rtc_tcp, rtc_udp))
-    log = (folder / "livekit-server.log").open("wb")
-    proc = subprocess.Popen(
-        [str(_which("livekit-server")), "--config", str(cfg)], stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "livekit-server did not start"
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-    log.close()
+def livekit_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The project's stack with livekit-server alone, on loopback, its agents settings left at defaults."""
+    stack = E2EStack(StackOptions(out_dir=tmp_path_factory.mktemp("dispatch"), isolation="loopback"))
+    try:
+        stack.start()
+    except ComponentMissing as why:  # livekit-server not installed here: its one-line reason
+        stack.close()
+        pytest.skip(str(why))
+    try:
+        yield stack.livekit_url.replace("ws://", "http://")
+    finally:
+        stack.close()
 
 
 async def _offered(url: str, active: int, wait_s: float) -> bool:
