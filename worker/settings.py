@@ -131,9 +131,8 @@ class Settings(BaseSettings):
 
     # Worker
     num_idle_processes: int = Field(1, ge=0)
-    load_threshold: float = Field(
-        0.8, gt=0.0, le=1.0
-    )  # TTS engine fill (or host CPU) at which the host is full
+    # TTS engine fill (or host CPU, with load_signal calls+cpu) at which the host is full
+    load_threshold: float = Field(0.8, gt=0.0, le=1.0)
     max_calls: int = Field(4, ge=1)  # calls per host at which the worker reports itself full
     # livekit-server's `agents.target_load`: it dispatches no job to a worker reporting this load or more
     livekit_target_load: float = Field(0.7, gt=0.0, le=1.0)
