@@ -55,11 +55,15 @@ def auto_threads(cores: int | None = None) -> int:
 
 
 def auto_batch_threads(cores: int | None = None) -> int:
-    """Reading the prompt is one short burst per turn, and it is the LLM's whole time to first token: there
-    every core pays (measured on 2 idle cores: 22 new tokens 300 ms on one thread, 130-150 ms on two). Token
-    generation stays on `auto_threads`, so the voice and Whisper keep a core while the reply is written."""
+    """Reading the prompt is the LLM's whole time to first token, and more threads read it faster on an idle
+    machine (2 cores: 22 new tokens 300 ms on one thread, 130-150 ms on two). But the threads meet at a
+    barrier after every layer: when Whisper, the voice and other calls hold a core, the descheduled thread
+    stalls the rest. Measured on 2 cores, 4 calls through the room, 3 interleaved 2-minute runs each: with
+    two threads a ~11-token read took p90 430-1240 ms, underruns 0/6/7, v2v p95 3.2-8.6 s; with one, p90
+    190-225 ms, underruns 0/1/0, p95 1.7-1.9 s (a single call paid ~25 ms at p50). So: every core but one,
+    1 to 4."""
     cores = cores or os.cpu_count() or 1
-    return max(1, min(4, cores))
+    return max(1, min(4, cores - 1))
 
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -67,9 +67,10 @@ def test_another_process_holding_a_slot_is_respected_and_its_death_frees_it(tmp_
 
 
 def test_embedded_llm_threads_leave_cores_for_the_rest() -> None:
-    from worker.llm_server import auto_threads
+    from worker.llm_server import auto_batch_threads, auto_threads
 
     assert [auto_threads(c) for c in (1, 2, 4, 8, 16, 64)] == [1, 1, 1, 3, 4, 4]
+    assert [auto_batch_threads(c) for c in (1, 2, 4, 8, 16, 64)] == [1, 1, 3, 4, 4, 4]
 
 
 def test_a_pool_needs_a_slot(tmp_path: Path) -> None:
