@@ -246,6 +246,22 @@ def _frames_track(start: float, holes: list[tuple[float, float]], seconds: float
     return Track(RATE, chunks)
 
 
+def test_voice_to_voice_starts_when_the_callers_last_sample_left_its_own_queue() -> None:
+    """The scripted caller shares the host's cores: audio it queued after a stall is its own delay, not the
+    agent's; one frame of queue is the normal hand-over."""
+    from benchmarks.livekit_call import RoomCallRecord, SentTurn, spoken_end, to_call_result
+
+    def record(queue_ms: float) -> RoomCallRecord:
+        agent = _frames_track(10.8, [], 1.0)  # the agent answers at 10.8 s
+        turn = SentTurn("t1.wav", start=8.0, last_voiced=10.0, mic_queue_ms=queue_ms)
+        return RoomCallRecord("r", 7.0, 12.0, None, [turn], [], [], [], Track(16_000), agent)
+
+    assert spoken_end(SentTurn("t", 0.0, 10.0, mic_queue_ms=10.0)) == 10.0
+    assert to_call_result(record(10.0)).turns[0].v2v_ms == pytest.approx(800, abs=1)
+    queued = to_call_result(record(210.0)).turns[0]
+    assert queued.v2v_ms == pytest.approx(600, abs=1)
+
+
 def test_the_worker_reports_the_pauses_in_its_own_audio() -> None:
     sm = SpeechMarks("s1", "reply")
     tens = [level(-80 if 1.03 <= i / 100 < 1.63 or i / 100 >= 2.9 else -30, 0.01) for i in range(300)]
