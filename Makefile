@@ -5,8 +5,8 @@ UV ?= uv
 UV_VERSION := 0.13.8
 export PATH := $(CURDIR)/bin:$(PATH)
 
-DEMO_AGENT ?= agents/dental_clinic.yaml
-DEMO_SCRIPT ?= agents/calls/book_cleaning.yaml
+DEMO_AGENT ?= examples/dental_clinic.yaml
+DEMO_SCRIPT ?= examples/calls/book_cleaning.yaml
 
 .PHONY: setup setup-python setup-python-demo setup-demo setup-system setup-livekit setup-e2e demo dev test lint \
 	typecheck audit pytest bench load phrases clean
@@ -39,7 +39,7 @@ lint:
 	$(PY) -m ruff check .
 
 typecheck:
-	$(PY) -m mypy worker plugins turn_detection caches benchmarks deploy agents
+	$(PY) -m mypy worker plugins turn_detection caches benchmarks deploy examples
 
 audit:
 	@bash scripts/audit.sh
@@ -51,13 +51,13 @@ test: setup lint typecheck audit pytest
 
 phrases: setup-python-demo
 	$(PY) -m caches build --dir out/phrase-cache
-	$(PY) -m caches build --dir out/phrase-cache --agent $(DEMO_AGENT)
+	$(PY) -m worker.agent_file phrases $(DEMO_AGENT) --dir out/phrase-cache
 
 # The dental-clinic agent answers a scripted caller; the booking service it books into runs for the call and
 # prints its bookings at the end.
 demo: setup-demo phrases
-	$(PY) -m worker.agents check $(DEMO_AGENT)
-	$(PY) -m agents.booking_service --port 8765 -- \
+	$(PY) -m worker.agent_file check $(DEMO_AGENT)
+	$(PY) -m examples.booking_service --port 8765 -- \
 	$(PY) -m benchmarks.call --agent $(DEMO_AGENT) --script $(DEMO_SCRIPT) --pipeline parley --out out/demo --demo --livekit auto --json out/demo/call.json
 
 dev: setup phrases

@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         os.environ["PARLEY_AGENT"] = str(Path(args.agent).resolve())
     load_settings()  # a bad setting is one line here, not a worker that never registers
     if args.agent:
-        from worker.agents.runtime import served_agent_for
+        from worker.agent_file.runtime import served_agent_for
 
         served = served_agent_for(os.environ["PARLEY_AGENT"])
         print(f"== agent: {served.name if served and served.name else args.agent} ({args.agent}) ==")

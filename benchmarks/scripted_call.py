@@ -1,7 +1,7 @@
 """Test calls people write themselves: a call script (YAML, caller lines as text) rendered to caller audio
 with the CPU voice, and the agent's replies checked against the words each turn expects.
 
-Script format (see agents/calls/):
+Script format (see examples/calls/):
 
     voice: heart                      # hibari voice of the caller (optional)
     turns:
@@ -60,7 +60,7 @@ def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, lis
         raise _fail(script, sorted(unknown)[0], "unknown field")
     variables: dict[str, str] = {}
     if agent_file is not None:
-        from worker.agents import load_agent_file
+        from worker.agent_file import load_agent_file
 
         variables = {k: str(v) for k, v in load_agent_file(agent_file).variables.items()}
     voice = raw.get("voice", "heart")

@@ -29,7 +29,7 @@ from caches import CachedPhrase, FillerController, FillerControllerOptions, Phra
 from plugins.cpu_voice import CpuVoiceTTS
 from plugins.cpu_voice.voice import CpuVoice
 from worker.agent import AgentOptions, ParleyAgent
-from worker.agents import HttpToolRuntime, http_tools, parse_agent
+from worker.agent_file import HttpToolRuntime, http_tools, parse_agent
 
 HOLD = "Let me check that for you."
 

@@ -1,10 +1,10 @@
 """`python -m caches build`: synthesise the phrase set for one voice and language into a cache directory.
 
     python -m caches build [--voice V] [--language L] [--dir DIR] [--backend cpu|orpheus] [--phrases FILE]
-    python -m caches build --agent agents/NAME.yaml [--dir DIR] [--backend cpu|orpheus]
     python -m caches show [--dir DIR]
 
 Only missing or stale phrases are synthesised; a second build of the same set does no synthesis.
+An agent file's own lines are built by `python -m worker.agent_file phrases FILE`.
 Errors end with one line on stderr and exit code 2.
 """
 
@@ -76,29 +76,13 @@ def make_tts(backend: str, voice: str, language: str, factory: str | None) -> tu
     raise CliError(f"unknown backend {backend!r}")
 
 
-def agent_build(args: argparse.Namespace) -> tuple[list[Phrase], str, str, Path]:
-    """(phrases, voice, language, dir) for one agent file: its own lines, in its own cache directory."""
-    from worker.agents import AgentFileError, agent_cache_dir, agent_phrases, apply_agent, load_agent_file
-    from worker.settings import SettingsError, load_settings
-
-    try:
-        spec = load_agent_file(args.agent)
-        settings = apply_agent(load_settings(), spec)
-    except (AgentFileError, SettingsError) as e:
-        raise CliError(str(e)) from None
-    voice = args.voice or (settings.tts_voice if args.backend == "orpheus" else settings.cpu_voice)
-    return agent_phrases(spec), voice, spec.language, agent_cache_dir(args.dir, spec)
-
-
-async def run_build(args: argparse.Namespace) -> BuildReport:
-    if args.agent:
-        phrases, voice, args.language, args.dir = agent_build(args)
-    else:
-        voice = args.voice or DEFAULT_VOICES[args.backend]
-        phrases = load_phrases(args.phrases).for_voice(voice, args.language)
-    engine, fingerprint = make_tts(args.backend, voice, args.language, args.tts)
-    opts = BuildOptions(voice=voice, language=args.language, fingerprint=fingerprint)
-    bar = tqdm(total=len(phrases), desc=f"phrases {voice}/{args.language}", unit="phrase", file=sys.stderr)
+async def build_phrases(
+    phrases: list[Phrase], voice: str, language: str, dir_: Path, backend: str, tts_spec: str | None
+) -> BuildReport:
+    """Synthesise `phrases` into `dir_`; the worker's agent-file command calls this with an agent's lines."""
+    engine, fingerprint = make_tts(backend, voice, language, tts_spec)
+    opts = BuildOptions(voice=voice, language=language, fingerprint=fingerprint)
+    bar = tqdm(total=len(phrases), desc=f"phrases {voice}/{language}", unit="phrase", file=sys.stderr)
     counts: Counter[str] = Counter()
 
     def progress(_: Phrase, what: str) -> None:
@@ -107,10 +91,16 @@ async def run_build(args: argparse.Namespace) -> BuildReport:
         bar.update(1)
 
     try:
-        return await build_cache(CacheStore(args.dir), engine, phrases, opts, on_progress=progress)
+        return await build_cache(CacheStore(dir_), engine, phrases, opts, on_progress=progress)
     finally:
         bar.close()
         await engine.aclose()
+
+
+async def run_build(args: argparse.Namespace) -> BuildReport:
+    voice = args.voice or DEFAULT_VOICES[args.backend]
+    phrases = load_phrases(args.phrases).for_voice(voice, args.language)
+    return await build_phrases(phrases, voice, args.language, args.dir, args.backend, args.tts)
 
 
 def show(dir_: Path) -> None:
@@ -122,6 +112,30 @@ def show(dir_: Path) -> None:
         print(f"{voice:10s} {lang:3s} {rate:6d} Hz  {n:3d} phrases  {fp}")
     if not groups:
         print(f"{dir_}: empty")
+
+
+def print_report(report: BuildReport, dir_: Path, json_path: Path | None) -> int:
+    """One summary line, failures on stderr, the optional JSON; the exit code."""
+    print(
+        f"synthesised {len(report.synthesised)}, reused {len(report.reused)}, "
+        f"stale {len(report.stale)}, failed {len(report.failed)} -> {dir_}"
+    )
+    for text, reason in report.failed:
+        print(f"failed: {text[:40]!r}: {reason}", file=sys.stderr)
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(
+            json.dumps(
+                {
+                    "synthesised": len(report.synthesised),
+                    "reused": len(report.reused),
+                    "stale": len(report.stale),
+                    "failed": [{"text": t, "reason": r} for t, r in report.failed],
+                },
+                indent=1,
+            )
+        )
+    return 0 if report.ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,9 +150,6 @@ def main(argv: list[str] | None = None) -> int:
         "--tts", help="any livekit TTS as module:factory (called with voice=); overrides --backend"
     )
     b.add_argument("--phrases", type=Path, default=None, help="phrase file (default caches/phrases.yaml)")
-    b.add_argument(
-        "--agent", type=Path, default=None, help="an agent file: build its phrases into DIR/agents/NAME"
-    )
     b.add_argument("--json", type=Path, default=None, help="write the build report as JSON here")
     s = sub.add_parser("show", help="list what a cache directory holds")
     s.add_argument("--dir", type=Path, default=DEFAULT_DIR)
@@ -156,26 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted (finished phrases are kept)", file=sys.stderr)
         return 130
-    print(
-        f"synthesised {len(report.synthesised)}, reused {len(report.reused)}, "
-        f"stale {len(report.stale)}, failed {len(report.failed)} -> {args.dir}"
-    )
-    for text, reason in report.failed:
-        print(f"failed: {text[:40]!r}: {reason}", file=sys.stderr)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {
-                    "synthesised": len(report.synthesised),
-                    "reused": len(report.reused),
-                    "stale": len(report.stale),
-                    "failed": [{"text": t, "reason": r} for t, r in report.failed],
-                },
-                indent=1,
-            )
-        )
-    return 0 if report.ok else 1
+    return print_report(report, args.dir, args.json)
 
 
 if __name__ == "__main__":

@@ -184,7 +184,7 @@ def _prewarm_once(model: stt.STT | tts.TTS) -> None:
 def load_phrases(settings: Settings, voice: str) -> PhraseCache | None:
     """The phrase cache for this voice (the served agent's own, with an agent file); None (synthesise
     everything) when it was never built. For an agent, one line says what is missing or stale."""
-    from .agents import agent_cache_dir, agent_phrases, cache_report, served_spec
+    from .agent_file import agent_cache_dir, agent_phrases, cache_report, served_spec
 
     spec = served_spec(settings)
     root = agent_cache_dir(settings.phrase_cache_dir, spec) if spec else settings.phrase_cache_dir
@@ -202,7 +202,7 @@ def load_phrases(settings: Settings, voice: str) -> PhraseCache | None:
             log.warning(
                 f"phrase cache for agent {spec.name} ({voice}): {len(missing)} phrases missing, "
                 f"{len(stale)} stale; they are synthesised when said. Build it with "
-                f"`python -m caches build --agent {spec.source or spec.name}`"
+                f"`python -m worker.agent_file phrases {spec.source or spec.name}`"
             )
     return cache if cache is not None and len(cache) else None
 
@@ -373,14 +373,14 @@ def attach_fillers(settings: Settings, comp: Components, session: AgentSession, 
 
 
 def _served(settings: Settings) -> Settings:
-    """The settings with the served agent's file applied (PARLEY_AGENT; worker/agents)."""
-    from .agents import effective_settings
+    """The settings with the served agent's file applied (PARLEY_AGENT; worker/agent_file)."""
+    from .agent_file import effective_settings
 
     return effective_settings(settings)
 
 
 def agent_options(settings: Settings) -> AgentOptions:
-    from .agents import served_spec
+    from .agent_file import served_spec
 
     settings = _served(settings)
     spec = served_spec(settings)
@@ -400,7 +400,7 @@ def agent_options(settings: Settings) -> AgentOptions:
 
 def build_agent(settings: Settings, tools: Sequence[llm.Tool] | None = None) -> ParleyAgent:
     """Parley's agent, or the developer's own (PARLEY_AGENT=module:callable) with Parley's hooks: it has
-    the same per-call attributes (turns, fillers, greeting_audio; worker/agents/entry.py)."""
-    from .agents import make_agent
+    the same per-call attributes (turns, fillers, greeting_audio; worker/agent_file/entry.py)."""
+    from .agent_file import make_agent
 
     return cast(ParleyAgent, make_agent(_served(settings), agent_options(settings), list(tools or [])))

@@ -17,7 +17,7 @@ from livekit.agents import AgentServer, JobContext, JobProcess, cli
 from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers for download-files)
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
-from .agents import call_tools, effective_settings, pop_agent_flag
+from .agent_file import call_tools, effective_settings, pop_agent_flag
 from .memory import release_free_memory, tune_allocator
 from .room_metrics import RoomMetricsOptions, RoomMetricsPublisher
 from .settings import Settings, SettingsError, get_settings

@@ -1,7 +1,7 @@
 """Agents people define: an agent file (YAML, `spec.py`) or a Python entry point (`entry.py`), served by the
 Parley worker with its turn handling, voices, phrase cache and fillers (`runtime.py`).
 
-    python -m worker.agents check FILE    # prints `ok: NAME` or the one-line error (exit 0 / 1)
+    python -m worker.agent_file check FILE    # prints `ok: NAME` or the one-line error (exit 0 / 1)
 """
 
 from .entry import AgentEntryError, served_agent

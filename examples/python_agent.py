@@ -1,6 +1,6 @@
 """A Python entry point: a LiveKit `Agent` of your own, served by Parley.
 
-    PARLEY_AGENT=agents.python_agent:make_agent python worker.py dev
+    PARLEY_AGENT=examples.python_agent:make_agent python worker.py dev
 
 Write the agent as you would for LiveKit Agents (instructions, `@function_tool` methods, your own hooks);
 Parley adds its turn handling, STT, TTS engine and fallback, phrase cache, fillers and metrics around it.

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from livekit.agents.voice import AgentSession
 
-from agents.python_agent import FrontDesk
+from examples.python_agent import FrontDesk
 from plugins.cpu_voice import CpuVoiceTTS
-from worker.agents.entry import ParleyServed
+from worker.agent_file.entry import ParleyServed
 from worker.pipeline import build_agent
 from worker.settings import load_settings
 
@@ -36,7 +36,7 @@ class CountingFillers:
 
 
 async def test_entry_point_serves_the_developers_agent(monkeypatch) -> None:
-    settings = load_settings(agent="agents.python_agent:make_agent", llm_max_sentences=1)
+    settings = load_settings(agent="examples.python_agent:make_agent", llm_max_sentences=1)
     agent = build_agent(settings)
     assert isinstance(agent, FrontDesk) and isinstance(agent, ParleyServed)
     assert [t.info.name for t in agent.tools] == ["opening_hours"]  # its own tool is kept
@@ -78,13 +78,13 @@ async def test_entry_point_serves_the_developers_agent(monkeypatch) -> None:
 def test_file_with_entry_adds_its_tools_to_the_developers_agent(tmp_path) -> None:
     path = tmp_path / "shop.yaml"
     path.write_text(
-        "name: bike-shop\nentry: agents.python_agent:make_agent\ngreeting: null\n"
+        "name: bike-shop\nentry: examples.python_agent:make_agent\ngreeting: null\n"
         "tools:\n  - {type: http, name: stock, description: Parts in stock., url: 'http://127.0.0.1:9/stock'}\n"
     )
     settings = load_settings(agent=str(path))
     agent = build_agent(settings)
     assert isinstance(agent, FrontDesk)
-    from worker.agents import call_tools
+    from worker.agent_file import call_tools
 
     agent = build_agent(settings, call_tools(settings, phone=False))
     assert sorted(t.info.name for t in agent.tools) == ["opening_hours", "stock"]

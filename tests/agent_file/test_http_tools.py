@@ -15,7 +15,7 @@ from livekit.agents.voice import AgentSession
 
 from plugins.cpu_voice import CpuVoiceTTS
 from worker.agent import AgentOptions, ParleyAgent
-from worker.agents import HttpToolRuntime, http_tools, parse_agent
+from worker.agent_file import HttpToolRuntime, http_tools, parse_agent
 
 from .conftest import RealTimeSpeaker, ToolCallingLLM
 

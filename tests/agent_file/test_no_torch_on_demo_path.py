@@ -21,13 +21,13 @@ class Block(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Block())
-import agents.booking_service, benchmarks.call, benchmarks.harness, benchmarks.scripted_call  # noqa: E401
-import caches.__main__, worker.agents.__main__, worker.server  # noqa: E401
+import examples.booking_service, benchmarks.call, benchmarks.harness, benchmarks.scripted_call  # noqa: E401
+import caches.__main__, worker.agent_file.__main__, worker.server  # noqa: E401
 from worker.llm_server import model_path
 from worker.pipeline import build_call, load_components
 from worker.settings import load_settings
 
-settings = load_settings(agent="agents/dental_clinic.yaml", tts_backend="cpu")
+settings = load_settings(agent="examples/dental_clinic.yaml", tts_backend="cpu")
 comp = load_components(settings, "http://127.0.0.1:9/v1")
 session, agent = build_call(settings, comp)
 assert comp.live["tts"].startswith("cpu-voice") and model_path().endswith(".gguf")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from caches import PhraseCache
-from worker.agents import (
+from worker.agent_file import (
     AgentFileError,
     agent_cache_dir,
     agent_phrases,
@@ -20,7 +20,7 @@ from worker.agents import (
     load_agent_file,
     pop_agent_flag,
 )
-from worker.agents.__main__ import check
+from worker.agent_file.__main__ import check
 from worker.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def test_missing_file_is_one_line(tmp_path: Path) -> None:
     assert code == 1 and line.startswith(f"agent file {tmp_path / 'nope.yaml'}: cannot read it")
 
 
-@pytest.mark.parametrize("entry", ["agents/dental_clinic.yaml", "agents/korean_clinic.yaml"])
+@pytest.mark.parametrize("entry", ["examples/dental_clinic.yaml", "examples/korean_clinic.yaml"])
 def test_example_agents_pass_check(entry: str) -> None:
     code, line = check(str(ROOT / entry))
     assert code == 0 and line.startswith("ok: "), line
@@ -135,15 +135,15 @@ def test_example_agents_pass_check(entry: str) -> None:
 
 def test_check_cli_exit_codes(tmp_path: Path) -> None:
     ok = subprocess.run(
-        [sys.executable, "-m", "worker.agents", "check", "agents.python_agent:make_agent"],
+        [sys.executable, "-m", "worker.agent_file", "check", "examples.python_agent:make_agent"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert ok.returncode == 0 and ok.stdout.strip() == "ok: agents.python_agent:make_agent"
+    assert ok.returncode == 0 and ok.stdout.strip() == "ok: examples.python_agent:make_agent"
     bad = subprocess.run(
-        [sys.executable, "-m", "worker.agents", "check", str(write(tmp_path, "name: a\nvoice: bob"))],
+        [sys.executable, "-m", "worker.agent_file", "check", str(write(tmp_path, "name: a\nvoice: bob"))],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -153,7 +153,7 @@ def test_check_cli_exit_codes(tmp_path: Path) -> None:
 
 
 def test_bad_entry_point_is_one_line() -> None:
-    code, line = check("agents.python_agent:no_such_factory")
+    code, line = check("examples.python_agent:no_such_factory")
     assert code == 1 and "has no callable 'no_such_factory'" in line
 
 
@@ -171,7 +171,7 @@ def test_variables_are_filled_everywhere(tmp_path: Path) -> None:
 
 
 def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
-    spec = load_agent_file(ROOT / "agents/dental_clinic.yaml")
+    spec = load_agent_file(ROOT / "examples/dental_clinic.yaml")
     s = apply_agent(load_settings(), spec)
     assert (s.agent_name, s.language, s.cpu_voice, s.llm_max_sentences) == ("dental-clinic", "en", "heart", 2)
     assert s.turn_delay_scale == pytest.approx(1.1)
@@ -181,12 +181,12 @@ def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
 
 def test_agent_flag_becomes_the_setting(monkeypatch) -> None:
     monkeypatch.setenv("PARLEY_AGENT", "")  # so monkeypatch puts it back after pop_agent_flag sets it
-    argv = pop_agent_flag(["worker.py", "dev", "--agent", "agents/dental_clinic.yaml", "--log-level", "x"])
+    argv = pop_agent_flag(["worker.py", "dev", "--agent", "examples/dental_clinic.yaml", "--log-level", "x"])
     assert argv == ["worker.py", "dev", "--log-level", "x"]
     import os
 
-    assert os.environ["PARLEY_AGENT"] == "agents/dental_clinic.yaml"
-    assert load_settings().agent == "agents/dental_clinic.yaml"
+    assert os.environ["PARLEY_AGENT"] == "examples/dental_clinic.yaml"
+    assert load_settings().agent == "examples/dental_clinic.yaml"
 
 
 def test_phrase_cache_is_per_agent_and_reports_missing_and_stale(tmp_path: Path) -> None:
@@ -194,7 +194,7 @@ def test_phrase_cache_is_per_agent_and_reports_missing_and_stale(tmp_path: Path)
 
     from caches import CachedPhrase
 
-    spec = load_agent_file(ROOT / "agents/dental_clinic.yaml")
+    spec = load_agent_file(ROOT / "examples/dental_clinic.yaml")
     phrases = agent_phrases(spec)
     texts = [p.text for p in phrases]
     assert spec.greeting_text in texts and "Let me check the calendar." in texts
@@ -209,5 +209,5 @@ def test_phrase_cache_is_per_agent_and_reports_missing_and_stale(tmp_path: Path)
 
 
 def test_explicit_agent_name_setting_wins_over_the_file() -> None:
-    spec = load_agent_file(ROOT / "agents/dental_clinic.yaml")
+    spec = load_agent_file(ROOT / "examples/dental_clinic.yaml")
     assert apply_agent(load_settings(agent_name="bench"), spec).agent_name == "bench"

@@ -1,7 +1,7 @@
 """A small booking service for the dental-clinic example agent: free slots, book, move, cancel; in memory.
 
-    python -m agents.booking_service [--port 8765]                  # serve until Ctrl-C
-    python -m agents.booking_service [--port 8765] -- CMD ARGS...   # serve while CMD runs, then print
+    python -m examples.booking_service [--port 8765]                  # serve until Ctrl-C
+    python -m examples.booking_service [--port 8765] -- CMD ARGS...   # serve while CMD runs, then print
                                                                     # the bookings (what `make demo` does)
 
 Every endpoint takes and returns JSON: POST /slots {dentist?, day?}, POST /book {name, dentist, slot,
@@ -219,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, command = argv[:i], argv[i + 1 :]
-    ap = argparse.ArgumentParser(prog="python -m agents.booking_service", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m examples.booking_service", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument(
         "--start", type=dt.date.fromisoformat, default=dt.date.today(), help="first day (YYYY-MM-DD)"

@@ -21,7 +21,7 @@ def test_render_script_writes_turns_in_order(tmp_path: Path) -> None:
         "  - say: 'Hello {{clinic}}. [pause 1.0] Is it open?'\n    expect: [open]\n"
         "  - say: Stop please.\n    barge_in: true\n    delay_ms: 500\n"
     )
-    out = render_script(script, tmp_path / "out", ROOT / "agents/dental_clinic.yaml")
+    out = render_script(script, tmp_path / "out", ROOT / "examples/dental_clinic.yaml")
     turns = json.loads((out / "turns.json").read_text())
     assert [t["file"] for t in turns] == sorted(p.name for p in out.glob("*.wav"))
     assert turns[0]["text"] == "Hello Bright Smile Dental. Is it open?" and turns[0]["start"] == "after_reply"
@@ -70,7 +70,7 @@ def test_bad_script_is_one_line_naming_the_field(tmp_path: Path, text: str, fiel
 
 @pytest.mark.parametrize("name", ["book_cleaning.yaml", "barge_in.yaml"])
 def test_example_scripts_parse(name: str) -> None:
-    _, turns = parse_script(ROOT / "agents/calls" / name, ROOT / "agents/dental_clinic.yaml")
+    _, turns = parse_script(ROOT / "examples/calls" / name, ROOT / "examples/dental_clinic.yaml")
     assert turns
 
 
