@@ -39,7 +39,7 @@ lint:
 	$(PY) -m ruff check .
 
 typecheck:
-	$(PY) -m mypy worker plugins turn_detection caches benchmarks deploy examples
+	$(PY) -m mypy worker plugins turn_detection caches benchmarks deploy examples simulator
 
 audit:
 	@bash scripts/audit.sh
@@ -65,7 +65,7 @@ dev: setup phrases
 
 BENCH_RUNS ?= 5
 bench: setup phrases
-	$(PY) -m benchmarks.calls reschedule --out out/calls/reschedule
+	$(PY) -m simulator.calls reschedule --out out/calls/reschedule
 	$(PY) -m benchmarks.call --data ../shared/audio/conversation --data out/calls/reschedule --pipeline parley,stock-tuned,stock --runs $(BENCH_RUNS) --livekit auto --out out/bench --json out/bench/call.json
 
 load: setup phrases

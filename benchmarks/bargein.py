@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 
-from benchmarks.session_audio import PacedSpeaker
 from benchmarks.turns import (
     RATE,
     BenchError,
@@ -44,6 +43,7 @@ from benchmarks.turns import (
     load_turn_cases,
     make_noise_files,
 )
+from simulator.session_audio import PacedSpeaker
 
 AGENT_RATE = 24000
 AGENT_LINE_S = 8.0

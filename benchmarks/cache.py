@@ -136,9 +136,9 @@ async def gate_cost(root: Path, voice: str, language: str, turns: int) -> dict[s
     from livekit.agents.voice import AgentSession, SpeechHandle
     from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
 
-    from benchmarks.audio_io import Loudspeaker
     from caches import FillerAgent, FillerController, FillerControllerOptions, FillerOptions, FillerPolicy
     from plugins.cpu_voice import CpuVoiceTTS
+    from simulator.audio_io import Loudspeaker
 
     class InstantLLM(llm.LLM):
         def chat(self, *, chat_ctx: llm.ChatContext, tools: Any = None, conn_options: Any = None, **_: Any):

@@ -29,10 +29,10 @@ from typing import Any
 from livekit import rtc
 from livekit.agents.voice import Agent, AgentSession
 
+from simulator.call_plan import PlanError, TurnPlan, load_plan, rotated
+from simulator.offline import CallResult, run_call, write_stereo
 from worker.settings import Settings, SettingsError, load_settings
 
-from .call_plan import PlanError, TurnPlan, load_plan, rotated
-from .harness import CallResult, run_call, write_stereo
 from .report import (
     call_json,
     conversation_text,
@@ -63,7 +63,7 @@ def parse_pipelines(text: str) -> list[str]:
 
 async def _warm_stt(stt_model: Any, sample: Path) -> None:
     """One decode before the call so no pipeline pays the cold first decode inside a turn."""
-    from .harness import load_turn
+    from simulator.offline import load_turn
 
     pcm = load_turn(sample)[: 16000 * 2]
     frame = rtc.AudioFrame(pcm.tobytes(), 16000, 1, len(pcm))
@@ -165,7 +165,7 @@ async def run_offline(
 
 
 def room_reason() -> str | None:
-    from .livekit_call import room_unavailable_reason
+    from simulator.room_runner import room_unavailable_reason
 
     return room_unavailable_reason()
 
@@ -191,7 +191,7 @@ def run_room(
     on_run: Any = None,
     first_round: int = 0,
 ) -> list[RunRecord]:
-    from .livekit_call import LiveKitCallOptions, RoomRun, run_room_benchmark
+    from simulator.room_runner import LiveKitCallOptions, RoomRun, run_room_benchmark
 
     parley_env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
     opts = LiveKitCallOptions(out_dir=out / "stack", base_env=parley_env)
@@ -235,7 +235,7 @@ def _printer(args: argparse.Namespace, out: Path, single: bool) -> Any:
 
 def _check_script(call_name: str, data_dir: Path, runs: list[RunRecord]) -> list[dict[str, Any]]:
     """Which of the script's expectations held, per run of the scripted call."""
-    from .scripted_call import check_expectations  # type: ignore[import-not-found,unused-ignore]
+    from simulator.call_script import check_expectations  # type: ignore[import-not-found,unused-ignore]
 
     results: list[dict[str, Any]] = []
     for name, call, r, res in runs:
@@ -254,7 +254,7 @@ def _check_script(call_name: str, data_dir: Path, runs: list[RunRecord]) -> list
 def load_calls(args: argparse.Namespace, out: Path) -> dict[str, list[TurnPlan]]:
     dirs = [Path(d) for d in args.data or []]
     if args.script:
-        from .scripted_call import render_script  # type: ignore[import-not-found,unused-ignore]
+        from simulator.call_script import render_script  # type: ignore[import-not-found,unused-ignore]
 
         agent = Path(args.agent) if args.agent else None
         args.script_dir = Path(render_script(Path(args.script), out / "caller", agent_file=agent))
@@ -291,7 +291,9 @@ def _waterfalls(report: dict[str, Any], out: Path) -> None:
 def records_runs(folders: list[str]) -> list[RunRecord]:
     """Room calls recorded earlier (STACK/roundN/PIPELINE-CALL/record.json), e.g. by an invocation that
     was cut short, as runs."""
-    from .livekit_call import RoomCallRecord, default_filler_texts, to_call_result
+    from simulator.call_plan import default_filler_texts
+    from simulator.room_caller import RoomCallRecord
+    from simulator.room_result import to_call_result
 
     fillers = default_filler_texts()
     runs: list[RunRecord] = []

@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 import psutil
 
+from simulator.offline import CallOptions, run_call
 from worker.memory import release_free_memory, tune_allocator
 from worker.settings import SettingsError, load_settings
-
-from .harness import CallOptions, run_call
 
 log = logging.getLogger("parley.bench.load")
 
@@ -321,7 +320,8 @@ def _print(report: dict[str, Any]) -> None:
 
 
 def _room(args: argparse.Namespace) -> dict[str, Any]:
-    from .livekit_call import room_unavailable_reason
+    from simulator.room_runner import room_unavailable_reason
+
     from .load_room import run_room_load
 
     load_settings()  # a bad setting is one line here

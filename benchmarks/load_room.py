@@ -24,20 +24,14 @@ from typing import Any
 import numpy as np
 import psutil
 
-from .audio_io import Track, voiced_windows
-from .call_plan import TurnPlan, load_plan
-from .harness import CallResult
-from .livekit_call import (
-    LiveKitCallOptions,
-    RoomCallRecord,
-    _first_heard,
-    default_filler_texts,
-    run_caller,
-    stack_options,
-    to_call_result,
-    wait_until_quiet,
-)
-from .livekit_stack import E2EStack
+from simulator.audio_io import Track, voiced_windows
+from simulator.call_plan import TurnPlan, default_filler_texts, load_plan
+from simulator.livekit_stack import E2EStack
+from simulator.offline import CallResult
+from simulator.room_caller import RoomCallRecord
+from simulator.room_result import to_call_result
+from simulator.room_runner import LiveKitCallOptions, run_caller, stack_options, wait_until_quiet
+from worker.measurement import SpeechReport, first_voiced_at
 
 log = logging.getLogger("parley.bench.load_room")
 
@@ -85,15 +79,16 @@ def reply_gaps(track: Track, start: float, end: float, min_gap_s: float = UNDERR
 def _voice_pauses(record: RoomCallRecord) -> list[tuple[float, list[tuple[float, float]]]]:
     """Per reply speech: (caller time of its offset 0, the pauses in its own published audio)."""
     out = []
+    track = record.agent
     for m in record.marks:
-        if m.get("kind") != "speech" or m.get("source") != "reply":
+        if not isinstance(m, SpeechReport) or m.source != "reply":
             continue
-        start = m.get("marks", {}).get("published_first_voiced")
-        heard = _first_heard(record.agent, float(start), float("inf")) if start is not None else None
+        start = m.marks.get("published_first_voiced")
+        heard = first_voiced_at(track.chunks, track.sample_rate, start, float("inf")) if start else None
         if heard is None:
             continue
-        zero = heard - float((m.get("offsets_s") or {}).get("published_first_voiced", 0.0))
-        out.append((zero, [(float(o), float(d)) for o, d in m.get("silences_s", [])]))
+        zero = heard - m.offsets_s.get("published_first_voiced", 0.0)
+        out.append((zero, list(m.silences_s)))
     return sorted(out)
 
 
@@ -136,7 +131,7 @@ def _job_rss(worker_pid: int) -> dict[int, float]:
 
 
 CPU_GROUPS = (
-    ("callers", "benchmarks.livekit_call caller"),
+    ("callers", "simulator.room_caller caller"),
     ("benchmark", "benchmarks.load"),
     ("livekit-server", "livekit-server"),
     ("llm", "worker.llm_server"),

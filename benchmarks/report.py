@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .harness import CallResult
+from simulator.offline import CallResult
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -203,7 +203,7 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
 def summarise(
     raw: dict[str, dict[str, list[Any]]], pipelines: list[str], n_runs: int, livekit: bool
 ) -> dict[str, Any]:
-    from .call_plan import median_ci, ratio_ci
+    from simulator.call_plan import median_ci, ratio_ci
 
     out: dict[str, Any] = {"pipelines": {}, "runs": n_runs, "livekit": livekit}
     v2v_by: dict[str, list[float]] = {}

@@ -36,8 +36,7 @@ from plugins.whisper.model import (
     shared_runner,
 )
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
-
-VOICED_DBFS = -50.0
+from worker.measurement import VOICED_AMPLITUDE
 
 
 class BenchmarkInputError(ValueError):
@@ -73,7 +72,7 @@ def load_audio(path: Path) -> np.ndarray:
 
 def last_voiced_s(pcm: np.ndarray) -> float:
     """Time just after the last sample above -50 dBFS (0 for silence)."""
-    loud = np.nonzero(np.abs(pcm.astype(np.int32)) > 32767 * 10 ** (VOICED_DBFS / 20))[0]
+    loud = np.nonzero(np.abs(pcm.astype(np.int32)) > VOICED_AMPLITUDE)[0]
     return float(loud[-1] + 1) / SAMPLE_RATE if len(loud) else 0.0
 
 

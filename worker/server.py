@@ -19,7 +19,6 @@ from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
 from .agent_file import call_tools, effective_settings, pop_agent_flag
 from .memory import release_free_memory, tune_allocator
-from .room_metrics import RoomMetricsOptions, RoomMetricsPublisher
 from .settings import Settings, SettingsError, get_settings
 from .sip import (
     DtmfHandler,
@@ -28,7 +27,7 @@ from .sip import (
     is_sip_participant,
     pick_turn_profile,
 )
-from .turn_marks import RoomMarksSender, StageHistograms, TurnMarks
+from .turn_marks import RoomDataSender, RoomMetricsPublisher, StageHistograms, TurnMarks
 
 log = logging.getLogger("parley.worker")
 
@@ -69,7 +68,7 @@ async def entrypoint(ctx: JobContext) -> None:
     phone = is_sip_participant(participant)
     tools = call_tools(effective_settings(settings), phone)  # the agent file's, else the phone defaults
     session, agent = build_call(settings, comp, profile, tools)
-    metrics = RoomMetricsPublisher(ctx.room, RoomMetricsOptions(enabled=settings.room_metrics))
+    metrics = RoomMetricsPublisher(ctx.room, enabled=settings.room_metrics)
     metrics.attach(session)
     ctx.add_shutdown_callback(metrics.aclose)
     ctx.add_shutdown_callback(_hand_back_memory)
@@ -106,7 +105,7 @@ def _room_options(settings: Settings) -> Any:
 
 def turn_marks(ctx: JobContext, settings: Settings, session: Any, agent: Any, tts_model: Any) -> TurnMarks:
     """Per-turn marks to the room (`parley.marks`) and, with a Prometheus port, to histograms."""
-    sender = RoomMarksSender(ctx.room)
+    sender = RoomDataSender(ctx.room)
     ctx.add_shutdown_callback(sender.aclose)
     hist = StageHistograms(settings.pipeline) if settings.prometheus_port else None
     send = sender if settings.room_metrics else (lambda _m: None)

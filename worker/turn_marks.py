@@ -33,11 +33,20 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 
+from .measurement import (
+    MARKS_TOPIC,
+    METRICS_TOPIC,
+    SpeechReport,
+    SpeechStart,
+    TurnLatency,
+    UserMark,
+    answer_offset_s,
+    mark_message,
+    voiced_mask,
+)
+
 log = logging.getLogger("parley.turn_marks")
 
-MARKS_TOPIC = "parley.marks"
-VOICED_DBFS = -50.0
-ANSWER_MIN_WORDS = 3
 REPLY_STAGES = (
     "llm_first_token",
     "tts_text",
@@ -45,34 +54,6 @@ REPLY_STAGES = (
     "published_first_voiced",
     "answer_published",
 )
-
-
-def voiced_mask(data: Any, sample_rate: int = 24_000, threshold_dbfs: float = VOICED_DBFS) -> np.ndarray:
-    """Per 10 ms window: RMS above the threshold (the same −50 dBFS rule the caller's marks use)."""
-    pcm = np.frombuffer(data, dtype=np.int16)
-    if pcm.size == 0:
-        return np.zeros(0, dtype=bool)
-    win = max(1, sample_rate // 100)
-    n = max(1, len(pcm) // win)
-    x = pcm[: n * win].astype(np.float64) / 32768.0 if len(pcm) >= win else pcm.astype(np.float64) / 32768.0
-    rms = np.sqrt(np.mean(x.reshape(n, -1) ** 2, axis=1) + 1e-20)
-    return np.asarray(20 * np.log10(rms) > threshold_dbfs)
-
-
-def frame_voiced(data: Any, sample_rate: int = 24_000, threshold_dbfs: float = VOICED_DBFS) -> bool:
-    """Any 10 ms window voiced."""
-    return bool(voiced_mask(data, sample_rate, threshold_dbfs).any())
-
-
-def answer_offset_s(pieces: list[tuple[str, float]]) -> float:
-    """Seconds into a reply's audio where the answer starts: the first piece that holds ≥ 3 words (or the
-    last piece, when none does: then the whole reply is short); 0 without piece information."""
-    offset = 0.0
-    for i, (text, seconds) in enumerate(pieces):
-        if len(text.split()) >= ANSWER_MIN_WORDS or i == len(pieces) - 1:
-            return offset if len(text.split()) >= ANSWER_MIN_WORDS else 0.0
-        offset += seconds
-    return 0.0
 
 
 @dataclass
@@ -136,21 +117,22 @@ class SpeechMarks:
         voice's own pauses ("You're welcome. | That's…"), which a listener must not count as underruns."""
         return [(o, d) for o, d in self._pauses if d >= min_s]
 
+    def report(self) -> SpeechReport:
+        return SpeechReport(
+            speech_id=self.speech_id,
+            source=self.source,
+            marks=dict(self.marks),
+            offsets_s={k: round(v, 4) for k, v in self.offsets.items()},
+            text=self.text,
+            words=len(self.text.split()),
+            spoken_s=round(self.voiced_s, 3),
+            interrupted=self.interrupted,
+            pieces=[(p, round(s, 3)) for p, s in self.pieces],
+            silences_s=[(round(o, 3), round(d, 3)) for o, d in self.silences()],
+        )
+
     def message(self) -> dict[str, Any]:
-        words = len(self.text.split())
-        return {
-            "kind": "speech",
-            "speech_id": self.speech_id,
-            "source": self.source,
-            "marks": self.marks,
-            "offsets_s": {k: round(v, 4) for k, v in self.offsets.items()},
-            "text": self.text,
-            "words": words,
-            "spoken_s": round(self.voiced_s, 3),
-            "interrupted": self.interrupted,
-            "pieces": [[p, round(s, 3)] for p, s in self.pieces],
-            "silences_s": [[round(o, 3), round(d, 3)] for o, d in self.silences()],
-        }
+        return mark_message(self.report())
 
 
 class StageHistograms:
@@ -238,14 +220,7 @@ class TurnMarks:
                 speech.published(self._clock(), frame)
                 if not had_voice and "published_first_voiced" in speech.marks:  # the caller may talk over it
                     t = speech.marks["published_first_voiced"]
-                    self._send(
-                        {
-                            "kind": "speech_start",
-                            "speech_id": speech.speech_id,
-                            "source": speech.source,
-                            "t": t,
-                        }
-                    )
+                    self._send(mark_message(SpeechStart(speech.speech_id, speech.source, t)))
             await orig(frame)
 
         out.capture_frame = capture_frame
@@ -254,7 +229,7 @@ class TurnMarks:
 
     def _user(self, mark: str) -> float:
         t = self._clock()
-        self._send({"kind": "user", "mark": mark, "t": t})
+        self._send(mark_message(UserMark(mark, t)))
         return t
 
     def _on_user_state(self, ev: Any) -> None:
@@ -380,8 +355,9 @@ def tap_tts_pieces(tts_model: Any, on_piece: Callable[[str, float], None]) -> bo
     return True
 
 
-class RoomMarksSender:
-    """Sends marks to the room as reliable data (fire and forget; a closed room drops them)."""
+class RoomDataSender:
+    """Sends JSON messages to the room as reliable data on one topic (fire and forget; a closed room drops
+    them). The marks and the per-reply latency both go out through it."""
 
     def __init__(self, room: rtc.Room, topic: str = MARKS_TOPIC) -> None:
         self._room = room
@@ -389,7 +365,10 @@ class RoomMarksSender:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __call__(self, message: dict[str, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(self._send(json.dumps(message).encode()))
+        self.send_bytes(json.dumps(message).encode())
+
+    def send_bytes(self, data: bytes) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(data))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -399,7 +378,79 @@ class RoomMarksSender:
         try:
             await self._room.local_participant.publish_data(data, reliable=True, topic=self._topic)
         except Exception as err:
-            log.warning("could not publish turn marks: %s", err)
+            log.warning("could not publish on %s: %s", self._topic, err)
 
     async def aclose(self) -> None:
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _ms(report: Any, key: str) -> float | None:
+    value = report.get(key) if report else None
+    return round(float(value) * 1000, 1) if isinstance(value, int | float) else None
+
+
+def turn_latency(
+    turn: int, user_msg: Any | None, assistant_msg: Any, v2v_ms: float | None = None
+) -> TurnLatency:
+    """Combine the user message's metrics (STT, end of turn) with the reply's (LLM, TTS, e2e)."""
+    user = getattr(user_msg, "metrics", None) or {}
+    reply = getattr(assistant_msg, "metrics", None) or {}
+    return TurnLatency(
+        turn=turn,
+        e2e_ms=_ms(reply, "e2e_latency"),
+        stt_final_ms=_ms(user, "transcription_delay"),
+        end_of_turn_ms=_ms(user, "end_of_turn_delay"),
+        llm_ttft_ms=_ms(reply, "llm_node_ttft"),
+        tts_ttfb_ms=_ms(reply, "tts_node_ttfb"),
+        v2v_ms=v2v_ms,
+        interrupted=bool(getattr(assistant_msg, "interrupted", False)),
+    )
+
+
+class RoomMetricsPublisher:
+    """One latency message per reply (`parley.metrics`, turn 0 = the greeting) for the call page: the
+    framework's own agent-side figures (`e2e_ms` is LiveKit's `e2e_latency`, which stops at the first,
+    possibly silent, frame; benchmarks read the marks instead)."""
+
+    def __init__(self, room: rtc.Room, enabled: bool = True) -> None:
+        self._sender = RoomDataSender(room, METRICS_TOPIC)
+        self.enabled = enabled
+        self._turn = 0
+        self._greeted = False
+        self._last_user: Any | None = None
+        self._pending_v2v: float | None = None
+        self.published: list[TurnLatency] = []
+
+    def attach(self, session: Any) -> None:
+        """Subscribe to `conversation_item_added` on an AgentSession."""
+        session.on("conversation_item_added", self._on_item)
+
+    def note_v2v(self, v2v_ms: float) -> None:
+        """The worker's own voice-to-voice for the reply being played (attached to the next message)."""
+        self._pending_v2v = v2v_ms
+
+    def _on_item(self, ev: Any) -> None:
+        item = getattr(ev, "item", None)
+        role = getattr(item, "role", None)
+        if role == "user":
+            self._last_user = item
+        elif role == "assistant":
+            if self._last_user is None and not self._greeted:
+                turn = 0
+            else:
+                self._turn += 1
+                turn = self._turn
+            self._greeted = True
+            latency = turn_latency(turn, self._last_user, item, self._pending_v2v)
+            self._last_user, self._pending_v2v = None, None
+            self.publish(latency)
+
+    def publish(self, latency: TurnLatency) -> None:
+        """Send one turn's figures (fire and forget; a closed room just drops it)."""
+        if not self.enabled:
+            return
+        self.published.append(latency)
+        self._sender.send_bytes(latency.to_json())
+
+    async def aclose(self) -> None:
+        await self._sender.aclose()

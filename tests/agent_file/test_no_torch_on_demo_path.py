@@ -21,7 +21,7 @@ class Block(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Block())
-import examples.booking_service, benchmarks.call, benchmarks.harness, benchmarks.scripted_call  # noqa: E401
+import examples.booking_service, benchmarks.call, simulator.offline, simulator.call_script  # noqa: E401
 import caches.__main__, worker.agent_file.__main__, worker.server  # noqa: E401
 from worker.llm_server import model_path
 from worker.pipeline import build_call, load_components

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from benchmarks.scripted_call import check_expectations, parse_script, render_script
+from simulator.call_script import check_expectations, parse_script, render_script
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,12 +12,13 @@ import pytest
 import soundfile as sf
 from livekit import rtc
 
-from benchmarks.audio_io import Track, first_voiced_sample, voiced_seconds
-from benchmarks.call_plan import PlanError, load_plan, median_ci, ratio_ci, reply_problem, rotated
-from benchmarks.harness import CallResult, TurnResult
-from benchmarks.livekit_call import last_voiced_index
 from benchmarks.report import pipelines_json, waterfall_png
-from worker.turn_marks import SpeechMarks, TurnMarks, answer_offset_s, frame_voiced, tap_tts_pieces
+from simulator.audio_io import Track, first_voiced_sample, voiced_seconds
+from simulator.call_plan import PlanError, load_plan, median_ci, ratio_ci, reply_problem, rotated
+from simulator.offline import CallResult, TurnResult
+from simulator.room_caller import last_voiced_index
+from worker.measurement import answer_offset_s, frame_voiced
+from worker.turn_marks import SpeechMarks, TurnMarks, tap_tts_pieces
 
 RATE = 24_000
 
@@ -249,7 +250,8 @@ def _frames_track(start: float, holes: list[tuple[float, float]], seconds: float
 def test_voice_to_voice_starts_when_the_callers_last_sample_left_its_own_queue() -> None:
     """The scripted caller shares the host's cores: audio it queued after a stall is its own delay, not the
     agent's; one frame of queue is the normal hand-over."""
-    from benchmarks.livekit_call import RoomCallRecord, SentTurn, spoken_end, to_call_result
+    from simulator.room_caller import RoomCallRecord, SentTurn
+    from simulator.room_result import spoken_end, to_call_result
 
     def record(queue_ms: float) -> RoomCallRecord:
         agent = _frames_track(10.8, [], 1.0)  # the agent answers at 10.8 s
@@ -274,8 +276,9 @@ def test_the_worker_reports_the_pauses_in_its_own_audio() -> None:
 
 
 def test_room_load_tells_underruns_from_the_voices_own_pauses() -> None:
-    from benchmarks.livekit_call import RoomCallRecord
     from benchmarks.load_room import underruns
+    from simulator.room_caller import RoomCallRecord
+    from worker.measurement import parse_mark
 
     # the caller hears the reply from t=2.0 s: a 0.6 s hole at 1.0 s (the voice paused there: it published
     # silence) and a 0.5 s hole at 2.5 s (the worker had nothing to send)
@@ -287,7 +290,7 @@ def test_room_load_tells_underruns_from_the_voices_own_pauses() -> None:
         "offsets_s": {"published_first_voiced": 0.0},
         "silences_s": [[1.0, 0.6]],
     }
-    record = RoomCallRecord("r", 0.0, 7.0, None, [], [], [], [], heard, heard, [reply])
+    record = RoomCallRecord("r", 0.0, 7.0, None, [], [], [], [], heard, heard, [parse_mark(reply)])
     turn = TurnResult(file="t0.wav", speech_start=0.0, speech_end=1.0, v2v_ms=1000.0)
     speaker = type("Speaker", (), {"track": heard})()
     res = CallResult("parley", 0.0, None, [turn], [], None, speaker, end=7.0)  # type: ignore[arg-type]
@@ -312,7 +315,7 @@ def test_stage_histograms_export_for_prometheus() -> None:
 
 
 def test_worker_failures_keep_the_workers_own_lines_and_drop_model_written_sorries() -> None:
-    from benchmarks.call_plan import worker_failures
+    from simulator.call_plan import worker_failures
     from worker.agent import APOLOGY, REPEAT
 
     errors = [

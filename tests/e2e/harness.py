@@ -1,7 +1,7 @@
-"""The end-to-end tests' stack: the code lives in benchmarks/livekit_stack.py (the demo and
+"""The end-to-end tests' stack: the code lives in simulator/livekit_stack.py (the demo and
 `benchmarks.call --livekit` run the same stack); these names are re-exported for the tests."""
 
-from benchmarks.livekit_stack import (
+from simulator.livekit_stack import (
     API_KEY,
     API_SECRET,
     BIN,

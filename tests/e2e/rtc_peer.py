@@ -3,7 +3,7 @@
     python -m tests.e2e.rtc_peer loopback --wav F --out DIR   # two clients: one talks, one listens
     python -m tests.e2e.rtc_peer rooms|publish-metrics|hang-up ...
 
-The caller that talks to the agent is benchmarks/livekit_call.py (the demo and `benchmarks.call --livekit`
+The caller that talks to the agent is simulator/room_caller.py (the demo and `benchmarks.call --livekit`
 run the same one). Results go to DIR/result.json.
 """
 
@@ -20,12 +20,11 @@ import numpy as np
 import soundfile as sf
 from livekit import api, rtc
 
-from benchmarks.livekit_call import Listener, load_wav_16k, publish_mic, room_options, wait_for
+from simulator.room_caller import Listener, load_wav_16k, publish_mic, room_options, wait_for
 from web.tokens import TokenOptions, issue_call_token
+from worker.measurement import VOICED_AMPLITUDE
 
 SAMPLE_RATE = 16000
-VOICED_DBFS = -50.0
-VOICED_AMPLITUDE = 32768 * 10 ** (VOICED_DBFS / 20)
 
 
 # --- loopback: the harness's own check, no agent -----------------------------------------------------------
@@ -76,8 +75,9 @@ async def loopback(args: argparse.Namespace) -> dict[str, object]:
 
 
 async def publish_metrics(args: argparse.Namespace) -> dict[str, object]:
-    """Join a room and send one turn's latency through worker.room_metrics, as the worker does."""
-    from worker.room_metrics import RoomMetricsPublisher, TurnLatency
+    """Join a room and send one turn's latency through worker.turn_marks, as the worker does."""
+    from worker.measurement import TurnLatency
+    from worker.turn_marks import RoomMetricsPublisher
 
     tok = TokenOptions(api_key=args.api_key, api_secret=args.api_secret, agent_name="")
     room = rtc.Room()

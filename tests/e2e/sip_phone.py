@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from tests.e2e.harness import E2EStack
+from worker.measurement import VOICED_DBFS
 
 SCENARIO = Path(__file__).resolve().parent / "sipp" / "uac_call.xml"
-VOICED_DBFS = -50.0
 
 
 def ulaw_decode(data: bytes) -> np.ndarray:

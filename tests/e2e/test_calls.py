@@ -1,4 +1,4 @@
-"""Real calls through a local room: the scripted rtc caller of benchmarks/livekit_call.py (what `make demo`
+"""Real calls through a local room: the scripted rtc caller of simulator/room_caller.py (what `make demo`
 runs), then headless Chromium through the call page.
 
 Both talk to the dispatched Parley worker on one shared stack; the last test stops it and checks from the
@@ -18,16 +18,18 @@ import pytest
 import soundfile as sf
 import soxr
 
-from benchmarks.audio_io import Track, voiced_windows
-from benchmarks.call_plan import worker_failures
-from benchmarks.livekit_call import RoomCallRecord, run_call_on_stack
 from benchmarks.report import call_json, latency_table
+from simulator.audio_io import Track, voiced_windows
+from simulator.call_plan import worker_failures
+from simulator.room_caller import RoomCallRecord
+from simulator.room_runner import run_call_on_stack
 from tests.e2e.conftest import CONVERSATION, close_and_check_sealed, record_figure
 from tests.e2e.harness import API_KEY, API_SECRET, PYTHON, REPO, E2EStack, missing_reason
+from worker.measurement import VOICED_DBFS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-VOICED_DB = -50.0
+VOICED_DB = VOICED_DBFS
 
 
 def words(text: str) -> set[str]:
@@ -159,7 +161,7 @@ def test_browser_call_hears_the_agent_and_shows_both_transcripts(
     out = tmp_path / "browser"
     out.mkdir()
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    # while the browser is in the call, a probe sends one latency message the way worker.room_metrics does
+    # while the browser is in the call, a probe sends one latency message the way worker.turn_marks does
     probe = threading.Timer(12.0, publish_probe_metrics, args=(call_stack, "browser-call"))
     probe.start()
     res = call_stack.run_in_ns(

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from benchmarks.call_plan import worker_failures
-from benchmarks.livekit_call import LiveKitCallOptions, room_unavailable_reason, run_livekit_call
 from benchmarks.report import call_json
+from simulator.call_plan import worker_failures
+from simulator.room_runner import LiveKitCallOptions, room_unavailable_reason, run_livekit_call
 from tests.e2e.conftest import CONVERSATION
 from tests.e2e.harness import PYTHON, REPO
 

@@ -10,25 +10,22 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from benchmarks import livekit_call
-from benchmarks.audio_io import Track
-from benchmarks.harness import write_stereo
-from benchmarks.livekit_call import (
-    RoomCallRecord,
-    SentTurn,
-    Transcript,
-    default_filler_texts,
-    to_call_result,
-)
-from benchmarks.livekit_stack import (
+from benchmarks.report import call_json, latency_table, timeline_png
+from simulator import room_runner
+from simulator.audio_io import Track
+from simulator.call_plan import default_filler_texts
+from simulator.livekit_stack import (
     E2EStack,
     HostLoopback,
     Netns,
     StackOptions,
     livekit_server_config,
 )
-from benchmarks.report import call_json, latency_table, timeline_png
+from simulator.offline import write_stereo
+from simulator.room_caller import RoomCallRecord, SentTurn, Transcript
+from simulator.room_result import to_call_result
 from tests.e2e.harness import PYTHON, REPO
+from worker.measurement import parse_mark
 
 T0 = 1000.0
 
@@ -156,8 +153,8 @@ def test_no_room_falls_back_with_one_line(
 ) -> None:
     from benchmarks import call
 
-    monkeypatch.setattr(livekit_call, "livekit_server_problem", lambda: "livekit-server not installed: run x")
-    res, why = livekit_call.try_room_call([], livekit_call.LiveKitCallOptions(out_dir=Path("unused")))
+    monkeypatch.setattr(room_runner, "livekit_server_problem", lambda: "livekit-server not installed: run x")
+    res, why = room_runner.try_room_call([], room_runner.LiveKitCallOptions(out_dir=Path("unused")))
     assert res is None and why == "livekit-server not installed: run x"
     assert call.use_room("auto") is False
     out = capsys.readouterr()
@@ -191,7 +188,7 @@ def marked_record(opener: bool) -> RoomCallRecord:
     reply_marks = {"published_first": T0 + 6.15, "published_first_voiced": T0 + 6.15}
     reply_marks["answer_published"] = T0 + (6.2 if opener else 6.15)  # queued: published early
     offsets = {"published_first_voiced": 0.0, "answer_published": 0.4 if opener else 0.0}
-    rec.marks = [
+    messages = [
         {"kind": "speech", "source": "say", "marks": {"published_first": T0 + 0.45}},
         {"kind": "user", "mark": "vad_end", "t": T0 + 5.2},
         {"kind": "user", "mark": "end_of_turn", "t": T0 + 5.25},
@@ -206,6 +203,7 @@ def marked_record(opener: bool) -> RoomCallRecord:
             "spoken_s": 1.8,
         },
     ]
+    rec.marks = [parse_mark(m) for m in messages]
     if opener:  # the answer's audio: a pause after the opener, then the rest from 6.6 s
         rec.agent = track_with(
             24000,
@@ -237,7 +235,7 @@ def test_a_one_word_opener_is_not_the_answer() -> None:
 
 def test_caller_refuses_a_missing_turn_file_in_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "nope.wav"
-    cmd = [str(PYTHON), "-m", "benchmarks.livekit_call", "caller", "--url", "ws://127.0.0.1:9"]
+    cmd = [str(PYTHON), "-m", "simulator.room_caller", "caller", "--url", "ws://127.0.0.1:9"]
     cmd += ["--api-key", "k", "--api-secret", "s" * 32, "--turn", str(missing), "--out", str(tmp_path)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 2

@@ -12,7 +12,7 @@ from livekit import api, rtc
 from livekit.agents import ToolError
 
 from web.tokens import TokenOptions, TokenRequestError, issue_call_token
-from worker.room_metrics import RoomMetricsPublisher, turn_latency
+from worker.measurement import METRICS_TOPIC
 from worker.sip import (
     DtmfCollector,
     DtmfOptions,
@@ -24,6 +24,7 @@ from worker.sip import (
     resolve_transfer_target,
     telephony_tools,
 )
+from worker.turn_marks import RoomMetricsPublisher, turn_latency
 
 SIP = rtc.ParticipantKind.PARTICIPANT_KIND_SIP
 STANDARD = rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD
@@ -133,7 +134,7 @@ async def test_publisher_numbers_turns_from_the_greeting() -> None:
     say("assistant", e2e_latency=0.8)
     await pub.aclose()
     await asyncio.sleep(0)
-    msgs = [json.loads(p) for p, topic in room.sent if topic == "parley.metrics"]
+    msgs = [json.loads(p) for p, topic in room.sent if topic == METRICS_TOPIC]
     assert [m["turn"] for m in msgs] == [0, 1]
     assert msgs[1]["v2v_ms"] == 850.0 and msgs[1]["stt_final_ms"] == 300.0
 

@@ -9,7 +9,7 @@ import pytest
 import soundfile as sf
 
 from benchmarks.call import build_parley
-from benchmarks.harness import CallOptions, load_turn, run_call
+from simulator.offline import CallOptions, load_turn, run_call
 from worker.settings import load_settings
 
 pytestmark = pytest.mark.slow

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.audio_io import Loudspeaker, ScriptedMic
 from benchmarks.call import build_parley
-from benchmarks.harness import load_turn
+from simulator.audio_io import Loudspeaker, ScriptedMic
+from simulator.offline import load_turn
 from worker.settings import load_settings
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.livekit_stack import (
+from simulator.livekit_stack import (
     API_KEY,
     API_SECRET,
     E2EStack,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.call_plan import worker_failures
 from benchmarks.load import main_async
+from simulator.call_plan import worker_failures
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.call import build_parley
-from benchmarks.harness import run_call
+from simulator.offline import run_call
 from worker.settings import load_settings
 
 pytestmark = pytest.mark.slow

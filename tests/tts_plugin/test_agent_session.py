@@ -11,11 +11,11 @@ from livekit.agents import APIConnectOptions, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 from livekit.agents.voice import Agent, AgentSession
 
-from benchmarks.audio_io import Loudspeaker
 from plugins.cpu_voice import CpuVoiceTTS
 from plugins.fallback_tts import FallbackTTS
 from plugins.orpheus.client import EngineClient
 from plugins.orpheus.tts import OrpheusOptions, OrpheusTTS
+from simulator.audio_io import Loudspeaker
 
 from .conftest import EngineProcess
 

@@ -1,6 +1,6 @@
 """Offline audio I/O and a scripted STT for driving a real AgentSession without a server.
 
-ScriptedMic plays a prepared 16 kHz caller track in real time; PacedSpeaker (benchmarks.session_audio) plays
+ScriptedMic plays a prepared 16 kHz caller track in real time; PacedSpeaker (simulator.session_audio) plays
 the agent's audio in real time with pause support;
 ScriptedSTT is a streaming STT that finds the caller's speech bursts by energy and emits, per burst, the
 interim/final text of a script — the words are scripted, the timing comes from the audio.
@@ -18,7 +18,7 @@ from livekit.agents import APIConnectOptions, stt
 from livekit.agents.language import LanguageCode
 from livekit.agents.voice import io
 
-from benchmarks.session_audio import PacedSpeaker
+from simulator.session_audio import PacedSpeaker
 
 __all__ = ["MIC_RATE", "PacedSpeaker", "ScriptLine", "ScriptedMic", "ScriptedSTT"]
 

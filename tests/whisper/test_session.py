@@ -1,6 +1,6 @@
 """Integration: a real AgentSession (Silero VAD, VAD turn detection) feeding the streaming STT from a
 scripted microphone, no room and no server. Checks the session receives interim and final transcripts and
-STT usage metrics. Self-contained on purpose (the shared call harness lives in benchmarks/harness.py)."""
+STT usage metrics. Self-contained on purpose (the shared call harness lives in simulator/offline.py)."""
 
 from __future__ import annotations
 

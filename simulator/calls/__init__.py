@@ -1,10 +1,10 @@
 """Scripted calls kept in the repository as text, rendered to audio by the CPU voice (deterministic: fixed
 voice and seed), into the folder layout benchmarks.call plays: NN-name.wav (16 kHz mono) + turns.json.
 
-    python -m benchmarks.calls reschedule --out out/calls/reschedule
+    python -m simulator.calls reschedule --out out/calls/reschedule
 
 A turn is `text`, or `parts` said with `gap_ms` of silence between them (a hesitation, a number read in
-groups); `start`/`delay_ms` follow benchmarks/call_plan.py.
+groups); `start`/`delay_ms` follow simulator/call_plan.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a scripted caller says and when, and how its replies are judged; shared by both call harnesses.
 
 A call is a folder of turn WAVs (16 kHz mono), played in name order after each reply, or, when the folder
-holds `turns.json` (benchmarks/scripted_call.py writes it), in that file's order with its timing:
+holds `turns.json` (simulator/call_script.py writes it), in that file's order with its timing:
 `[{"file", "text", "start": "after_reply"|"during_reply", "delay_ms", "expect": [...]}, ...]` where
 `after_reply` waits for the agent's reply to finish, then `delay_ms`; `during_reply` starts speaking
 `delay_ms` after the first audio of the agent's reply to the previous turn (a barge-in or a backchannel).
@@ -160,6 +160,26 @@ def agent_fixed_lines() -> dict[str, set[str]]:
     except Exception:  # pragma: no cover - no phrase set in this checkout
         pass
     return lines
+
+
+def default_filler_texts() -> set[str]:
+    """Every acknowledgement and hold line of the phrase set (what the worker may play as a filler)."""
+    from caches.phrases import load_phrases
+
+    phrases = load_phrases()
+    out: set[str] = set()
+    for kinds in [
+        *phrases.defaults.values(),
+        *(v for by in phrases.voice_overrides.values() for v in by.values()),
+    ]:
+        for kind in ("acknowledgement", "hold"):
+            out.update(kinds.get(kind, ()))  # type: ignore[call-overload]
+    return out
+
+
+def is_filler_text(text: str, norm_fillers: set[str]) -> bool:
+    """The agent line is one of the fillers (`norm_fillers`: their `norm_text` forms)."""
+    return norm_text(text) in norm_fillers
 
 
 # --- statistics ---------------------------------------------------------------------------------------

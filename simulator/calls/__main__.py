@@ -1,4 +1,4 @@
-"""python -m benchmarks.calls NAME --out DIR: render a scripted call (benchmarks/calls/NAME.json)."""
+"""python -m simulator.calls NAME --out DIR: render a scripted call (simulator/calls/NAME.json)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from . import render, spec_path
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.calls", description=__doc__)
-    ap.add_argument("name", help="a call spec in benchmarks/calls/, e.g. reschedule")
+    ap = argparse.ArgumentParser(prog="python -m simulator.calls", description=__doc__)
+    ap.add_argument("name", help="a call spec in simulator/calls/, e.g. reschedule")
     ap.add_argument("--out", required=True, help="folder for the WAVs and turns.json")
     args = ap.parse_args(argv)
     try:

@@ -16,33 +16,17 @@ import numpy as np
 from livekit import rtc
 from livekit.agents.voice import io
 
-VOICED_DBFS = -50.0
+from worker.measurement import first_voiced_sample, last_voiced_sample, voiced_windows
 
-
-def voiced_windows(pcm: np.ndarray, sample_rate: int, window_ms: float = 10.0) -> np.ndarray:
-    """Boolean per window: RMS above -50 dBFS (int16 input)."""
-    win = max(1, int(sample_rate * window_ms / 1000))
-    n = len(pcm) // win
-    if n == 0:
-        return np.zeros(0, bool)
-    x = pcm[: n * win].reshape(n, win).astype(np.float64) / 32768.0
-    rms = np.sqrt(np.mean(x * x, axis=1) + 1e-20)
-    return 20 * np.log10(rms) > VOICED_DBFS
-
-
-def last_voiced_sample(pcm: np.ndarray, sample_rate: int) -> int | None:
-    v = np.flatnonzero(voiced_windows(pcm, sample_rate))
-    if v.size == 0:
-        return None
-    win = int(sample_rate * 0.01)
-    return int((v[-1] + 1) * win)
-
-
-def first_voiced_sample(pcm: np.ndarray, sample_rate: int) -> int | None:
-    v = np.flatnonzero(voiced_windows(pcm, sample_rate))
-    if v.size == 0:
-        return None
-    return int(v[0] * int(sample_rate * 0.01))
+__all__ = [
+    "Loudspeaker",
+    "ScriptedMic",
+    "Track",
+    "first_voiced_sample",
+    "last_voiced_sample",
+    "voiced_seconds",
+    "voiced_windows",
+]
 
 
 def voiced_seconds(track: Track, lo: float, hi: float) -> float:
