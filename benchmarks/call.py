@@ -1,6 +1,6 @@
 """Voice-to-voice latency of scripted calls: Parley's pipeline vs the stock LiveKit Agents wirings.
 
-    python -m benchmarks.call --data ../shared/audio/conversation [--data DIR2 ...] \
+    python -m benchmarks.call --data "$(python -m simulator.test_speech)/conversation" [--data DIR2 ...] \
         --pipeline parley,stock-tuned,stock [--runs N] [--livekit [auto]] [--json out.json] [--out DIR] \
         [--agent FILE] [--script FILE]
 

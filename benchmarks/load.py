@@ -336,9 +336,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=4)
     ap.add_argument("--minutes", type=float, default=1.0)
-    ap.add_argument(
-        "--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "audio" / "conversation")
-    )
+    ap.add_argument("--data", default=None, help="caller turns (default: the project's test conversation)")
     ap.add_argument("--json")
     ap.add_argument("--out", default="out/load")
     ap.add_argument("--log-level", default="WARNING")
@@ -348,6 +346,10 @@ def main(argv: list[str] | None = None) -> None:
         help="through a real local room: the worker, one job process per call (benchmarks/load_room.py)",
     )
     args = ap.parse_args(argv)
+    if args.data is None:
+        from simulator.test_speech import speech_dir
+
+        args.data = str(speech_dir() / "conversation")
     if args.calls < 1 or args.minutes <= 0:
         print("error: --calls must be ≥ 1 and --minutes > 0", file=sys.stderr)
         sys.exit(2)

@@ -6,7 +6,7 @@ is sent `--flush-delay-ms` after the last voiced sample, as AgentSession does wh
 streaming WER.
 No-speech inputs: every file whose .txt is empty, `--noise DIR`, plus generated silence/noise files.
 
-    python -m benchmarks.stt --data ../shared/audio/asr --json out/stt.json
+    python -m benchmarks.stt --data "$(python -m simulator.test_speech)/asr" --json out/stt.json
 """
 
 from __future__ import annotations

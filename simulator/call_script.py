@@ -27,7 +27,7 @@ import soundfile as sf
 import yaml
 
 RATE = 16_000
-LEAD_S, TAIL_S = 0.3, 1.0  # silence before and after each line, as in ../shared/audio/conversation
+LEAD_S, TAIL_S = 0.3, 1.0  # silence before and after each line, as in a phone call
 _PAUSE = re.compile(r"\[pause\s+([0-9]*\.?[0-9]+)\s*\]")
 _VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -108,18 +108,19 @@ def _slug(text: str) -> str:
     return "-".join(words) or "line"
 
 
-def _render_line(voice: Any, text: str) -> np.ndarray:
-    """One caller line at 16 kHz: lead silence, the parts with exact-zero pauses between, tail silence."""
+def render_line(voice: Any, text: str, lead_s: float = LEAD_S, tail_s: float = TAIL_S) -> np.ndarray:
+    """One caller line at 16 kHz: lead silence, the parts with exact-zero pauses between (`[pause S]`), tail
+    silence; peak at −3 dBFS. The one renderer every scripted caller line goes through."""
     from caches.frames import resample_pcm
 
-    pieces: list[np.ndarray] = [np.zeros(int(RATE * LEAD_S), np.int16)]
+    pieces: list[np.ndarray] = [np.zeros(int(RATE * lead_s), np.int16)]
     parts = _PAUSE.split(text)  # text, seconds, text, seconds, ...
     for j, part in enumerate(parts):
         if j % 2 == 1:
             pieces.append(np.zeros(int(RATE * float(part)), np.int16))
         elif part.strip():
             pieces.append(resample_pcm(voice.synthesize(part.strip()), voice.sample_rate, RATE))
-    pieces.append(np.zeros(int(RATE * TAIL_S), np.int16))
+    pieces.append(np.zeros(int(RATE * tail_s), np.int16))
     pcm = np.concatenate(pieces).astype(np.float32)
     peak = float(np.abs(pcm).max()) or 1.0
     return (pcm * (32767 * 10 ** (-3 / 20) / peak)).astype(np.int16)  # peak at -3 dBFS
@@ -139,7 +140,7 @@ def render_script(script: Path, out_dir: Path, agent_file: Path | None = None) -
     listing = []
     for i, t in enumerate(turns, 1):
         name = f"{i:02d}-{_slug(t['say'])}.wav"
-        sf.write(out_dir / name, _render_line(voice, t["say"]), RATE, subtype="PCM_16")
+        sf.write(out_dir / name, render_line(voice, t["say"]), RATE, subtype="PCM_16")
         text = " ".join(_PAUSE.sub(" ", t["say"]).split())
         listing.append(
             {

@@ -1,15 +1,13 @@
-"""Shared test setup: paths to the shared test audio, GPU/e2e marker handling."""
+"""Shared test setup: the project's own test speech, GPU marker handling, one embedded LLM."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_AUDIO = Path(os.environ.get("PARLEY_TEST_AUDIO", ROOT.parent / "shared" / "audio"))
 
 
 def _has_cuda() -> bool:
@@ -31,10 +29,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def shared_audio() -> Path:
-    if not SHARED_AUDIO.exists():
-        pytest.fail(f"shared test audio not found at {SHARED_AUDIO} (set PARLEY_TEST_AUDIO)")
-    return SHARED_AUDIO
+def speech_audio() -> Path:
+    """asr/ and conversation/ speech, rendered by the project (simulator/test_speech.py)."""
+    from simulator.test_speech import speech_dir
+
+    return speech_dir()
 
 
 @pytest.fixture(scope="session")

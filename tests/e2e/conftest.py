@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from simulator.test_speech import speech_dir
 from tests.e2e.harness import (
     PYTHON,
     REPO,
@@ -19,8 +20,7 @@ from tests.e2e.harness import (
     missing_reason,
 )
 
-SHARED_AUDIO = Path(__file__).resolve().parents[3] / "shared" / "audio"
-CONVERSATION = SHARED_AUDIO / "conversation"
+CONVERSATION = speech_dir() / "conversation"  # the project's own test speech (simulator/test_speech.py)
 WORKER_ENV = {"PARLEY_NUM_IDLE_PROCESSES": "1"}
 # the real worker; its load counts its own calls (not host CPU), so a busy test machine never makes it refuse
 WORKER_CMD = [str(PYTHON), str(REPO / "worker.py"), "start"]

@@ -47,9 +47,9 @@ async def test_noise_and_silence_make_no_turns(embedded_llm_url: str, tmp_path: 
 
 
 async def test_clipped_speech_and_other_rates_are_understood(
-    embedded_llm_url: str, shared_audio: Path, tmp_path: Path
+    embedded_llm_url: str, speech_audio: Path, tmp_path: Path
 ) -> None:
-    src = shared_audio / "conversation" / "c1.wav"
+    src = speech_audio / "conversation" / "c1.wav"
     clipped = np.clip(load_turn(src).astype(np.int32) * 8, -32768, 32767)
     turn = _write(tmp_path / "clipped.wav", clipped)
     res = await _call(embedded_llm_url, [turn])
@@ -62,13 +62,13 @@ async def test_clipped_speech_and_other_rates_are_understood(
 
 
 async def test_a_long_monologue_stays_bounded(
-    embedded_llm_url: str, shared_audio: Path, tmp_path: Path
+    embedded_llm_url: str, speech_audio: Path, tmp_path: Path
 ) -> None:
     import psutil
 
     # each clip's own leading/trailing silence (~0.35 s together) is cut: with it the joins are pauses after a
     # complete sentence, where answering is right, and the call is a conversation rather than a monologue
-    parts = [_voiced(load_turn(p)) for p in sorted((shared_audio / "asr").glob("*.wav"))]
+    parts = [_voiced(load_turn(p)) for p in sorted((speech_audio / "asr").glob("*.wav"))]
     gap = np.zeros(1600, np.int16)  # 0.1 s: breaths, shorter than the VAD's 0.2 s minimum silence
     mono = np.concatenate([x for p in parts * 2 for x in (p, gap)])[: 16_000 * 60]
     turn = _write(tmp_path / "monologue.wav", mono)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 async def test_hang_up_mid_utterance_leaves_no_streams_or_tasks(
-    embedded_llm_url: str, shared_audio: Path
+    embedded_llm_url: str, speech_audio: Path
 ) -> None:
     session, agent, comp = build_parley(load_settings(), embedded_llm_url)
     baseline = {t for t in asyncio.all_tasks() if not t.done()}
@@ -26,7 +26,7 @@ async def test_hang_up_mid_utterance_leaves_no_streams_or_tasks(
     await session.start(agent, record=False)
     await asyncio.sleep(1.0)  # greeting plays
     assert speaker.track.first_voiced_after(0) is not None, "the agent never greeted the caller"
-    pcm = load_turn(shared_audio / "conversation" / "c1.wav")
+    pcm = load_turn(speech_audio / "conversation" / "c1.wav")
     mic.play(pcm[: len(pcm) // 2])  # half a sentence, then the line goes dead
     await asyncio.sleep(1.5)
     mic.close()
@@ -42,14 +42,14 @@ async def test_hang_up_mid_utterance_leaves_no_streams_or_tasks(
     assert not left, [t.get_name() for t in left]
 
 
-async def test_hang_up_while_the_agent_speaks(embedded_llm_url: str, shared_audio: Path) -> None:
+async def test_hang_up_while_the_agent_speaks(embedded_llm_url: str, speech_audio: Path) -> None:
     session, agent, comp = build_parley(load_settings(), embedded_llm_url)
     mic, speaker = ScriptedMic(), Loudspeaker()
     session.input.audio = mic
     session.output.audio = speaker
     await session.start(agent, record=False)
     await asyncio.sleep(1.0)
-    await mic.play(load_turn(shared_audio / "conversation" / "c1.wav"))
+    await mic.play(load_turn(speech_audio / "conversation" / "c1.wav"))
     for _ in range(300):  # until the reply is being spoken
         if speaker.track.first_voiced_after(speaker.segment_starts[-1] if speaker.segment_starts else 0) and (
             len(speaker.segment_starts) >= 2

@@ -17,10 +17,10 @@ pytestmark = pytest.mark.slow
 
 
 async def test_llm_slower_than_its_timeout_gets_an_apology_then_recovers(
-    embedded_llm_url: str, shared_audio: Path, monkeypatch: pytest.MonkeyPatch
+    embedded_llm_url: str, speech_audio: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PARLEY_LLM_TIMEOUT_S", "1.5")
-    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:1]
+    turns = sorted((speech_audio / "conversation").glob("*.wav"))[:1]
     async with slow_proxy(embedded_llm_url, delay_s=6.0) as url:
         session, agent, _ = build_parley(load_settings(), url)
         t = time.monotonic()
@@ -31,8 +31,8 @@ async def test_llm_slower_than_its_timeout_gets_an_apology_then_recovers(
     assert time.monotonic() - t < 60
 
 
-async def test_slow_but_working_llm_still_answers(embedded_llm_url: str, shared_audio: Path) -> None:
-    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:1]
+async def test_slow_but_working_llm_still_answers(embedded_llm_url: str, speech_audio: Path) -> None:
+    turns = sorted((speech_audio / "conversation").glob("*.wav"))[:1]
     async with slow_proxy(embedded_llm_url, delay_s=1.0) as url:
         session, agent, _ = build_parley(load_settings(), url)
         res = await run_call("parley", session, agent, turns)

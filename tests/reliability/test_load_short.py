@@ -16,11 +16,11 @@ pytestmark = pytest.mark.slow
 
 
 async def test_two_calls_for_half_a_minute(
-    embedded_llm_url: str, shared_audio: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    embedded_llm_url: str, speech_audio: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PARLEY_LLM_BASE_URL", embedded_llm_url)
     args = argparse.Namespace(
-        calls=2, minutes=0.5, data=str(shared_audio / "conversation"), out=str(tmp_path)
+        calls=2, minutes=0.5, data=str(speech_audio / "conversation"), out=str(tmp_path)
     )
     report = await main_async(args)
     assert report["conversations"] >= 2, report

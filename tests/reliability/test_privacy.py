@@ -29,7 +29,7 @@ def _logged(records: list[logging.LogRecord]) -> str:
 @pytest.mark.parametrize("log_transcripts", [False, True])
 async def test_transcripts_are_logged_only_when_enabled(
     embedded_llm_url: str,
-    shared_audio: Path,
+    speech_audio: Path,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
     log_transcripts: bool,
@@ -38,7 +38,7 @@ async def test_transcripts_are_logged_only_when_enabled(
     monkeypatch.setenv("PARLEY_LLM_API_KEY", "sk-very-secret-value")
     caplog.set_level(logging.INFO)
     session, agent, _ = build_parley(load_settings(), embedded_llm_url)
-    res = await run_call("parley", session, agent, [shared_audio / "conversation" / "c1.wav"])
+    res = await run_call("parley", session, agent, [speech_audio / "conversation" / "c1.wav"])
     assert "morgan" in res.turns[0].user_text.lower()  # the words were heard...
     text = _logged(caplog.records)
     assert "sk-very-secret-value" not in text

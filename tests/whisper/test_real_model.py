@@ -57,8 +57,8 @@ def final_text(events: list[stt.SpeechEvent]) -> str:
     return " ".join(e.alternatives[0].text for e in events if e.type == E.FINAL_TRANSCRIPT).strip()
 
 
-async def test_asr_files_transcribed_through_the_stream(whisper_stt: WhisperSTT, shared_audio: Path) -> None:
-    files = sorted((shared_audio / "asr").glob("*.wav"))[:4]
+async def test_asr_files_transcribed_through_the_stream(whisper_stt: WhisperSTT, speech_audio: Path) -> None:
+    files = sorted((speech_audio / "asr").glob("*.wav"))[:4]
     refs, hyps = [], []
     for f in files:
         events = await stream_through(whisper_stt, read_pcm(f))
@@ -78,8 +78,8 @@ async def test_silence_and_noise_produce_nothing(whisper_stt: WhisperSTT, tmp_pa
         assert all(not normalize(t) for t in texts), (f.name, texts)
 
 
-async def test_recognize_whole_buffer(whisper_stt: WhisperSTT, shared_audio: Path) -> None:
-    f = shared_audio / "asr" / "a03.wav"
+async def test_recognize_whole_buffer(whisper_stt: WhisperSTT, speech_audio: Path) -> None:
+    f = speech_audio / "asr" / "a03.wav"
     pcm = read_pcm(f)
     ev = await whisper_stt.recognize([rtc.AudioFrame(pcm.tobytes(), 16000, 1, len(pcm))])
     assert normalize(ev.alternatives[0].text) == normalize(f.with_suffix(".txt").read_text())
@@ -100,10 +100,10 @@ def test_english_only_model_refuses_korean() -> None:
 
 
 @pytest.mark.gpu
-async def test_cuda_float16_decode(shared_audio: Path) -> None:
+async def test_cuda_float16_decode(speech_audio: Path) -> None:
     runner = WhisperModelRunner(ModelOptions(device="cuda"))
     s = WhisperSTT(WhisperSTTOptions(), transcriber=runner)
-    f = shared_audio / "asr" / "a01.wav"
+    f = speech_audio / "asr" / "a01.wav"
     events = await stream_through(s, read_pcm(f))
     assert normalize(final_text(events)) == normalize(f.with_suffix(".txt").read_text())
     runner.close()

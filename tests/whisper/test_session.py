@@ -50,8 +50,8 @@ class FileMic(io.AudioInput):
         return rtc.AudioFrame(out.tobytes(), 16000, 1, 320)
 
 
-async def test_agent_session_gets_interim_and_final_transcripts(shared_audio: Path) -> None:
-    wav = shared_audio / "asr" / "a07.wav"
+async def test_agent_session_gets_interim_and_final_transcripts(speech_audio: Path) -> None:
+    wav = speech_audio / "asr" / "a07.wav"
     pcm, sr = sf.read(str(wav), dtype="int16")
     assert sr == 16000
     whisper = WhisperSTT()

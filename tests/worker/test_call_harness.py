@@ -17,8 +17,8 @@ def llm_url(embedded_llm_url: str) -> str:
     return embedded_llm_url
 
 
-async def test_parley_call_answers_every_turn(llm_url: str, shared_audio: Path) -> None:
-    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:2]
+async def test_parley_call_answers_every_turn(llm_url: str, speech_audio: Path) -> None:
+    turns = sorted((speech_audio / "conversation").glob("*.wav"))[:2]
     res = await run_one("parley", load_settings(), llm_url, turns)
     assert res.greeting_first_audio_ms is not None
     assert not res.errors, res.errors
@@ -30,15 +30,15 @@ async def test_parley_call_answers_every_turn(llm_url: str, shared_audio: Path) 
     assert "cleaning" in heard and "wednesday" in heard
 
 
-async def test_stock_pipeline_runs_the_same_script(llm_url: str, shared_audio: Path) -> None:
-    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:1]
+async def test_stock_pipeline_runs_the_same_script(llm_url: str, speech_audio: Path) -> None:
+    turns = sorted((speech_audio / "conversation").glob("*.wav"))[:1]
     res = await run_one("stock", load_settings(), llm_url, turns)
     assert res.turns[0].v2v_ms is not None
     assert "cleaning" in res.turns[0].user_text.lower()
 
 
-async def test_dead_llm_gets_a_spoken_apology_and_the_call_goes_on(shared_audio: Path) -> None:
-    turns = sorted((shared_audio / "conversation").glob("*.wav"))[:2]
+async def test_dead_llm_gets_a_spoken_apology_and_the_call_goes_on(speech_audio: Path) -> None:
+    turns = sorted((speech_audio / "conversation").glob("*.wav"))[:2]
     res = await run_one("parley", load_settings(), "http://127.0.0.1:9/v1", turns)
     for tr in res.turns:
         assert tr.v2v_ms is not None, "the caller heard nothing"
