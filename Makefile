@@ -65,7 +65,7 @@ dev: setup phrases
 
 BENCH_RUNS ?= 5
 bench: setup phrases
-	$(PY) -m simulator.calls reschedule --out out/calls/reschedule
+	$(PY) -m simulator.call_script simulator/calls/reschedule.yaml --out out/calls/reschedule
 	$(PY) -m benchmarks.call --data $$($(PY) -m simulator.test_speech)/conversation --data out/calls/reschedule --pipeline parley,stock-tuned,stock --runs $(BENCH_RUNS) --livekit auto --out out/bench --json out/bench/call.json
 
 load: setup phrases

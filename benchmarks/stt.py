@@ -26,7 +26,7 @@ import soundfile as sf
 from livekit import rtc
 from livekit.agents import stt as lkstt
 
-from benchmarks.text_norm import normalize, wer
+from plugins.spoken_words import compare_form, wer
 from plugins.whisper.model import (
     PRIORITY_PARTIAL,
     SAMPLE_RATE,
@@ -266,7 +266,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             whole_hyps.append(whole.text)
         if not args.quiet:
             delay = f"{r.final_delay_ms:7.0f} ms" if r.final_delay_ms is not None else "      - "
-            print(f"{path.name:28s} final {delay}  {normalize(text)[:60]!r}", file=sys.stderr)
+            print(f"{path.name:28s} final {delay}  {compare_form(text)[:60]!r}", file=sys.stderr)
     tmp.cleanup()
 
     settle = [st for st in runner.recent if st.priority != PRIORITY_PARTIAL]
@@ -283,7 +283,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "preflight_before_flush_rate": round(sum(r.preflight_before_flush for r in speech) / len(speech), 3)
         if speech
         else None,
-        "noise_transcripts": sum(1 for r in results if not r.speech and normalize(r.hyp)),
+        "noise_transcripts": sum(1 for r in results if not r.speech and compare_form(r.hyp)),
         "noise_files": sum(1 for r in results if not r.speech),
         "missing_finals": sum(1 for r in speech if r.final_delay_ms is None),
         "settle_decode_ms": percentiles([(st.decode_s + st.queued_s) * 1000 for st in settle]),

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 from livekit import rtc
 
+from plugins.spoken_words import phrase_key as normalise_text
+
 from .frames import FRAME_MS, iter_frames, resample_pcm
 from .metrics import CacheMetrics
-from .normalise import normalise_text
 from .store import CacheStore
 
 log = logging.getLogger("parley.caches")

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from .normalise import normalise_text
+from plugins.spoken_words import phrase_key as normalise_text
 
 log = logging.getLogger("parley.caches")
 

@@ -9,6 +9,7 @@ Script format (see examples/calls/):
         expect: [gate]                # words the agent's reply should contain (case-insensitive)
       - say: "Tuesday at nine works."
         delay_ms: 400                 # silence after the agent finished before the caller speaks
+                                      # (default: the simulator's settle time)
       - say: "Sorry, one more thing."
         barge_in: true                # spoken over the agent's reply, delay_ms after its first audio
 
@@ -17,8 +18,10 @@ Script format (see examples/calls/):
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +89,10 @@ def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, lis
             expect = [expect]
         if not isinstance(expect, list) or not all(isinstance(w, str) and w.strip() for w in expect):
             raise _fail(script, f"{where}.expect", "must be a list of words")
-        delay = t.get("delay_ms", 0)
-        if not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 60_000:
+        delay = t.get("delay_ms")
+        if delay is not None and (
+            not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 60_000
+        ):
             raise _fail(script, f"{where}.delay_ms", "must be a whole number of ms from 0 to 60000")
         barge = t.get("barge_in", False)
         if not isinstance(barge, bool):
@@ -173,3 +178,21 @@ def check_expectations(turns_json: Path, replies: list[str]) -> list[dict[str, A
 def _has(words: str, expected: str) -> bool:
     want = " ".join(re.findall(r"\w+", expected.lower()))
     return bool(want) and re.search(rf"(?<!\w){re.escape(want)}(?!\w)", words) is not None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m simulator.call_script", description="render a call script")
+    ap.add_argument("script", type=Path, help="a call script (YAML), e.g. simulator/calls/reschedule.yaml")
+    ap.add_argument("--out", type=Path, required=True, help="folder for the WAVs and turns.json")
+    ap.add_argument("--agent", type=Path, default=None, help="agent file whose variables fill {{...}}")
+    args = ap.parse_args(argv)
+    try:
+        print(render_script(args.script, args.out, args.agent))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

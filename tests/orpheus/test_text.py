@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from plugins.orpheus.engine import ids
-from plugins.orpheus.engine.normalize import korean_number, normalize_en, number_words, ordinal_words
 from plugins.orpheus.engine.text import (
     TextError,
     TextOptions,
@@ -18,6 +17,7 @@ from plugins.orpheus.engine.text import (
     validate_voice,
 )
 from plugins.orpheus.engine.tokenizer import load_encoder
+from plugins.spoken_words import korean_number, normalize_en, number_words, ordinal_words
 
 
 @pytest.mark.parametrize(

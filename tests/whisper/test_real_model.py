@@ -12,7 +12,7 @@ from livekit import rtc
 from livekit.agents import stt
 
 from benchmarks.stt import make_noise_files
-from benchmarks.text_norm import normalize, wer
+from plugins.spoken_words import compare_form, wer
 from plugins.whisper.model import ModelOptions, WhisperModelRunner
 from plugins.whisper.stt import WhisperConfigError, WhisperSTT, WhisperSTTOptions
 
@@ -75,18 +75,18 @@ async def test_silence_and_noise_produce_nothing(whisper_stt: WhisperSTT, tmp_pa
     for f in make_noise_files(tmp_path, seconds=2.0):
         events = await stream_through(whisper_stt, read_pcm(f))
         texts = [e.alternatives[0].text for e in events if e.alternatives]
-        assert all(not normalize(t) for t in texts), (f.name, texts)
+        assert all(not compare_form(t) for t in texts), (f.name, texts)
 
 
 async def test_recognize_whole_buffer(whisper_stt: WhisperSTT, speech_audio: Path) -> None:
     f = speech_audio / "asr" / "a03.wav"
     pcm = read_pcm(f)
     ev = await whisper_stt.recognize([rtc.AudioFrame(pcm.tobytes(), 16000, 1, len(pcm))])
-    assert normalize(ev.alternatives[0].text) == normalize(f.with_suffix(".txt").read_text())
+    assert compare_form(ev.alternatives[0].text) == compare_form(f.with_suffix(".txt").read_text())
     # 48 kHz input is resampled
     up = np.repeat(pcm, 3)
     ev = await whisper_stt.recognize([rtc.AudioFrame(up.tobytes(), 48000, 1, len(up))])
-    assert "twenty five dollars" in normalize(ev.alternatives[0].text)
+    assert "twenty five dollars" in compare_form(ev.alternatives[0].text)
 
 
 def test_english_only_model_refuses_korean() -> None:
@@ -105,5 +105,5 @@ async def test_cuda_float16_decode(speech_audio: Path) -> None:
     s = WhisperSTT(WhisperSTTOptions(), transcriber=runner)
     f = speech_audio / "asr" / "a01.wav"
     events = await stream_through(s, read_pcm(f))
-    assert normalize(final_text(events)) == normalize(f.with_suffix(".txt").read_text())
+    assert compare_form(final_text(events)) == compare_form(f.with_suffix(".txt").read_text())
     runner.close()

@@ -16,7 +16,7 @@ from livekit.agents import Agent, AgentSession, io, metrics
 from livekit.agents.voice.events import UserInputTranscribedEvent
 from livekit.plugins import silero
 
-from benchmarks.text_norm import normalize
+from plugins.spoken_words import compare_form
 from plugins.whisper.stt import WhisperSTT
 
 pytestmark = pytest.mark.slow
@@ -91,7 +91,7 @@ async def test_agent_session_gets_interim_and_final_transcripts(speech_audio: Pa
         await session.aclose()
 
     finals = [t.transcript for t in transcripts if t.is_final and t.transcript]
-    assert normalize(finals[0]) == normalize(wav.with_suffix(".txt").read_text())
+    assert compare_form(finals[0]) == compare_form(wav.with_suffix(".txt").read_text())
     first_final = next(i for i, t in enumerate(transcripts) if t.is_final)
     assert any(not t.is_final and t.transcript for t in transcripts[:first_final]), "no interim before final"
     assert usage and sum(usage) > 3.0  # RECOGNITION_USAGE became STT metrics

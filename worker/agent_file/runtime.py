@@ -14,9 +14,9 @@ from typing import Any
 from livekit.agents import llm
 from livekit.agents.voice import Agent
 
-from caches.normalise import normalise_text
 from caches.phrase_cache import PhraseCache
 from caches.phrases import Phrase, PhraseKind, load_phrases
+from plugins.spoken_words import phrase_key as normalise_text
 
 from ..agent import AgentOptions, ParleyAgent
 from ..settings import Settings, SettingsError, get_settings

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from plugins.orpheus.engine import ids
-from plugins.orpheus.engine.normalize import normalize
+from plugins.spoken_words import normalize
 from plugins.text_chunker import ChunkerOptions, split_text
 
 VOICES = {"en": ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")}

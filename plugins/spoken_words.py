@@ -1,13 +1,26 @@
-"""Text → words a TTS model can say: numbers, currency, dates, times, units and abbreviations spelled out.
+"""Text as it is spoken, in one place: what the TTS says, how transcripts are compared, and how phrases are
+keyed. Three jobs, one set of number rules, so "$25" is "twenty five dollars" for all of them.
 
-Orpheus reads digits and symbols badly ("$25" may come out as "dollar two five"), so the engine speaks
-words only. English is complete; Korean gets Sino-Korean numbers (the common reading for prices, dates and
-counts) and otherwise passes through. Emotive tags (`<laugh>`) are left untouched here.
+- `normalize(text, language)`: text → words a TTS model can say (numbers, currency, dates, times, units and
+  abbreviations spelled out). Orpheus reads digits and symbols badly ("$25" may come out as "dollar two
+  five"), so the engine speaks words only. English is complete; Korean gets Sino-Korean numbers (the
+  common reading for prices, dates and counts) and otherwise passes through. Emotive tags (`<laugh>`) are
+  left untouched.
+- `compare_form(text)` and `wer`: Whisper writes "$25", "3.30" and "12th" where references say "twenty five
+  dollars", "three thirty" and "twelfth". Both sides go through `compare_form` (lower case, numbers written
+  out, punctuation stripped) before words are compared, so WER counts recognition errors, not formatting.
+- `phrase_key(text)`: the canonical form of a cached phrase, so "Sure." and " sure " hit the same audio. Case,
+  width, quote style, spacing and a trailing full stop do not change how a phrase is spoken; a question or
+  exclamation mark does, so those are kept.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Sequence
+
+# --- what the TTS says ----------------------------------------------------------------------------------
 
 _ONES = [
     "zero",
@@ -310,3 +323,121 @@ def normalize(text: str, language: str = "en") -> str:
     if language == "ko":
         return normalize_ko(text)
     return normalize_en(text)
+
+
+# --- how transcripts are compared ------------------------------------------------------------------------
+
+_WER_CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents")}
+_WER_TITLES = {"dr": "doctor", "mr": "mister", "mrs": "missus", "ms": "miss"}
+_WER_CURRENCIES["£"] = ("pound", "pounds", "penny", "pence")
+
+
+def _currency(m: re.Match[str]) -> str:
+    one, many, sub_one, sub_many = _WER_CURRENCIES[m.group(1)]
+    whole = int(m.group(2).replace(",", ""))
+    words = number_words(whole) + " " + (one if whole == 1 else many)
+    scale = m.group(4)
+    if scale:
+        words = number_words(whole) + " " + scale.lower() + " " + many
+    cents = m.group(3)
+    if cents:
+        c = int(cents.ljust(2, "0"))
+        if c:
+            words += " " + number_words(c) + " " + (sub_one if c == 1 else sub_many)
+    return f" {words} "
+
+
+def _time(m: re.Match[str]) -> str:
+    hour, minute = int(m.group(1)), int(m.group(2))
+    if minute == 0:
+        return f" {number_words(hour)} o'clock "
+    if minute < 10:
+        return f" {number_words(hour)} oh {number_words(minute)} "
+    return f" {number_words(hour)} {number_words(minute)} "
+
+
+def _ordinal(m: re.Match[str]) -> str:
+    return f" {ordinal_words(int(m.group(1)))} "
+
+
+def _decimal(m: re.Match[str]) -> str:
+    whole = number_words(int(m.group(1).replace(",", "")))
+    return f" {whole} point {_digits(m.group(2))} "
+
+
+def _cardinal(m: re.Match[str]) -> str:
+    """Plain numbers. Whisper writes codes said digit by digit ("eight two four six") as "8246": a bare
+    run of 4+ digits is read digit by digit, except round thousands and years (1900-2099)."""
+    raw = m.group(0)
+    n = int(raw.replace(",", ""))
+    if "," in raw or len(raw) < 4 or (len(raw) == 4 and n % 1000 == 0):
+        return f" {number_words(n)} "
+    if len(raw) == 4 and 1900 <= n <= 2099:
+        return f" {_year_words(n)} "
+    return " " + " ".join(number_words(int(d)) for d in raw) + " "
+
+
+_WER_NUM = r"\d{1,3}(?:,\d{3})+|\d+"
+_WER_RULES: tuple[tuple[re.Pattern[str], object], ...] = (
+    (
+        re.compile(r"([$€£])\s?(" + _WER_NUM + r")(?:\.(\d{1,2}))?(?:\s?(thousand|million|billion)\b)?"),
+        _currency,
+    ),
+    (re.compile(r"\b(\d{1,2})[:.]([0-5]\d)\b(?!\.\d)"), _time),
+    (re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE), _ordinal),
+    (re.compile(r"\b(\d+)%"), lambda m: f" {number_words(int(m.group(1)))} percent "),
+    (re.compile(r"\b(" + _WER_NUM + r")\.(\d+)\b"), _decimal),
+    (re.compile(_WER_NUM), _cardinal),
+)
+
+
+def compare_form(text: str) -> str:
+    """Lower-case words with numbers spelled out and punctuation removed, one space between words."""
+    t = text.lower().replace("&", " and ")
+    t = re.sub(r"\b([ap])\.\s?m\b\.?", r"\1m", t)  # "p.m." -> "pm"
+    t = re.sub(r"\b(dr|mr|mrs|ms)\b\.?", lambda m: _WER_TITLES[m.group(1)], t)
+    for pattern, repl in _WER_RULES:
+        t = pattern.sub(repl, t)  # type: ignore[call-overload]
+    t = re.sub(r"['’]", "", t)  # "I'm" -> "im", "o'clock" -> "oclock" on both sides
+    t = re.sub(r"[^\w\s]|_", " ", t)
+    return " ".join(t.split())
+
+
+def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
+    """Word-level Levenshtein distance (substitutions + deletions + insertions)."""
+    prev = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        cur = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
+        prev = cur
+    return prev[-1]
+
+
+def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
+    """Corpus WER (total edits / total reference words) after normalising both sides."""
+    if len(refs) != len(hyps):
+        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    edits = words = 0
+    for ref, hyp in zip(refs, hyps, strict=True):
+        r, h = compare_form(ref).split(), compare_form(hyp).split()
+        edits += edit_distance(r, h)
+        words += len(r)
+    return edits / words if words else 0.0
+
+
+# --- how cached phrases are keyed -------------------------------------------------------------------------
+
+_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "…": "..."})
+_SPACE = re.compile(r"\s+")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.!?;:])")
+_TRAILING_STOPS = re.compile(r"[.。]+$")
+
+
+def phrase_key(text: str) -> str:
+    """Canonical form of a phrase for cache keys (idempotent)."""
+    text = unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold()
+    text = _SPACE.sub(" ", text).strip()
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    text = _TRAILING_STOPS.sub("", text).strip()
+    return text
