@@ -14,14 +14,13 @@ and its noise blocks disabled, since noise makes two decodes of the same codes d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.cli import emit, fail
 from plugins.orpheus.engine import ids
 from plugins.orpheus.engine.frames import FrameAssembler
 from plugins.orpheus.engine.windows import LEFT_CONTEXT, LOOKAHEAD, plan_window
@@ -180,12 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run(args.snac_dir, args.utterances, args.seed)
     except (OSError, ValueError) as e:
-        print(f"error: {e}".splitlines()[0], file=sys.stderr)
-        return 1
-    print_table(report)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        return fail(e, 1)
+    emit(report, print_table, args.json)
     return 0
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import soundfile as sf
 from livekit import rtc
 from livekit.agents import stt as lkstt
 
+from benchmarks.cli import emit, fail
 from plugins.spoken_words import compare_form, wer
 from plugins.whisper.model import (
     PRIORITY_PARTIAL,
@@ -378,12 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = asyncio.run(run(args))
     except (WhisperModelError, WhisperConfigError, BenchmarkInputError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print_table(report)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        return fail(e, 2)
+    emit(report, print_table, args.json)
     return 0
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import signal
 import statistics
@@ -33,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.cli import emit, fail
 from plugins.orpheus.client import EngineClient, EngineEvent
 
 SAMPLE_RATE = 24000
@@ -316,15 +316,11 @@ def main(argv: list[str] | None = None) -> int:
             coro = bench_engine(args, address)
         report: dict[str, Any] = asyncio.run(coro)  # type: ignore[arg-type]
     except (RuntimeError, OSError, ValueError) as e:
-        print(f"error: {e}".splitlines()[0], file=sys.stderr)
-        return 1
+        return fail(e, 1)
     finally:
         if engine is not None:
             engine.stop()
-    print_table(report)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2))
+    emit(report, print_table, args.json)
     return 0
 
 

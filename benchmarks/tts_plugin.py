@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import emit, fail
 from benchmarks.tts import LocalEngine, count_underruns
 from benchmarks.tts import pct as _pct
 
@@ -216,15 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         report = asyncio.run(run_plugin_bench(opts))
     except (RuntimeError, OSError, ValueError) as e:
-        print(f"error: {e}".splitlines()[0], file=sys.stderr)
-        return 1
+        return fail(e, 1)
     finally:
         if engine is not None:
             engine.stop()
-    print_table(report)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2))
+    emit(report, print_table, args.json)
     return 0 if report["errors"] == 0 else 1
 
 

@@ -1,0 +1,30 @@
+"""The shared end of every benchmark's `main()`: one-line errors, the table, the JSON file (DESIGN §6)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def write_json(path: str | Path, report: dict[str, Any]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(report, indent=2))
+
+
+def emit(
+    report: dict[str, Any], print_table: Callable[[dict[str, Any]], None], json_path: str | None
+) -> None:
+    """Print the readable table and, with `--json PATH`, write the report there."""
+    print_table(report)
+    if json_path:
+        write_json(json_path, report)
+
+
+def fail(err: BaseException, code: int = 1) -> int:
+    """Say what went wrong in one line on stderr (never a traceback) and return the exit code."""
+    first = str(err).strip().splitlines()
+    print(f"error: {first[0] if first else type(err).__name__}", file=sys.stderr)
+    return code
