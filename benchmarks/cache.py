@@ -130,31 +130,21 @@ async def measure(root: Path, voice: str, language: str, rates: list[int], itera
 
 async def gate_cost(root: Path, voice: str, language: str, turns: int) -> dict[str, dict[str, float]]:
     """Reply ready → reply at the output, with the gate (threshold never reached) and without it."""
-    import uuid
 
-    from livekit.agents import llm
     from livekit.agents.voice import AgentSession, SpeechHandle
     from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
 
     from caches import FillerAgent, FillerController, FillerControllerOptions, FillerOptions, FillerPolicy
     from plugins.cpu_voice import CpuVoiceTTS
     from simulator.audio_io import Loudspeaker
-
-    class InstantLLM(llm.LLM):
-        def chat(self, *, chat_ctx: llm.ChatContext, tools: Any = None, conn_options: Any = None, **_: Any):
-            return _InstantStream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
-
-    class _InstantStream(llm.LLMStream):
-        async def _run(self) -> None:
-            delta = llm.ChoiceDelta(role="assistant", content="Sure.")
-            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
+    from simulator.fakes import ScriptedLLM
 
     cache = PhraseCache.load(root, voice=voice, language=language, sample_rates=[48_000])
     out: dict[str, dict[str, float]] = {}
     for arm, fillers_on in (("without_gate", False), ("with_gate", True)):
         tts = CpuVoiceTTS(voice=voice)
         tts.prewarm()
-        session: AgentSession = AgentSession(llm=InstantLLM(), tts=tts, user_away_timeout=None)
+        session: AgentSession = AgentSession(llm=ScriptedLLM("Sure."), tts=tts, user_away_timeout=None)
         speaker = Loudspeaker(sample_rate=48_000)
         session.output.audio = speaker
         policy = FillerPolicy(FillerOptions(late_threshold_ms=60_000, predict=False))

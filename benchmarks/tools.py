@@ -15,56 +15,21 @@ import asyncio
 import json
 import statistics
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from livekit import rtc
-from livekit.agents import APIConnectOptions, llm
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 from livekit.agents.voice import AgentSession, io
 
 from caches import CachedPhrase, FillerController, FillerControllerOptions, PhraseCache
 from plugins.cpu_voice import CpuVoiceTTS
 from plugins.cpu_voice.voice import CpuVoice
+from simulator.fakes import ScriptedLLM
 from worker.agent import AgentOptions, ParleyAgent
 from worker.agent_file import HttpToolRuntime, http_tools, parse_agent
 
 HOLD = "Let me check that for you."
-
-
-class ScriptedToolLLM(llm.LLM):
-    """Stand-in for an LLM that calls tools: asks for `lookup` once per caller turn, then says one word."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.called_at: float | None = None
-        self.answered_at: float | None = None
-
-    def chat(
-        self,
-        *,
-        chat_ctx: llm.ChatContext,
-        tools: list | None = None,
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        **_: object,
-    ) -> llm.LLMStream:
-        return _Stream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
-
-
-class _Stream(llm.LLMStream):
-    async def _run(self) -> None:
-        owner: ScriptedToolLLM = self._llm  # type: ignore[assignment]
-        last = next((i for i in reversed(self._chat_ctx.items) if i.type != "function_call"), None)
-        if last is not None and last.type == "function_call_output":
-            owner.answered_at = time.monotonic()
-            delta = llm.ChoiceDelta(role="assistant", content="Done.")
-        else:
-            owner.called_at = time.monotonic()
-            call = llm.FunctionToolCall(name="lookup", arguments='{"q": "x"}', call_id=uuid.uuid4().hex)
-            delta = llm.ChoiceDelta(role="assistant", tool_calls=[call])
-        self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
 
 
 class Speaker(io.AudioOutput):
@@ -129,7 +94,7 @@ async def one_call(url: str, hold_after_ms: int, cache: PhraseCache, rt: HttpToo
             ],
         }
     )
-    model = ScriptedToolLLM()
+    model = ScriptedLLM("Done.", tool="lookup", tool_arguments={"q": "x"})  # an LLM that calls tools
     session: AgentSession = AgentSession(llm=model, tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None)
     speaker = Speaker()
     session.output.audio = speaker
@@ -148,11 +113,11 @@ async def one_call(url: str, hold_after_ms: int, cache: PhraseCache, rt: HttpToo
         await asyncio.sleep(0.3)
     finally:
         await session.aclose()
-    assert model.called_at is not None and model.answered_at is not None, "the tool round trip did not finish"
-    out = {"round_trip_ms": (model.answered_at - model.called_at) * 1000}
+    assert model.tool_called_at and model.answered_at is not None, "the tool round trip did not finish"
+    out = {"round_trip_ms": (model.answered_at - model.tool_called_at[0]) * 1000}
     t = rt.calls[-1][1]
     if t.hold_at is not None and speaker.starts:
-        out["hold_heard_ms"] = (speaker.starts[0] - model.called_at) * 1000
+        out["hold_heard_ms"] = (speaker.starts[0] - model.tool_called_at[0]) * 1000
     return out
 
 

@@ -5,58 +5,22 @@ server and TTS are real."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import uuid
 from typing import Any
 
 import numpy as np
 from livekit import rtc
-from livekit.agents import APIConnectOptions, llm
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 from livekit.agents.voice import io
 
+from simulator.fakes import ScriptedLLM
 
-class ToolCallingLLM(llm.LLM):
-    """Test double for an LLM that calls tools: the first request of each caller turn asks for `tool` with
-    `arguments`; once a tool answer is in the context it says `reply_prefix` + that answer."""
+
+class ToolCallingLLM(ScriptedLLM):
+    """The scripted LLM (simulator/fakes.py) as a tool caller: each caller turn asks for `tool` with
+    `arguments`; once the tool's answer is in the context it says `reply_prefix` + that answer."""
 
     def __init__(self, tool: str, arguments: dict[str, Any], reply_prefix: str = "Here it is. ") -> None:
-        super().__init__()
-        self.tool, self.arguments, self.reply_prefix = tool, arguments, reply_prefix
-        self.requests: list[llm.ChatContext] = []
-        self.tool_called_at: list[float] = []
-
-    def chat(
-        self,
-        *,
-        chat_ctx: llm.ChatContext,
-        tools: list | None = None,
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        **_: object,
-    ) -> llm.LLMStream:
-        self.requests.append(chat_ctx.copy())
-        return _ToolStream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
-
-
-class _ToolStream(llm.LLMStream):
-    async def _run(self) -> None:
-        owner: ToolCallingLLM = self._llm  # type: ignore[assignment]
-        await asyncio.sleep(0.01)
-        items = self._chat_ctx.items
-        last = next((i for i in reversed(items) if i.type in ("message", "function_call_output")), None)
-        if last is not None and last.type == "function_call_output":
-            text = owner.reply_prefix + str(last.output)
-            for word in text.split(" "):
-                delta = llm.ChoiceDelta(role="assistant", content=word + " ")
-                self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
-            return
-        call = llm.FunctionToolCall(
-            name=owner.tool, arguments=json.dumps(owner.arguments), call_id=uuid.uuid4().hex
-        )
-        owner.tool_called_at.append(time.monotonic())
-        delta = llm.ChoiceDelta(role="assistant", tool_calls=[call])
-        self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
+        super().__init__(reply_prefix + "{output}", tool=tool, tool_arguments=arguments, delay_s=0.01)
 
 
 class RealTimeSpeaker(io.AudioOutput):

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 import numpy as np
 import pytest
 from livekit import rtc
-from livekit.agents import Agent, APIConnectionError, APIConnectOptions, RunContext, function_tool, llm
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
+from livekit.agents import Agent, RunContext, function_tool
 from livekit.agents.voice import AgentSession, SpeechHandle, io
 from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
 from livekit.agents.voice.events import SpeechCreatedEvent
@@ -29,6 +27,7 @@ from caches import (
     build_cache,
 )
 from plugins.cpu_voice import CpuVoiceTTS
+from simulator.fakes import ScriptedLLM
 
 pytestmark = pytest.mark.slow
 
@@ -41,41 +40,6 @@ PHRASES = [
     Phrase("Let me check that for you.", "hold", "en"),
     Phrase("Sorry, something went wrong. Could you say that again?", "apology", "en"),
 ]
-
-
-class ScriptedLLM(llm.LLM):
-    """Replies with `reply` after `delay_s`, or fails without retry when `fail` is set."""
-
-    def __init__(self, reply: str = "Sure thing.", delay_s: float = 0.0, fail: bool = False) -> None:
-        super().__init__()
-        self.reply, self.delay_s, self.fail = reply, delay_s, fail
-
-    def chat(
-        self,
-        *,
-        chat_ctx: llm.ChatContext,
-        tools: list | None = None,
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        **_: object,
-    ) -> llm.LLMStream:
-        return _ScriptedStream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
-
-
-class _ScriptedStream(llm.LLMStream):
-    async def _run(self) -> None:
-        scripted: ScriptedLLM = self._llm  # type: ignore[assignment]
-        await asyncio.sleep(scripted.delay_s)
-        if scripted.fail:
-            raise APIConnectionError("llm down", retryable=False)
-        answered = any(item.type == "function_call_output" for item in self._chat_ctx.items)
-        if self._tools and not answered:  # first call: ask for the tool
-            call = llm.FunctionToolCall(name="slow_lookup", arguments="{}", call_id="call_1")
-            delta = llm.ChoiceDelta(role="assistant", tool_calls=[call])
-            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
-            return
-        for word in scripted.reply.split(" "):
-            delta = llm.ChoiceDelta(role="assistant", content=word + " ")
-            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
 
 
 class RecordingSpeaker(io.AudioOutput):
@@ -188,7 +152,7 @@ async def caller_turn(session: AgentSession, text: str = "Hello?") -> None:
 
 
 async def test_greeting_plays_from_cache(cache: PhraseCache) -> None:
-    session, speaker, controller = await start(cache, ScriptedLLM())
+    session, speaker, controller = await start(cache, ScriptedLLM("Sure thing."))
     try:
         handle = controller.greet()
         assert handle is not None
@@ -205,7 +169,9 @@ async def test_greeting_plays_from_cache(cache: PhraseCache) -> None:
 
 
 async def test_late_reply_gets_a_filler_first(cache: PhraseCache) -> None:
-    session, speaker, controller = await start(cache, ScriptedLLM(delay_s=1.2), threshold_ms=300)
+    session, speaker, controller = await start(
+        cache, ScriptedLLM("Sure thing.", delay_s=1.2), threshold_ms=300
+    )
     try:
         await caller_turn(session)
         assert len(speaker.segments) == 2, "a filler, then the reply"
@@ -222,28 +188,11 @@ async def test_late_reply_gets_a_filler_first(cache: PhraseCache) -> None:
         await session.aclose()
 
 
-class _StallAfterFirstWord(_ScriptedStream):
-    async def _run(self) -> None:
-        words = self._llm.reply.split(" ")  # type: ignore[attr-defined]
-        for i, word in enumerate(words):
-            delta = llm.ChoiceDelta(role="assistant", content=word + " ")
-            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
-            if i == 0:
-                await asyncio.sleep(0.8)
-
-
-class FirstWordThenStallLLM(ScriptedLLM):
-    """The reply's first word reaches the voice at once; the rest (and so its audio) comes 0.8 s later."""
-
-    def chat(self, *, chat_ctx: llm.ChatContext, tools: list | None = None, **_: object) -> llm.LLMStream:
-        return _StallAfterFirstWord(
-            self, chat_ctx=chat_ctx, tools=tools or [], conn_options=DEFAULT_API_CONNECT_OPTIONS
-        )
-
-
 async def test_no_filler_once_the_reply_words_reach_the_voice(cache: PhraseCache) -> None:
     """A filler plays to its end before the reply: started once the reply is being voiced, it delays it."""
-    llm_ = FirstWordThenStallLLM(reply="Sure, Tuesday at ten works for us.")
+    llm_ = ScriptedLLM(
+        steps=[["Sure,", "pause:0.8", " Tuesday at ten works for us."]]
+    )  # a stall after one word
     session, speaker, controller = await start(cache, llm_, threshold_ms=300)
     try:
         await caller_turn(session)
@@ -255,7 +204,9 @@ async def test_no_filler_once_the_reply_words_reach_the_voice(cache: PhraseCache
 
 
 async def test_prompt_reply_gets_no_filler(cache: PhraseCache) -> None:
-    session, speaker, controller = await start(cache, ScriptedLLM(delay_s=0.0), threshold_ms=3000)
+    session, speaker, controller = await start(
+        cache, ScriptedLLM("Sure thing.", delay_s=0.0), threshold_ms=3000
+    )
     try:
         await caller_turn(session)
         assert len(speaker.segments) == 1
@@ -268,7 +219,7 @@ async def test_prompt_reply_gets_no_filler(cache: PhraseCache) -> None:
 
 async def test_never_two_turns_in_a_row(cache: PhraseCache) -> None:
     session, speaker, controller = await start(
-        cache, ScriptedLLM(delay_s=0.8), threshold_ms=200, predict=False
+        cache, ScriptedLLM("Sure thing.", delay_s=0.8), threshold_ms=200, predict=False
     )
     try:
         await caller_turn(session, "One.")
@@ -284,7 +235,9 @@ async def test_never_two_turns_in_a_row(cache: PhraseCache) -> None:
 
 
 async def test_failed_llm_plays_a_cached_apology(cache: PhraseCache) -> None:
-    session, speaker, controller = await start(cache, ScriptedLLM(fail=True), threshold_ms=2000)
+    session, speaker, controller = await start(
+        cache, ScriptedLLM("Sure thing.", fail=True), threshold_ms=2000
+    )
     try:
         end_caller_turn(session, "Hello?")
         for _ in range(200):
@@ -303,7 +256,7 @@ async def test_failed_llm_plays_a_cached_apology(cache: PhraseCache) -> None:
 
 
 async def test_tool_wait_hold_line(cache: PhraseCache) -> None:
-    session, speaker, controller = await start(cache, ScriptedLLM())
+    session, speaker, controller = await start(cache, ScriptedLLM("Sure thing."))
     try:
         handle = controller.tool_filler(0)
         assert handle is not None
@@ -317,7 +270,9 @@ async def test_tool_wait_hold_line(cache: PhraseCache) -> None:
 
 
 async def test_no_filler_when_the_caller_starts_speaking_during_the_wait(cache: PhraseCache) -> None:
-    session, speaker, controller = await start(cache, ScriptedLLM(delay_s=1.0), threshold_ms=400)
+    session, speaker, controller = await start(
+        cache, ScriptedLLM("Sure thing.", delay_s=1.0), threshold_ms=400
+    )
     try:
         replies = end_caller_turn(session, "Hello?")
         await asyncio.sleep(0.1)
@@ -338,7 +293,7 @@ async def test_no_filler_when_the_caller_starts_speaking_during_the_wait(cache: 
 async def test_predicted_late_reply_gets_a_filler_at_once(cache: PhraseCache) -> None:
     # a prompt LLM and a long threshold: only the prediction can make this filler play
     session, speaker, controller = await start(
-        cache, ScriptedLLM(delay_s=0.0), threshold_ms=5000, min_history=1
+        cache, ScriptedLLM("Sure thing.", delay_s=0.0), threshold_ms=5000, min_history=1
     )
     controller.policy.observe_reply_latency(6000)  # earlier replies in this call were slow
     try:
@@ -354,7 +309,9 @@ async def test_predicted_late_reply_gets_a_filler_at_once(cache: PhraseCache) ->
 
 async def test_missing_tts_hook_turns_late_fillers_off(cache: PhraseCache) -> None:
     """A plain Agent (no watch_reply_audio): after the first reply the controller stops guessing."""
-    session = AgentSession(llm=ScriptedLLM(), tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None)
+    session = AgentSession(
+        llm=ScriptedLLM("Sure thing."), tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None
+    )
     session.output.audio = RecordingSpeaker(OUT_RATE)
     policy = FillerPolicy(FillerOptions(late_threshold_ms=200, min_turn_gap=0, seed=1))
     controller = FillerController(
@@ -383,7 +340,11 @@ async def test_tool_call_wait_gets_a_hold_line(cache: PhraseCache) -> None:
             await asyncio.sleep(2.5)
         return "The order ships tomorrow."
 
-    session = AgentSession(llm=ScriptedLLM(), tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None)
+    session = AgentSession(
+        llm=ScriptedLLM("Sure thing.", tool="slow_lookup"),
+        tts=CpuVoiceTTS(voice="heart"),
+        user_away_timeout=None,
+    )
     speaker = RecordingSpeaker(OUT_RATE)
     session.output.audio = speaker
     policy = FillerPolicy(FillerOptions(late_threshold_ms=300, hold_gap_ms=500, seed=2))

@@ -4,11 +4,8 @@ engine's work for it."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
-from livekit.agents import APIConnectOptions, llm
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 from livekit.agents.voice import Agent, AgentSession
 
 from plugins.cpu_voice import CpuVoiceTTS
@@ -16,40 +13,11 @@ from plugins.fallback_tts import FallbackTTS
 from plugins.orpheus.client import EngineClient
 from plugins.orpheus.tts import OrpheusOptions, OrpheusTTS
 from simulator.audio_io import Loudspeaker
+from simulator.fakes import ScriptedLLM
 
 from .conftest import EngineProcess
 
 REPLY = "Sure, I can book that for you. It is a lovely evening for dinner, and the patio has space."
-
-
-class TokenLLM(llm.LLM):
-    """Streams a fixed reply word by word at an LLM's pace."""
-
-    def __init__(self, reply: str, delay_s: float = 0.03) -> None:
-        super().__init__()
-        self.reply, self.delay_s = reply, delay_s
-        self.finished_at: float | None = None
-
-    def chat(
-        self,
-        *,
-        chat_ctx: llm.ChatContext,
-        tools: list | None = None,  # type: ignore[type-arg]
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        **_: object,
-    ) -> llm.LLMStream:
-        return _TokenStream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
-
-
-class _TokenStream(llm.LLMStream):
-    async def _run(self) -> None:
-        scripted: TokenLLM = self._llm  # type: ignore[assignment]
-        words = scripted.reply.split(" ")
-        for i, word in enumerate(words):
-            await asyncio.sleep(scripted.delay_s)
-            delta = llm.ChoiceDelta(role="assistant", content=word if i == 0 else " " + word)
-            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
-        scripted.finished_at = asyncio.get_running_loop().time()
 
 
 async def _engine_streams(address: str) -> int:
@@ -69,7 +37,7 @@ async def test_reply_is_spoken_and_barge_in_cancels_the_engine(running_engine: E
     first_piece_at: list[float] = []
     chain.piece_listeners.append(lambda _p: first_piece_at.append(loop.time()))
     await chain.warm_up()
-    token_llm = TokenLLM(REPLY)
+    token_llm = ScriptedLLM(REPLY, word_delay_s=0.03)  # word by word at an LLM's pace
     session = AgentSession(llm=token_llm, tts=chain, user_away_timeout=None)
     speaker = Loudspeaker(24000)
     session.output.audio = speaker

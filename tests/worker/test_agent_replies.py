@@ -3,51 +3,13 @@ LLM that answers the caller with nothing still gets the caller a spoken line."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from livekit.agents import AgentSession, APIConnectOptions, function_tool, llm
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
+from livekit.agents import AgentSession, function_tool, llm
 
+from simulator.fakes import ScriptedLLM
 from worker.agent import REPEAT, AgentOptions, ParleyAgent, limit_reply
-
-
-class ScriptLLM(llm.LLM):
-    """Test double for the LLM endpoint (a hosted API boundary): each request answers with the next
-    script entry, a list of text pieces and/or tool-call names."""
-
-    def __init__(self, *script: list[str]) -> None:
-        super().__init__()
-        self.script = list(script)
-        self.requests = 0
-
-    def chat(
-        self,
-        *,
-        chat_ctx: llm.ChatContext,
-        tools: list | None = None,
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        **_: object,
-    ) -> llm.LLMStream:
-        step = self.script[min(self.requests, len(self.script) - 1)]
-        self.requests += 1
-        return _ScriptStream(self, step, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options)
-
-
-class _ScriptStream(llm.LLMStream):
-    def __init__(self, owner: ScriptLLM, step: list[str], **kw: Any) -> None:
-        super().__init__(owner, **kw)
-        self._step = step
-
-    async def _run(self) -> None:
-        for piece in self._step:
-            if piece.startswith("tool:"):
-                call = llm.FunctionToolCall(name=piece[5:], arguments="{}", call_id=uuid.uuid4().hex)
-                delta = llm.ChoiceDelta(role="assistant", tool_calls=[call])
-            else:
-                delta = llm.ChoiceDelta(role="assistant", content=piece)
-            self._event_ch.send_nowait(llm.ChatChunk(id=uuid.uuid4().hex, delta=delta))
 
 
 def _agent(**kw: Any) -> ParleyAgent:
@@ -63,7 +25,7 @@ async def test_tool_call_after_text_still_runs() -> None:
         ended.append(True)
         return "call ended"
 
-    fake = ScriptLLM(["Okay, goodbye.", "tool:end_call"], [""])
+    fake = ScriptedLLM(steps=[["Okay, goodbye.", "tool:end_call"], [""]])
     async with AgentSession(llm=fake) as session:
         await session.start(_agent(tools=[end_call]))
         result = await session.run(user_input="that's all, bye")
@@ -72,7 +34,7 @@ async def test_tool_call_after_text_still_runs() -> None:
 
 
 async def test_empty_reply_to_the_caller_becomes_a_request_to_repeat() -> None:
-    async with AgentSession(llm=ScriptLLM(["", "  "])) as session:
+    async with AgentSession(llm=ScriptedLLM(steps=[["", "  "]])) as session:
         await session.start(_agent())
         result = await session.run(user_input="hello?")
     said = [e.item.text_content for e in result.events if e.type == "message" and e.item.role == "assistant"]
@@ -85,13 +47,13 @@ async def test_silence_after_a_tool_result_is_allowed() -> None:
         """Take a note."""
         return "noted"
 
-    fake = ScriptLLM(["tool:note"], [])
+    fake = ScriptedLLM(steps=[["tool:note"], []])
     async with AgentSession(llm=fake) as session:
         await session.start(_agent(tools=[note]))
         result = await session.run(user_input="note that down")
     said = [e.item.text_content for e in result.events if e.type == "message" and e.item.role == "assistant"]
     assert said == []  # the follow-up after the tool output said nothing, and Parley did not fill it
-    assert fake.requests == 2
+    assert len(fake.requests) == 2
 
 
 async def _chunks(items: list[llm.ChatChunk]) -> AsyncIterator[llm.ChatChunk]:
