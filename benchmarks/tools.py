@@ -19,50 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from livekit import rtc
-from livekit.agents.voice import AgentSession, io
+from livekit.agents.voice import AgentSession
 
 from caches import CachedPhrase, FillerController, FillerControllerOptions, PhraseCache
 from plugins.cpu_voice import CpuVoiceTTS
 from plugins.cpu_voice.voice import CpuVoice
+from simulator.audio_io import Loudspeaker
 from simulator.fakes import ScriptedLLM
 from worker.agent import AgentOptions, ParleyAgent
 from worker.agent_file import HttpToolRuntime, http_tools, parse_agent
 
 HOLD = "Let me check that for you."
-
-
-class Speaker(io.AudioOutput):
-    """Real-time audio output noting when each segment's first frame arrived."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            label="bench", capabilities=io.AudioOutputCapabilities(pause=False), sample_rate=24_000
-        )
-        self.starts: list[float] = []
-        self._open, self._n = False, 0
-
-    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
-        await super().capture_frame(frame)
-        if not self._open:
-            self._open, self._n = True, 0
-            self.starts.append(time.monotonic())
-            self.on_playback_started(created_at=time.time())
-        self._n += frame.samples_per_channel
-
-    def flush(self) -> None:
-        super().flush()
-        if self._open:
-            self._open = False
-            d = self._n / 24_000
-            asyncio.get_running_loop().call_later(
-                d, lambda: self.on_playback_finished(playback_position=d, interrupted=False)
-            )
-
-    def clear_buffer(self) -> None:
-        if self._open:
-            self._open = False
-            self.on_playback_finished(playback_position=0.0, interrupted=True)
 
 
 async def _server(delay_s: float, handled: list[float]) -> tuple[web.AppRunner, str]:
@@ -96,7 +63,7 @@ async def one_call(url: str, hold_after_ms: int, cache: PhraseCache, rt: HttpToo
     )
     model = ScriptedLLM("Done.", tool="lookup", tool_arguments={"q": "x"})  # an LLM that calls tools
     session: AgentSession = AgentSession(llm=model, tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None)
-    speaker = Speaker()
+    speaker = Loudspeaker()
     session.output.audio = speaker
     agent = ParleyAgent(AgentOptions(greeting=""), tools=http_tools(spec.http_tools, rt))
     agent.fillers = FillerController(

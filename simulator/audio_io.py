@@ -160,6 +160,7 @@ class Loudspeaker(io.AudioOutput):
         self._task: asyncio.Task[None] | None = None
         self.track = Track(sample_rate)
         self.segment_starts: list[float] = []
+        self.segments: list[tuple[float, list[np.ndarray]]] = []  # (first sample played, the pieces played)
         self.idle = asyncio.Event()
         self.idle.set()
         self.underruns: list[tuple[float, float]] = []  # (when, gap seconds) inside a started segment
@@ -243,10 +244,21 @@ class Loudspeaker(io.AudioOutput):
             if not self._started:
                 self._started = True
                 self.segment_starts.append(next_t)
+                self.segments.append((next_t, []))
                 self.on_playback_started(created_at=time.time())
+            self.segments[-1][1].append(piece)
             self.track.add(next_t, piece)
             self._played_in_segment += len(piece)
             next_t += len(piece) / self.rate
+
+    @property
+    def starts(self) -> list[float]:
+        """When each played segment's first sample played (monotonic)."""
+        return self.segment_starts
+
+    def samples(self, i: int) -> int:
+        """How many samples of segment i were played."""
+        return sum(len(p) for p in self.segments[i][1])
 
     async def aclose(self) -> None:
         if self._task:

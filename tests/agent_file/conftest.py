@@ -4,14 +4,10 @@ server and TTS are real."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
-import numpy as np
-from livekit import rtc
-from livekit.agents.voice import io
-
+from simulator.audio_io import Loudspeaker as RealTimeSpeaker  # noqa: F401 (the tests' speaker)
 from simulator.fakes import ScriptedLLM
 
 
@@ -21,47 +17,6 @@ class ToolCallingLLM(ScriptedLLM):
 
     def __init__(self, tool: str, arguments: dict[str, Any], reply_prefix: str = "Here it is. ") -> None:
         super().__init__(reply_prefix + "{output}", tool=tool, tool_arguments=arguments, delay_s=0.01)
-
-
-class RealTimeSpeaker(io.AudioOutput):
-    """An audio output that plays in real time and notes when each segment started (monotonic)."""
-
-    def __init__(self, sample_rate: int = 24_000) -> None:
-        super().__init__(
-            label="test", capabilities=io.AudioOutputCapabilities(pause=False), sample_rate=sample_rate
-        )
-        self.starts: list[float] = []
-        self.samples: list[int] = []
-        self._open = False
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
-        await super().capture_frame(frame)
-        if not self._open:
-            self._open = True
-            self.starts.append(time.monotonic())
-            self.samples.append(0)
-            self.on_playback_started(created_at=time.time())
-        self.samples[-1] += frame.samples_per_channel
-        _ = np.frombuffer(frame.data, np.int16)
-
-    def flush(self) -> None:
-        super().flush()
-        if self._open:
-            self._open = False
-            duration = self.samples[-1] / self.sample_rate
-            task = asyncio.create_task(self._finish(duration))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _finish(self, duration: float) -> None:
-        await asyncio.sleep(duration)
-        self.on_playback_finished(playback_position=duration, interrupted=False)
-
-    def clear_buffer(self) -> None:
-        if self._open:
-            self._open = False
-            self.on_playback_finished(playback_position=0.0, interrupted=True)
 
 
 def commit_caller_turn(session: Any, text: str) -> None:

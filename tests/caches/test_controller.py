@@ -8,9 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from livekit import rtc
 from livekit.agents import Agent, RunContext, function_tool
-from livekit.agents.voice import AgentSession, SpeechHandle, io
+from livekit.agents.voice import AgentSession, SpeechHandle
 from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
 from livekit.agents.voice.events import SpeechCreatedEvent
 
@@ -27,6 +26,7 @@ from caches import (
     build_cache,
 )
 from plugins.cpu_voice import CpuVoiceTTS
+from simulator.audio_io import Loudspeaker
 from simulator.fakes import ScriptedLLM
 
 pytestmark = pytest.mark.slow
@@ -40,46 +40,6 @@ PHRASES = [
     Phrase("Let me check that for you.", "hold", "en"),
     Phrase("Sorry, something went wrong. Could you say that again?", "apology", "en"),
 ]
-
-
-class RecordingSpeaker(io.AudioOutput):
-    """Plays captured audio in real time and keeps each played segment's samples."""
-
-    def __init__(self, sample_rate: int) -> None:
-        super().__init__(
-            label="rec", capabilities=io.AudioOutputCapabilities(pause=False), sample_rate=sample_rate
-        )
-        self.segments: list[tuple[float, list[np.ndarray]]] = []  # (time of first frame, frames)
-        self._open = False
-        self._task: asyncio.Task[None] | None = None
-
-    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
-        await super().capture_frame(frame)
-        assert frame.sample_rate == self.sample_rate
-        if not self._open:
-            self._open = True
-            self.segments.append((time.time(), []))
-            self.on_playback_started(created_at=time.time())
-        self.segments[-1][1].append(np.frombuffer(frame.data, np.int16).copy())
-
-    def flush(self) -> None:
-        super().flush()
-        if self._open:
-            self._open = False
-            n = sum(len(f) for f in self.segments[-1][1])
-            self._task = asyncio.create_task(self._finish(n / self.sample_rate))
-
-    async def _finish(self, duration: float) -> None:
-        await asyncio.sleep(duration)
-        self.on_playback_finished(playback_position=duration, interrupted=False)
-
-    def clear_buffer(self) -> None:
-        if self._open:
-            self._open = False
-            self.on_playback_finished(playback_position=0.0, interrupted=True)
-
-    def samples(self, i: int) -> int:
-        return sum(len(f) for f in self.segments[i][1])
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +68,7 @@ def clip_samples(cache: PhraseCache, kind: str) -> set[int]:
 
 async def start(cache: PhraseCache, llm_: ScriptedLLM, threshold_ms: float = 300, **policy_kw):
     session = AgentSession(llm=llm_, tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None)
-    speaker = RecordingSpeaker(OUT_RATE)
+    speaker = Loudspeaker(OUT_RATE)
     session.output.audio = speaker
     policy = FillerPolicy(FillerOptions(late_threshold_ms=threshold_ms, seed=3, **policy_kw))
     controller = FillerController(
@@ -244,7 +204,7 @@ async def test_failed_llm_plays_a_cached_apology(cache: PhraseCache) -> None:
             if controller.metrics.apologies and speaker.segments:
                 break
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)
+        await asyncio.wait_for(speaker.idle.wait(), 20)  # the real-time speaker has played it all
         assert controller.metrics.apologies == 1
         assert controller.metrics.fillers == 0, "a failed reply is not masked with a filler"
         assert [
@@ -312,7 +272,7 @@ async def test_missing_tts_hook_turns_late_fillers_off(cache: PhraseCache) -> No
     session = AgentSession(
         llm=ScriptedLLM("Sure thing."), tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None
     )
-    session.output.audio = RecordingSpeaker(OUT_RATE)
+    session.output.audio = Loudspeaker(OUT_RATE)
     policy = FillerPolicy(FillerOptions(late_threshold_ms=200, min_turn_gap=0, seed=1))
     controller = FillerController(
         session, cache, policy, FillerControllerOptions(voice="heart", language="en")
@@ -345,7 +305,7 @@ async def test_tool_call_wait_gets_a_hold_line(cache: PhraseCache) -> None:
         tts=CpuVoiceTTS(voice="heart"),
         user_away_timeout=None,
     )
-    speaker = RecordingSpeaker(OUT_RATE)
+    speaker = Loudspeaker(OUT_RATE)
     session.output.audio = speaker
     policy = FillerPolicy(FillerOptions(late_threshold_ms=300, hold_gap_ms=500, seed=2))
     controller = FillerController(

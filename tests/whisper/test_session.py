@@ -1,53 +1,24 @@
 """Integration: a real AgentSession (Silero VAD, VAD turn detection) feeding the streaming STT from a
 scripted microphone, no room and no server. Checks the session receives interim and final transcripts and
-STT usage metrics. Self-contained on purpose (the shared call harness lives in simulator/offline.py)."""
+STT usage metrics."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
-from livekit import rtc
-from livekit.agents import Agent, AgentSession, io, metrics
+from livekit.agents import Agent, AgentSession, metrics
 from livekit.agents.voice.events import UserInputTranscribedEvent
 from livekit.plugins import silero
 
 from plugins.spoken_words import compare_form
 from plugins.whisper.stt import WhisperSTT
+from simulator.audio_io import ScriptedMic
 
 pytestmark = pytest.mark.slow
-
-
-class FileMic(io.AudioInput):
-    """20 ms frames at real-time pace: the given audio, then digital silence until closed."""
-
-    def __init__(self, pcm: np.ndarray) -> None:
-        super().__init__(label="file-mic")
-        self._pcm = pcm
-        self._pos = 0
-        self._closed = False
-        self._next: float | None = None
-
-    def close(self) -> None:
-        self._closed = True
-
-    async def __anext__(self) -> rtc.AudioFrame:
-        if self._closed:
-            raise StopAsyncIteration
-        now = time.monotonic()
-        self._next = now if self._next is None else self._next
-        if self._next > now:
-            await asyncio.sleep(self._next - now)
-        self._next += 0.02
-        out = np.zeros(320, dtype=np.int16)
-        chunk = self._pcm[self._pos : self._pos + 320]
-        out[: len(chunk)] = chunk
-        self._pos += 320
-        return rtc.AudioFrame(out.tobytes(), 16000, 1, 320)
 
 
 async def test_agent_session_gets_interim_and_final_transcripts(speech_audio: Path) -> None:
@@ -81,9 +52,10 @@ async def test_agent_session_gets_interim_and_final_transcripts(speech_audio: Pa
             got_final.set()
 
     session.on("user_input_transcribed", on_transcribed)
-    mic = FileMic(np.concatenate([np.zeros(8000, dtype=np.int16), pcm]))
+    mic = ScriptedMic()  # 20 ms frames at real-time pace: the turn, then digital silence
     session.input.audio = mic
     await session.start(Agent(instructions="Listen."), record=False)
+    mic.play(np.concatenate([np.zeros(8000, dtype=np.int16), pcm]))
     try:
         await asyncio.wait_for(got_final.wait(), timeout=30)
     finally:
