@@ -52,7 +52,7 @@ class StackError(RuntimeError):
 # --- what is installed -------------------------------------------------------------------------------
 
 
-def _which(name: str) -> str | None:
+def find_binary(name: str) -> str | None:
     local = BIN / name
     if local.is_file() and os.access(local, os.X_OK):
         return str(local)
@@ -92,7 +92,7 @@ def missing_reason(*components: str) -> str | None:
                 return "web call page not built: run `make setup` (cd web && npm ci && npm run build)"
             continue
         exe, how = _REQUIREMENTS[comp]
-        if _which(exe) is None:
+        if find_binary(exe) is None:
             recorded = BIN / f".{comp}.missing"  # the setup script's own one-line reason, when it left one
             if recorded.is_file() and recorded.read_text().strip():
                 return recorded.read_text().strip().splitlines()[0]
@@ -105,7 +105,7 @@ def livekit_server_problem(timeout_s: float = 15.0) -> str | None:
     missing = missing_reason("livekit-server")
     if missing:
         return missing
-    exe = str(_which("livekit-server"))
+    exe = str(find_binary("livekit-server"))
     try:
         res = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as err:
@@ -542,12 +542,12 @@ class E2EStack:
                 ],
             )
             self.wait_tcp(self.opts.redis_port, redis)
-        server = self.spawn("livekit-server", [str(_which("livekit-server")), "--config", str(cfg)])
+        server = self.spawn("livekit-server", [str(find_binary("livekit-server")), "--config", str(cfg)])
         self.wait_tcp(self.opts.livekit_port, server)
         if self.opts.with_sip:
             sip_cfg = self.opts.out_dir / "livekit-sip.yaml"
             sip_cfg.write_text(livekit_sip_config(self.opts, self.ns))
-            sip = self.spawn("livekit-sip", [str(_which("livekit-sip")), "--config", str(sip_cfg)])
+            sip = self.spawn("livekit-sip", [str(find_binary("livekit-sip")), "--config", str(sip_cfg)])
             self.wait_log(
                 sip, r"(?i)sip signaling listening|service ready|started", self.opts.ready_timeout_s
             )

@@ -34,7 +34,7 @@ from tests.e2e.harness import (
     E2EStack,
     ManagedProcess,
     StackOptions,
-    _which,
+    find_binary,
     missing_reason,
 )
 
@@ -138,7 +138,7 @@ class Cluster:
         for node in self.nodes.values():
             cfg = s.opts.out_dir / f"livekit-{node.name}.yaml"
             cfg.write_text(node_config(node))
-            proc = s.spawn(f"livekit-{node.name}", [str(_which("livekit-server")), "--config", str(cfg)])
+            proc = s.spawn(f"livekit-{node.name}", [str(find_binary("livekit-server")), "--config", str(cfg)])
             s.wait_tcp(7880, proc, host=node.ip)
         llm = s.spawn(
             "llm", [str(PYTHON), "-m", "worker.llm_server", "--port", str(LLM_PORT), "--parallel", "2"]

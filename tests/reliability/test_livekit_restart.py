@@ -14,7 +14,7 @@ from simulator.livekit_stack import (
     API_SECRET,
     E2EStack,
     StackOptions,
-    _which,
+    find_binary,
     free_ports,
     missing_reason,
     netns_available,
@@ -61,7 +61,7 @@ def test_worker_reregisters_and_takes_calls_after_a_server_restart(tmp_path: Pat
         server.stop()
         time.sleep(2.0)  # the worker notices and starts retrying
         restarted = stack.spawn(
-            "livekit-server", [str(_which("livekit-server")), "--config", str(tmp_path / "livekit.yaml")]
+            "livekit-server", [str(find_binary("livekit-server")), "--config", str(tmp_path / "livekit.yaml")]
         )
         stack.wait_tcp(opts.livekit_port, restarted)
         deadline = time.monotonic() + 60
