@@ -152,8 +152,11 @@ def to_call_result(
             t for t in record.transcripts if t.who == "caller" and t.final and sent.start <= t.closed < hi
         ]
         if finals:
-            tr.stt_final_ms = (finals[0].closed - end) * 1000
-            marks.append(Mark("stt_final", finals[0].closed))
+            # a turn with a pause in it may get a final per fragment: the one that completes the turn is
+            # the first to close after the turn's last voiced sample (else the last one)
+            final = next((t for t in finals if t.closed >= end), finals[-1])
+            tr.stt_final_ms = (final.closed - end) * 1000
+            marks.append(Mark("stt_final", final.closed))
         tr.user_text = " ".join(t.text.strip() for t in finals if t.text.strip())
         if has_marks:
             # a reply belongs to the turn it followed: it went out after this turn's end, before the next's

@@ -76,6 +76,15 @@ def record() -> RoomCallRecord:
     )
 
 
+def test_stt_final_is_the_one_that_completes_the_turn() -> None:
+    """A turn with a pause gets a final per fragment; the turn's STT figure is the final after its end."""
+    rec = record()
+    rec.transcripts.insert(1, Transcript("caller", "Book", True, T0 + 3.6, T0 + 3.6))  # the first fragment
+    c1 = to_call_result(rec, {"Sure."}).turns[0]
+    assert c1.stt_final_ms == pytest.approx(300, abs=1)
+    assert c1.user_text == "Book Book a cleaning."
+
+
 def test_record_becomes_the_harness_result_with_fillers_kept_out_of_v2v() -> None:
     res = to_call_result(record(), {"Sure.", "One moment."})
     assert res.greeting_first_audio_ms == pytest.approx(500, abs=1)
