@@ -56,7 +56,9 @@ def hf_llama3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
 
 
 @pytest.mark.parametrize("attention", ["flex", "sdpa"])
-def test_prefill_and_batched_decode_match_transformers(hf_llama3: tuple[Path, object], attention: str) -> None:
+def test_prefill_and_batched_decode_match_transformers(
+    hf_llama3: tuple[Path, object], attention: str
+) -> None:
     path, hf = hf_llama3
     ours = OrpheusLlama.from_pretrained(path, torch.float32, "cpu")
     assert json.loads((path / "config.json").read_text())  # loaded from the files, not the object

@@ -348,22 +348,31 @@ class BatchGenerator:
             return StepResult(empty, empty, np.zeros(0, dtype=bool))
         return StepResult(np.concatenate(parts_r), np.concatenate(parts_t), np.concatenate(parts_f))
 
-    def occupy(self, n: int, position: int | Sequence[int], max_tokens: int = 1 << 30) -> None:
-        """Benchmarks: mark rows 0..n-1 busy at `position` (one for all, or one per row) without a prefill
-        (speed does not depend on the cache contents). Not for serving: those rows generate from whatever
-        their cache holds."""
+    def occupy(
+        self, n: int, position: int | Sequence[int], max_tokens: int | Sequence[int] = 1 << 30
+    ) -> None:
+        """Benchmarks: mark rows 0..n-1 busy at `position` (one for all, or one per row) for `max_tokens`
+        more ids, without a prefill (speed does not depend on the cache contents). Not for serving: those
+        rows generate from whatever their cache holds."""
         p = np.broadcast_to(np.asarray(position, dtype=np.int64), (n,))
+        m = np.ascontiguousarray(np.broadcast_to(np.asarray(max_tokens, dtype=np.int64), (n,)))
         if n > self.options.rows or (p.size and int(p.max()) >= self.options.max_seq):
             raise ValueError(f"{n} rows at positions up to {int(p.max())} do not fit {self.options}")
         self.busy[:n] = True
         self.epoch[:n] += 1
-        self.pos_h[:n], self.gen_h[:n], self.max_h[:n] = p, 0, max_tokens
+        self.pos_h[:n], self.gen_h[:n], self.max_h[:n] = p, 0, m
         with self._device():
             self.active[:n] = True
             self.pos[:n] = self._to_device(np.ascontiguousarray(p))
             self.gen[:n] = 0
-            self.limit[:n] = max_tokens
+            self.limit[:n] = self._to_device(m)
             self.hist[:n] = -1
+
+    def close(self) -> None:
+        """Drop the graphs and the model's KV cache (a benchmark swapping generators on one model)."""
+        self._graphs.clear()
+        self._pool = None
+        self.model.caches = []
 
     def _step(self, b: int, kv_len: int) -> None:
         """The whole step on the device: forward, restricted sampling, state advance, and rows that end
