@@ -67,9 +67,9 @@ def test_block_mask_lists_exactly_each_rows_keys(max_seq: int) -> None:
         [0, 1, KV_BLOCK - 2, KV_BLOCK - 1, KV_BLOCK, 2 * KV_BLOCK - 1, max_seq - 2, max_seq - 1]
     )
     bm = model.block_mask(pos)
-    kv = torch.arange(max_seq)
+    kv = torch.arange(model.cache_len)  # whole blocks: 300 ids take a 384-long cache
     for b in range(pos.numel()):
-        seen = torch.zeros(max_seq, dtype=torch.bool)
+        seen = torch.zeros(model.cache_len, dtype=torch.bool)
         assert bm.full_kv_num_blocks is not None and bm.full_kv_indices is not None
         for j in bm.full_kv_indices[b, 0, 0, : int(bm.full_kv_num_blocks[b, 0, 0])].tolist():
             seen[j * KV_BLOCK : (j + 1) * KV_BLOCK] = True
@@ -105,7 +105,7 @@ def test_capture_warm_up_leaves_a_row_at_the_last_position_in_place() -> None:
     after = (gen.pos, gen.gen, gen.tok, gen.hist, gen.active)
     for a, b in zip(before, after, strict=True):
         assert torch.equal(a, b)
-    allowed = torch.zeros(4, 64, dtype=torch.bool)
+    allowed = torch.zeros(4, model.cache_len, dtype=torch.bool)
     allowed[0, 10] = allowed[1, 63] = allowed[2, 0] = allowed[3, 0] = True  # each row's own next position
     for (k, _), k0 in zip(model.caches, kv_before, strict=True):
         written = (k != k0).any(dim=3).any(dim=1)  # (rows, positions)

@@ -62,3 +62,24 @@ def test_steady_state_steps_admit_at_the_load_rate() -> None:
     rate = sum(admitted) / (o.steady_steps + 6)
     assert 0.5 * 8 / o.utterance_ids < rate < 2.5 * 8 / o.utterance_ids
     assert gen.free_rows == 8  # released at the end
+
+
+@pytest.mark.slow
+def test_gpu_check_driver_writes_every_phase_on_cpu(tmp_path: Path) -> None:
+    """scripts/gpu_check.sh's benchmark step, dry-run at tiny shapes: every phase lands in gpu.json."""
+    from benchmarks import gpu_check
+
+    assert gpu_check.main(["--tiny", "--out", str(tmp_path)]) == 0
+    r = json.loads((tmp_path / "gpu.json").read_text())
+    assert r["phases_done"] == ["env", "build", "warm_graphs", "steps", "kernels", "snac", "capacity", "ttfb"]
+    assert r["partial"] is False and r["errors"] == {}
+    assert set(r["step_ms"]) == {"1", "2", "4", "8"} and set(r["ttfb_ms"]) == {"50%", "90%"}
+    assert r["graphs_captured_after_ready"] == 0 and r["attention_backend"] == "flex"
+
+
+def test_gpu_check_driver_out_of_time_still_leaves_json(tmp_path: Path) -> None:
+    from benchmarks import gpu_check
+
+    assert gpu_check.main(["--tiny", "--out", str(tmp_path), "--budget-s", "0"]) == 2
+    r = json.loads((tmp_path / "gpu.json").read_text())
+    assert r["partial"] is True and r["phases_done"] == ["env"] and "build" in r["errors"]

@@ -240,7 +240,7 @@ class OrpheusLlama(nn.Module):
         self.head = nn.Linear(shape.hidden_size, HEAD_ROWS, bias=False)  # rows: audio codes, then stop
         self.register_buffer("inv_freq", rope_inv_freq(shape), persistent=False)
         self.caches: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self.max_seq = 0
+        self.max_seq = self.cache_len = 0
         self.attention = "flex"  # or "sdpa": the padded reference path
         self._flex: Any = flex_attention
         self._kv_limit = torch.zeros(0, dtype=torch.int64)  # per cache row: the last key position it reads
@@ -253,7 +253,10 @@ class OrpheusLlama(nn.Module):
         self.attention = backend
         on_cuda = self.head.weight.device.type == "cuda"
         if backend == "flex" and (compile_flex if compile_flex is not None else on_cuda):
-            self._flex = torch.compile(flex_attention, dynamic=False, fullgraph=True)
+            # automatic dynamic shapes: the first batch shape compiles static, the next one once for every
+            # batch (a static compile per bucket would also pass dynamo's recompile limit and fall back to
+            # the dense eager implementation without a word)
+            self._flex = torch.compile(flex_attention, fullgraph=True)
         else:
             self._flex = flex_attention
 
@@ -324,9 +327,10 @@ class OrpheusLlama(nn.Module):
         """The static KV cache: `rows` concurrent sequences of up to `max_seq` tokens."""
         s, p = self.shape, self.head.weight
         self.max_seq = max_seq
+        self.cache_len = -(-max_seq // KV_BLOCK) * KV_BLOCK  # whole KV blocks (the tail is never read)
         self.caches = [
             tuple(  # type: ignore[misc]
-                torch.zeros(rows, s.kv_heads, max_seq, s.head_dim, dtype=p.dtype, device=p.device)
+                torch.zeros(rows, s.kv_heads, self.cache_len, s.head_dim, dtype=p.dtype, device=p.device)
                 for _ in range(2)
             )
             for _ in range(s.layers)
@@ -356,7 +360,7 @@ class OrpheusLlama(nn.Module):
         one holding pos (unless it ends exactly there) as a partial block masked by `kv <= pos`. Built from
         tensor ops only (graph-capturable, no host sync); its shapes depend on the batch, never on lengths."""
         b, dev = pos.shape[0], pos.device
-        n = -(-self.max_seq // KV_BLOCK)
+        n = self.cache_len // KV_BLOCK
         self._kv_limit[:b].copy_(pos)
         full = ((pos + 1) // KV_BLOCK).to(torch.int32)  # blocks wholly <= pos
         partial = ((pos + 1) % KV_BLOCK != 0).to(torch.int32)
@@ -372,7 +376,7 @@ class OrpheusLlama(nn.Module):
             full_idx,
             BLOCK_SIZE=KV_BLOCK,
             mask_mod=self._mask_mod,
-            seq_lengths=(1, self.max_seq),
+            seq_lengths=(1, self.cache_len),
             compute_q_blocks=False,
         )
 
