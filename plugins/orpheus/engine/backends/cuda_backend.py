@@ -193,7 +193,7 @@ class CudaBackend(TokenBackend):
                     gen.release(row)
                     row_uid[row] = row_slot[row] = -1
                 ticket, nxt, res = None, None, None
-                gen._outstanding = 0
+                gen.abandon()
             ticket = nxt
             slots = uids = tokens = np.zeros(0, dtype=np.int64)
             if res is not None and res.rows.size:

@@ -348,6 +348,10 @@ class BatchGenerator:
             return StepResult(empty, empty, np.zeros(0, dtype=bool))
         return StepResult(np.concatenate(parts_r), np.concatenate(parts_t), np.concatenate(parts_f))
 
+    def abandon(self) -> None:
+        """After a failed step: forget the tickets in flight (their rows are being released)."""
+        self._outstanding = 0
+
     def occupy(
         self, n: int, position: int | Sequence[int], max_tokens: int | Sequence[int] = 1 << 30
     ) -> None:
