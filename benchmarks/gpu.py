@@ -12,6 +12,8 @@ before timing (`graphs_captured_after_ready` says if any was not). Measured:
   (prefill included), i.e. admissions at the rate that load needs;
 - `step_ms_sdpa` {batch: ms} (GPU): the same with the padded SDPA attention, for comparison;
 - `kernels_per_step`: kernels one decode step launches (CUDA profiler; on CPU the aten ops, a proxy);
+- `kv_ids_read_per_step` {batch: {length_aware, padded, ratio}}: KV ids the attention reads per step on the
+  same position mix (arithmetic, no clock);
 - `snac_ms` {batch: ms}: one SNAC decode of that many 6-frame windows (the engine's steady-state window);
 - `streams_realtime`: the largest measured batch whose step, plus its share of SNAC work (one window per
   stream every 28 ids), fits the real-time step budget (1000 / 82.03 ms) with 20 % headroom;
@@ -177,6 +179,32 @@ def steady_step_ms(gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generato
     _release_all(gen)
     a = np.asarray(times) * 1000
     return float(a.mean()), float(np.percentile(a, 90))
+
+
+def kv_ids_read(o: GpuBenchOptions, b: int, seed: int = 0, draws: int = 200) -> dict[str, float]:
+    """Mean KV ids one decode step reads at `b` streams spread over positions 0..max_position: length-aware
+    (each row its own 128-id blocks) against padded (every row up to the batch's KV bucket). Arithmetic on
+    the step timing's position mix, no clock: the bandwidth the attention change saves."""
+    from plugins.orpheus.engine.cuda.generator import bucket
+    from plugins.orpheus.engine.cuda.model import KV_BLOCK
+
+    rng = np.random.default_rng(seed)
+    kv, k = [], 128
+    while k < o.max_seq:
+        kv.append(k)
+        k *= 2
+    buckets = (*kv, o.max_seq)
+    top = min(o.max_position, o.max_seq - 2)
+    aware = padded = 0.0
+    for _ in range(draws):
+        pos = rng.integers(0, top + 1, b)
+        aware += float((-(-(pos + 1) // KV_BLOCK) * KV_BLOCK).sum())
+        padded += b * bucket(int(pos.max()) + 1, buckets)
+    return {
+        "length_aware": round(aware / draws),
+        "padded": round(padded / draws),
+        "ratio": round(aware / padded, 3),
+    }
 
 
 def measure_steps(
@@ -424,6 +452,7 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
         },
         "positions": f"rows spread over 0..{o.max_position}, replaced by {o.utterance_ids}-id utterances",
         "kernels_per_step": kernels,
+        "kv_ids_read_per_step": {str(b): kv_ids_read(o, b) for b in capacity_batches},
         "graphs_warmed": warmed,
         "graphs_captured_after_ready": after_ready,
         "ttfb_ms": ttfb,

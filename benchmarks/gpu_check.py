@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def kernels() -> None:
         res["kernels_per_step"] = gpu.kernels_per_step(st["gen"], 64, device)
+        res["kv_ids_read_per_step"] = {str(b): gpu.kv_ids_read(o, b) for b in o.batches}
 
     def snac() -> None:
         res["snac_ms"] = {str(b): round(v, 3) for b, v in gpu.measure_snac(st["dec"], o).items()}

@@ -40,6 +40,15 @@ def test_tiny_cpu_run_writes_every_key(tmp_path: Path, monkeypatch: pytest.Monke
     assert r["first_audio_ids"] == 21
     assert r["gpu_memory_gb"]["kv_cache"] > 0
     assert r["kernels_per_step"]["kernels"] > 0 and r["graphs_captured_after_ready"] == 0
+    for kv in r["kv_ids_read_per_step"].values():
+        assert 0 < kv["length_aware"] <= kv["padded"] and kv["ratio"] <= 1.0
+
+
+def test_length_aware_reads_are_whole_blocks_up_to_each_row() -> None:
+    o = replace(gpu.GpuBenchOptions(), max_position=127)  # every row inside the first block
+    assert gpu.kv_ids_read(o, 4, draws=5) == {"length_aware": 512, "padded": 512, "ratio": 1.0}
+    far = gpu.kv_ids_read(gpu.GpuBenchOptions(), 256)
+    assert 0.45 < far["ratio"] < 0.55  # positions uniform over 0..1500: about half the padded reads
 
 
 def test_steady_state_steps_admit_at_the_load_rate() -> None:
