@@ -223,3 +223,21 @@ def test_gpu_bf16_decode_tracks_an_fp32_reference_at_long_positions() -> None:
         b = low.decode(tok, lengths)
     rel = (a - b).norm(dim=-1) / a.norm(dim=-1)
     assert float(rel.max()) < 0.05, rel.tolist()
+
+
+@pytest.mark.gpu
+async def test_gpu_cuda_backend_captures_every_graph_before_ready(test_model: Path) -> None:
+    backend = CudaBackend(
+        CudaBackendOptions(model_dir=str(test_model / "orpheus"), device="cuda", dtype="bfloat16", rows=8)
+    )
+    await backend.start()
+    gen = backend.generator
+    assert gen.ready and gen.captures == len(gen.batch_buckets) and gen.use_graphs
+    greedy = Sampling(temperature=0.0, top_p=1.0, repetition_penalty=1.1)
+    outs = [
+        [t async for t in token_stream(backend, backend.encode(text), 60, greedy, slot=i)]
+        for i, text in enumerate(("Hello there.", "Another one."))
+    ]
+    assert all(len(o) == 60 for o in outs)
+    assert gen.captures_after_ready == 0
+    await backend.close()

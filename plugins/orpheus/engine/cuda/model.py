@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from plugins.orpheus.engine import ids
@@ -30,6 +31,7 @@ HEAD_ROWS = ids.AUDIO_END - ids.AUDIO_BASE + 1  # 28 673: audio codes, then the 
 STOP_COLUMN = HEAD_ROWS - 1
 KV_BLOCK = 128  # FlexAttention's KV block: a row reads ceil((pos + 1) / 128) blocks
 ATTENTION_BACKENDS = ("flex", "sdpa")
+PREFILL_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,9 @@ class Attention(nn.Module):
         # the padding past a prompt's end is written too: decode overwrites position p before any row reads it
         kc[rows, :, :t] = k
         vc[rows, :, :t] = v
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=True, enable_gqa=True)
+        # flash (or math) only: cuDNN attention would build a new plan for every new prompt shape
+        with sdpa_kernel(PREFILL_SDPA):
+            out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=True, enable_gqa=True)
         return self.o_proj(out.transpose(1, 2).reshape(n, t, self.heads * self.head_dim))
 
 
