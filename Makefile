@@ -9,7 +9,7 @@ DEMO_AGENT ?= examples/dental_clinic.yaml
 DEMO_SCRIPT ?= examples/calls/book_cleaning.yaml
 
 .PHONY: setup setup-python setup-python-demo setup-demo setup-system setup-livekit setup-e2e demo dev test lint \
-	typecheck audit pytest bench load phrases clean
+	typecheck audit pytest bench load phrases clean gpu-check gpu-check-stage
 
 setup: setup-python setup-system setup-livekit setup-e2e
 
@@ -73,3 +73,15 @@ load: setup phrases
 
 clean:
 	rm -rf out .pytest_cache .mypy_cache .ruff_cache
+
+# The Orpheus `--backend cuda` engine on a GPU: benchmark at the full 3B shape + `pytest -m gpu`, results in
+# $(GPU_CHECK_OUT) (see scripts/gpu_check.sh). gpu-check-stage copies the Python 3.12 wheels a torch-only GPU
+# box lacks into .gpucheck/ (git-ignored) so a device call can carry them.
+GPU_CHECK_OUT ?= out/gpu-check
+GPU_WHEELS ?= ../shared/gpu/wh
+gpu-check:
+	OUT=$(GPU_CHECK_OUT) PYTHON=$(if $(wildcard $(PY)),$(PY),python3) bash scripts/gpu_check.sh
+
+gpu-check-stage:
+	rm -rf .gpucheck && mkdir -p .gpucheck/wh && cp $(GPU_WHEELS)/*.whl .gpucheck/wh/
+	@echo "staged $$(ls .gpucheck/wh | wc -l) wheels in .gpucheck/wh"

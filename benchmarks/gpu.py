@@ -1,19 +1,28 @@
 """Orpheus engine speed on one GPU with the `--backend cuda` generator: how many real-time streams it holds.
 
-    python -m benchmarks.gpu [--json out/gpu.json] [--tiny] [--seconds 20] [--fp8]
+    python -m benchmarks.gpu [--json out/gpu.json] [--tiny] [--seconds 20] [--fp8] [--attention flex|sdpa]
+                             [--batches 1,16,64,128,256] [--compare-sdpa 64,256]
 
 Random weights of the real Orpheus 3B shape (speed does not depend on the weights' values), bf16, the same
-generator, sampling and SNAC decoder the engine serves with. Measured:
-- `step_ms` {batch: ms}: one decode step (every stream +1 id) at a mid-utterance KV length, CUDA graphs;
+generator, sampling and SNAC decoder the engine serves with, driven as the engine drives it: the host one step
+ahead (launch step n+1, then collect step n), batched prefill between steps, every CUDA graph captured
+before timing (`graphs_captured_after_ready` says if any was not). Measured:
+- `step_ms` {batch: ms}: wall time per decode step in a steady state at that many streams: rows spread over
+  positions 0..`max_position` ids, and each row that ends is replaced at once by a new 6-second utterance
+  (prefill included), i.e. admissions at the rate that load needs;
+- `step_ms_sdpa` {batch: ms} (GPU): the same with the padded SDPA attention, for comparison;
+- `kernels_per_step`: kernels one decode step launches (CUDA profiler; on CPU the aten ops, a proxy);
+- `kv_ids_read_per_step` {batch: {length_aware, padded, ratio}}: KV ids the attention reads per step on the
+  same position mix (arithmetic, no clock);
 - `snac_ms` {batch: ms}: one SNAC decode of that many 6-frame windows (the engine's steady-state window);
 - `streams_realtime`: the largest measured batch whose step, plus its share of SNAC work (one window per
   stream every 28 ids), fits the real-time step budget (1000 / 82.03 ms) with 20 % headroom;
-- `ttfb_ms` {load: {p50, p99}}: Poisson arrivals at 50/75/90 % of that capacity through the generator
-  (prefill between decode steps), first audio = the id that completes the first decodable window (21 ids)
-  plus one SNAC decode of the window batch in flight at that moment;
+- `ttfb_ms` {load: {p50, p90, p99}}: Poisson arrivals at 50 % and 90 % of that capacity through the
+  generator; first audio = the id that completes the first decodable window (21 ids) plus one SNAC decode of
+  the window batch in flight at that moment;
 - `gpu_memory_gb`: weights, KV cache, peak;
-- `cpu_us_per_token`: host time per generated id: the generator's own host work per step (launch and
-  bookkeeping, not the wait for the device) plus the engine's frame assembler on the same ids.
+- `cpu_us_per_token`: host time per generated id: the generator's own host work (launch, bookkeeping, not the
+  wait for the device) plus the engine's frame assembler on the same ids.
 Without CUDA it runs the same code at tiny shapes on CPU and says so in `device` (a correctness run, not a
 speed figure). Needs only torch, numpy and snac.
 """
@@ -21,6 +30,7 @@ speed figure). Needs only torch, numpy and snac.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import math
@@ -43,17 +53,19 @@ IDS_PER_WINDOW = 4 * ids.FRAME_TOKENS
 @dataclass(frozen=True)
 class GpuBenchOptions:
     tiny: bool = False
-    batches: tuple[int, ...] = (1, 8, 32, 64, 128, 192, 256, 320, 384, 448, 512)
+    batches: tuple[int, ...] = (1, 16, 64, 128, 192, 256)
     snac_batches: tuple[int, ...] = (1, 8, 32, 64, 128)
-    rows: int = 512
-    max_seq: int = 1024  # 512 rows × 1024 ids of bf16 KV for 28 layers ≈ 60 GB
+    rows: int = 256
+    max_seq: int = 1664  # 13 KV blocks: positions up to 1500 + a 6-s utterance's headroom; 256 rows ≈ 49 GB
     prompt_len: int = 32
-    kv_position: int = 400  # mid-utterance: prompt + ~4.5 s of audio
-    utterance_ids: int = 490  # TTFB runs: 70 frames ≈ 6 s of speech per utterance
-    step_repeats: int = 30
+    max_position: int = 1500  # step timing: rows spread over positions 0..1500
+    utterance_ids: int = 490  # 70 frames ≈ 6 s of speech per utterance
+    steady_steps: int = 60  # timed steps per batch (after 5 untimed)
     seconds_per_load: float = 20.0
-    loads: tuple[float, ...] = (0.5, 0.75, 0.9)
+    loads: tuple[float, ...] = (0.5, 0.9)
     prefill_tokens: int = 1024
+    attention: str = "flex"
+    compare_sdpa: tuple[int, ...] = (64, 256)  # batches re-measured with the padded SDPA path (GPU)
     fp8: bool = False
     seed: int = 0
     shape: dict[str, Any] = field(default_factory=dict)  # LlamaShape overrides (tiny runs)
@@ -68,10 +80,11 @@ class GpuBenchOptions:
             rows=8,
             max_seq=256,
             prompt_len=16,
-            kv_position=100,
+            max_position=200,
             utterance_ids=70,
-            step_repeats=5,
+            steady_steps=5,
             seconds_per_load=2.0,
+            compare_sdpa=(),
             shape=dict(hidden_size=64, intermediate_size=128, layers=2, heads=4, kv_heads=2),
             snac=dict(decoder_dim=64, encoder_dim=16),
         )
@@ -82,46 +95,170 @@ def _sync(torch: Any, device: str) -> None:
         torch.cuda.synchronize()
 
 
-def build(o: GpuBenchOptions, device: str) -> tuple[Any, Any, dict[str, float]]:
+def build_model(o: GpuBenchOptions, device: str) -> Any:
     import torch
-    from snac import SNAC
 
-    from plugins.orpheus.engine.cuda.generator import BatchGenerator, GeneratorOptions
     from plugins.orpheus.engine.cuda.model import LlamaShape, OrpheusLlama
-    from plugins.orpheus.engine.snac_decoder import SNAC_24KHZ_CONFIG, DecoderOptions, SnacDecoder
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    shape = replace(LlamaShape(), **o.shape)
-    model = OrpheusLlama.random(shape, dtype, device, seed=o.seed)
+    model = OrpheusLlama.random(replace(LlamaShape(), **o.shape), dtype, device, seed=o.seed)
     if o.fp8:
         model.use_fp8()
+    return model
+
+
+def build_generator(model: Any, o: GpuBenchOptions, attention: str) -> Any:
+    from plugins.orpheus.engine.cuda.generator import BatchGenerator, GeneratorOptions
+
+    return BatchGenerator(model, GeneratorOptions(rows=o.rows, max_seq=o.max_seq, attention=attention))
+
+
+def build(o: GpuBenchOptions, device: str) -> tuple[Any, Any, dict[str, float]]:
+    from snac import SNAC
+
+    from plugins.orpheus.engine.snac_decoder import SNAC_24KHZ_CONFIG, DecoderOptions, SnacDecoder
+
+    model = build_model(o, device)
     weights = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
     # SNAC first, as the engine does: its graphs are captured before the KV cache takes the memory
     snac = SNAC(**{**SNAC_24KHZ_CONFIG, **o.snac, "noise": False}).eval()
     decoder = SnacDecoder(snac, DecoderOptions(device=device, max_batch=max(o.snac_batches)))
-    gen = BatchGenerator(model, GeneratorOptions(rows=o.rows, max_seq=o.max_seq))
+    gen = build_generator(model, o, o.attention)
     mem = {"weights": weights / 1e9, "kv_cache": model.kv_bytes() / 1e9}
     return gen, decoder, mem
 
 
-def measure_steps(gen: Any, o: GpuBenchOptions, device: str) -> dict[int, float]:
+def warm(gen: Any, batches: tuple[int, ...]) -> dict[str, Any]:
+    """Capture every graph the measured batches can need, as the engine does before it reports ready."""
+    from plugins.orpheus.engine.cuda.generator import bucket
+
+    t = time.perf_counter()
+    need = sorted({bucket(min(b, gen.options.rows), gen.batch_buckets) for b in batches} | {1})
+    n = gen.warm_graphs(need)
+    gen.mark_ready()
+    return {"graphs": n, "seconds": round(time.perf_counter() - t, 1)}
+
+
+def _prompt(rng: np.random.Generator, n: int) -> list[int]:
+    p = rng.integers(0, ids.BOS, n).tolist()
+    p[-1] = ids.START_OF_SPEECH
+    return p
+
+
+def _release_all(gen: Any) -> None:
+    for row in np.flatnonzero(gen.busy).tolist():
+        gen.release(int(row))
+
+
+def steady_step_ms(gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Mean and p90 wall ms per step with `b` streams: rows at positions spread over 0..max_position, each
+    ending after a random share of an utterance and replaced at once by a new one (batched prefill), the
+    host one step ahead as in serving. Returns (mean, p90 of the per-step intervals)."""
+    from plugins.orpheus.engine.cuda.generator import Admission
+
+    top = min(o.max_position, o.max_seq - 2)
+    pos = rng.integers(0, top + 1, b)
+    # residual lengths uniform over one utterance: the equilibrium of fixed-length utterances, so rows end
+    # (and new ones are admitted) at b / utterance_ids per step from the first step
+    left = np.minimum(rng.integers(1, o.utterance_ids + 1, b), o.max_seq - 1 - pos)
+    gen.occupy(b, pos.tolist(), np.maximum(1, left).tolist())  # rows end at the rate b / utterance_ids
+    ticket, marks = None, []
+    for _ in range(o.steady_steps + 6):
+        marks.append(time.perf_counter())
+        ended = b - gen.active_rows
+        if ended > 0:
+            gen.admit_many(
+                [Admission(_prompt(rng, o.prompt_len), o.utterance_ids, 0.6, 0.9, 1.1) for _ in range(ended)]
+            )
+        nxt = gen.launch()
+        if ticket is not None:
+            gen.collect(ticket)
+        ticket = nxt
+    times = np.diff(marks)[5:]  # one interval per step, pipeline filled
+    gen.collect(ticket)
+    _release_all(gen)
+    a = np.asarray(times) * 1000
+    return float(a.mean()), float(np.percentile(a, 90))
+
+
+def kv_ids_read(o: GpuBenchOptions, b: int, seed: int = 0, draws: int = 200) -> dict[str, float]:
+    """Mean KV ids one decode step reads at `b` streams spread over positions 0..max_position: length-aware
+    (each row its own 128-id blocks) against padded (every row up to the batch's KV bucket). Arithmetic on
+    the step timing's position mix, no clock: the bandwidth the attention change saves."""
+    from plugins.orpheus.engine.cuda.generator import bucket
+    from plugins.orpheus.engine.cuda.model import KV_BLOCK
+
+    rng = np.random.default_rng(seed)
+    kv, k = [], 128
+    while k < o.max_seq:
+        kv.append(k)
+        k *= 2
+    buckets = (*kv, o.max_seq)
+    top = min(o.max_position, o.max_seq - 2)
+    aware = padded = 0.0
+    for _ in range(draws):
+        pos = rng.integers(0, top + 1, b)
+        aware += float((-(-(pos + 1) // KV_BLOCK) * KV_BLOCK).sum())
+        padded += b * bucket(int(pos.max()) + 1, buckets)
+    return {
+        "length_aware": round(aware / draws),
+        "padded": round(padded / draws),
+        "ratio": round(aware / padded, 3),
+    }
+
+
+def measure_steps(
+    gen: Any, o: GpuBenchOptions, batches: tuple[int, ...]
+) -> tuple[dict[int, float], dict[int, float]]:
+    rng = np.random.default_rng(o.seed)
+    mean: dict[int, float] = {}
+    p90: dict[int, float] = {}
+    for b in batches:
+        if b > o.rows:
+            continue
+        mean[b], p90[b] = steady_step_ms(gen, o, b, rng)
+    return mean, p90
+
+
+def kernels_per_step(gen: Any, b: int, device: str) -> dict[str, Any]:
+    """Kernels one eager decode step launches (a replayed graph launches the same ones): the CUDA profiler's
+    device events on a GPU; on CPU the aten ops dispatched (a proxy for the count, not for the cost)."""
     import torch
 
-    out: dict[int, float] = {}
-    for b in o.batches:
-        gen.occupy(b, o.kv_position)
-        for _ in range(3):  # graph capture + warm-up
-            gen.step()
-        times = []
-        for _ in range(o.step_repeats):
-            _sync(torch, device)
-            t = time.perf_counter()
-            gen.step()
-            times.append(time.perf_counter() - t)  # step() ends with the device→host copy of the ids
-        out[b] = float(np.median(times) * 1000)
-        for row in range(b):
-            gen.release(row)
-    return out
+    b = min(b, gen.options.rows)
+    gen.occupy(b, 100)
+    try:
+        with gen._device():
+            gen._step(b, gen.kv_buckets[-1])  # warm (compile) outside the count
+            if device == "cuda":
+                from torch.profiler import ProfilerActivity, profile
+
+                torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    gen._step(b, gen.kv_buckets[-1])
+                    torch.cuda.synchronize()
+                n = sum(
+                    e.count
+                    for e in prof.key_averages()
+                    if getattr(e, "device_time_total", 0)
+                    and not e.key.startswith(("Memcpy", "Memset", "cudaLaunch", "cudaStream"))
+                )
+                how = "cuda profiler, device kernels"
+            else:
+                from torch.profiler import ProfilerActivity, profile
+
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    gen._step(b, gen.kv_buckets[-1])
+                leaves = [
+                    e
+                    for e in prof.events()
+                    if e.name.startswith("aten::")
+                    and not any(c.name.startswith("aten::") for c in e.cpu_children)
+                ]
+                n, how = len(leaves), "leaf aten ops (cpu proxy)"
+    finally:
+        _release_all(gen)
+    return {"batch": b, "kernels": int(n), "how": how}
 
 
 def measure_snac(decoder: Any, o: GpuBenchOptions) -> dict[int, float]:
@@ -165,7 +302,9 @@ def streams_realtime(step_ms: dict[int, float], snac_ms: dict[int, float]) -> in
 def measure_ttfb(
     gen: Any, o: GpuBenchOptions, capacity: int, load: float, snac_ms: dict[int, float], first_ids: int
 ) -> tuple[dict[str, float], float]:
-    """Poisson arrivals at `load` × capacity streams; returns TTFB {p50, p99} and host µs per id."""
+    """Poisson arrivals at `load` × capacity streams through the engine's own loop shape (batched prefill
+    within a token budget, host one step ahead); returns TTFB {p50, p90, p99} and host µs per id."""
+    from plugins.orpheus.engine.cuda.generator import Admission
     from plugins.orpheus.engine.frames import FrameAssembler
 
     rng = np.random.default_rng(o.seed + int(load * 100))
@@ -182,51 +321,84 @@ def measure_ttfb(
     row_count = np.zeros(o.rows, dtype=np.int64)
     ttfb: list[float] = []
     waiting: list[float] = []
-    nxt, host_s, ids_made = 0, 0.0, 0
+    nxt_arrival, host_s, ids_made = 0, 0.0, 0
     gen.host_s = 0.0
+    ticket = None
     t0 = time.perf_counter()
     while True:
         now = time.perf_counter() - t0
-        while nxt < arrivals.size and arrivals[nxt] <= now:
-            waiting.append(float(arrivals[nxt]))
-            nxt += 1
-        if now > horizon + 2 * utterance_s or (nxt == arrivals.size and not waiting and not gen.active_rows):
+        while nxt_arrival < arrivals.size and arrivals[nxt_arrival] <= now:
+            waiting.append(float(arrivals[nxt_arrival]))
+            nxt_arrival += 1
+        idle = not waiting and not gen.active_rows and ticket is None
+        if now > horizon + 2 * utterance_s or (nxt_arrival == arrivals.size and idle):
             break
-        budget = o.prefill_tokens
-        while waiting and gen.free_rows and budget > 0:
-            prompt = rng.integers(0, ids.BOS, o.prompt_len).tolist()
-            prompt[-1] = ids.START_OF_SPEECH
-            row, _, _ = gen.admit(prompt, o.utterance_ids, 0.6, 0.9, 1.1)
+        budget, batch, starts = o.prefill_tokens, list[Any](), list[float]()
+        while waiting and len(batch) < gen.free_rows and budget > 0:
+            batch.append(Admission(_prompt(rng, o.prompt_len), o.utterance_ids, 0.6, 0.9, 1.1))
+            starts.append(waiting.pop(0))
             budget -= o.prompt_len
-            row_start[row], row_count[row] = waiting.pop(0), 1
-            asm.open(row, o.utterance_ids)
-        if not gen.active_rows:
+        if batch:
+            for row, start in zip(gen.admit_many(batch), starts, strict=True):
+                row_start[row], row_count[row] = start, 0
+                asm.open(row, o.utterance_ids)
+        if not gen.active_rows and ticket is None:
             time.sleep(0.0005)
             continue
-        res = gen.step()
+        launched = gen.launch() if gen.active_rows else None
+        res = gen.collect(ticket) if ticket is not None else None
+        ticket = launched
+        if res is None or not res.rows.size:
+            continue
         t = time.perf_counter()
         asm.push(res.rows, res.tokens)  # the engine's own frame assembly of the same ids
         host_s += time.perf_counter() - t
         ids_made += res.rows.size
-        row_count[res.rows] += 1
-        first = res.rows[row_count[res.rows] == first_ids]
+        np.add.at(row_count, res.rows, 1)
+        first = np.unique(res.rows[row_count[res.rows] == first_ids])
         if first.size:
             now = time.perf_counter() - t0
             windows = max(1, math.ceil(gen.active_rows / 4))  # ~¼ of streams have a window due at once
             snac = interpolate(snac_ms, windows)
             ttfb.extend(((now - row_start[first]) * 1000 + snac).tolist())
+            row_count[first] += 1  # counted once
         for row in res.rows[res.finished].tolist():
             asm.close(row)
+    if ticket is not None:
+        gen.collect(ticket)
+    _release_all(gen)
     host_us = (gen.host_s + host_s) / max(1, ids_made) * 1e6
     if not ttfb:
-        return {"p50": float("nan"), "p99": float("nan"), "streams": streams}, host_us
+        return {"p50": float("nan"), "p90": float("nan"), "p99": float("nan"), "streams": streams}, host_us
     a = np.asarray(ttfb)
     return {
         "p50": round(float(np.percentile(a, 50)), 2),
+        "p90": round(float(np.percentile(a, 90)), 2),
         "p99": round(float(np.percentile(a, 99)), 2),
         "streams": streams,
         "utterances": int(a.size),
     }, host_us
+
+
+def compare_sdpa(gen: Any, o: GpuBenchOptions) -> tuple[Any, dict[int, float]]:
+    """Re-measure some batches with the padded SDPA attention (same weights, a fresh cache), then return to
+    the configured attention. Frees the first generator's graphs and cache before allocating the second."""
+    import torch
+
+    model = gen.model
+    gen.close()
+    del gen
+    gc.collect()
+    torch.cuda.empty_cache()
+    other = "sdpa" if o.attention == "flex" else "flex"
+    g2 = build_generator(model, o, other)
+    warm(g2, o.compare_sdpa)
+    ms, _ = measure_steps(g2, o, o.compare_sdpa)
+    g2.close()
+    del g2
+    gc.collect()
+    torch.cuda.empty_cache()
+    return model, ms
 
 
 def run(o: GpuBenchOptions) -> dict[str, Any]:
@@ -236,13 +408,16 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
 
     device = "cuda" if torch.cuda.is_available() and not o.tiny else "cpu"
     if device == "cpu" and not o.tiny:
-        o = replace(GpuBenchOptions.cpu_tiny(), fp8=False)
+        o = replace(GpuBenchOptions.cpu_tiny(), fp8=False, attention=o.attention)
     torch.manual_seed(o.seed)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     gen, decoder, mem = build(o, device)
-    step_ms = measure_steps(gen, o, device)
+    capacity_batches = tuple(b for b in o.batches if b <= o.rows)
+    warmed = warm(gen, capacity_batches)
+    step_ms, step_p90 = measure_steps(gen, o, capacity_batches)
+    kernels = kernels_per_step(gen, 64, device)
     snac_ms = measure_snac(decoder, o)
     capacity = streams_realtime(step_ms, snac_ms)
     first_ids = first_audio_tokens()
@@ -250,9 +425,13 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
     host_us: list[float] = []
     for load in o.loads:
         # a CPU run has no real-time capacity; it drives the same loop at the largest batch it measured
-        stats, us = measure_ttfb(gen, o, capacity or max(o.batches), load, snac_ms, first_ids)
+        stats, us = measure_ttfb(gen, o, capacity or max(capacity_batches), load, snac_ms, first_ids)
         ttfb[f"{round(load * 100)}%"] = stats
         host_us.append(us)
+    after_ready = gen.captures_after_ready
+    sdpa_ms: dict[int, float] = {}
+    if device == "cuda" and o.compare_sdpa:
+        _, sdpa_ms = compare_sdpa(gen, o)
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         label = f"cuda: {props.name} (torch {torch.__version__}, CUDA {torch.version.cuda})"
@@ -263,10 +442,19 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
         "device": label,
         "shape": "tiny" if o.tiny else "orpheus-3b (Llama-3.2-3B, vocab 156 940), random weights",
         "dtype": ("fp8 weights" if o.fp8 else "bf16") if device == "cuda" else "float32",
+        "attention_backend": o.attention,
         "streams_realtime": capacity,
         "realtime_step_budget_ms": round(REALTIME_STEP_MS / HEADROOM, 3),
         "step_ms": {str(b): round(v, 3) for b, v in step_ms.items()},
-        "kv_position": o.kv_position,
+        "step_ms_p90": {str(b): round(v, 3) for b, v in step_p90.items()},
+        f"step_ms_{'sdpa' if o.attention == 'flex' else 'flex'}": {
+            str(b): round(v, 3) for b, v in sdpa_ms.items()
+        },
+        "positions": f"rows spread over 0..{o.max_position}, replaced by {o.utterance_ids}-id utterances",
+        "kernels_per_step": kernels,
+        "kv_ids_read_per_step": {str(b): kv_ids_read(o, b) for b in capacity_batches},
+        "graphs_warmed": warmed,
+        "graphs_captured_after_ready": after_ready,
         "ttfb_ms": ttfb,
         "first_audio_ids": first_ids,
         "snac_ms": {str(b): round(v, 3) for b, v in snac_ms.items()},
@@ -279,20 +467,32 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
 
 
 def print_table(r: dict[str, Any]) -> None:
-    print(f"device: {r['device']}  ({r['shape']}, {r['dtype']})")
+    print(f"device: {r['device']}  ({r['shape']}, {r['dtype']}, attention {r['attention_backend']})")
     budget = r["realtime_step_budget_ms"]
-    print(f"{'batch':>6} {'step ms':>9}   real-time step budget with 20% headroom: {budget} ms")
+    other = next((k for k in r if k in ("step_ms_sdpa", "step_ms_flex")), "")
+    print(
+        f"{'batch':>6} {'step ms':>9} {'p90':>8} {other:>13}   real-time step budget (20% headroom): "
+        f"{budget} ms"
+    )
     for b, ms in r["step_ms"].items():
-        print(f"{b:>6} {ms:>9.3f}")
+        print(f"{b:>6} {ms:>9.3f} {r['step_ms_p90'][b]:>8.3f} {r.get(other, {}).get(b, '-'):>13}")
     print(f"{'windows':>7} {'SNAC ms':>9}")
     for b, ms in r["snac_ms"].items():
         print(f"{b:>7} {ms:>9.3f}")
-    print(f"streams_realtime: {r['streams_realtime']}")
+    print(f"streams_realtime: {r['streams_realtime']}   kernels per step: {r['kernels_per_step']}")
+    print(f"graphs warmed: {r['graphs_warmed']}, captured after ready: {r['graphs_captured_after_ready']}")
     for load, s in r["ttfb_ms"].items():
-        print(f"TTFB at {load:>4} ({s['streams']} streams): p50 {s['p50']} ms  p99 {s['p99']} ms")
+        print(
+            f"TTFB at {load:>4} ({s['streams']} streams): p50 {s['p50']} ms  p90 {s['p90']} ms  "
+            f"p99 {s['p99']} ms"
+        )
     print(
         f"memory GB: {r['gpu_memory_gb']}  engine CPU per id: {r['cpu_us_per_token']} µs  ({r['seconds']} s)"
     )
+
+
+def _ints(raw: str) -> tuple[int, ...]:
+    return tuple(sorted(int(x) for x in raw.split(",") if x.strip()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -301,20 +501,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny", action="store_true", help="tiny shapes on CPU even where CUDA exists")
     p.add_argument("--seconds", type=float, default=0.0, help="arrival window per load (default 20 s GPU)")
     p.add_argument("--fp8", action="store_true", help="FP8 weights (torch._scaled_mm); Hopper only")
+    p.add_argument("--attention", default="flex", choices=["flex", "sdpa"])
     p.add_argument("--batches", default="", help="comma-separated decode batches to measure")
+    p.add_argument("--compare-sdpa", default=None, help="batches to re-measure with the other attention")
     args = p.parse_args(argv)
     o = GpuBenchOptions.cpu_tiny() if args.tiny else GpuBenchOptions()
-    if args.fp8:
-        o = replace(o, fp8=True)
+    o = replace(o, fp8=args.fp8 or o.fp8, attention=args.attention)
     if args.seconds > 0:
         o = replace(o, seconds_per_load=args.seconds)
-    if args.batches:
-        try:
-            batches = tuple(sorted(int(x) for x in args.batches.split(",")))
-        except ValueError:
-            print(f"benchmarks.gpu: --batches must be integers, got {args.batches!r}", file=sys.stderr)
-            return 2
-        o = replace(o, batches=batches, rows=max(o.rows, batches[-1]))
+    try:
+        if args.batches:
+            batches = _ints(args.batches)
+            o = replace(o, batches=batches, rows=max(o.rows, batches[-1]))
+        if args.compare_sdpa is not None:
+            o = replace(o, compare_sdpa=_ints(args.compare_sdpa))
+    except ValueError:
+        print("benchmarks.gpu: --batches and --compare-sdpa take comma-separated integers", file=sys.stderr)
+        return 2
     result = run(o)
     print_table(result)
     if args.json:

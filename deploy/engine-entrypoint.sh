@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Engine image entrypoint.
 #   prepare  fetch weights into the cache volume and build the FP8 engine for this GPU (idempotent)
-#   serve    prepare (a no-op when the pod's init container already did it), then run the engine
+#   serve    prepare (a no-op when the pod's init container already did it), then run the engine with the
+#            backend PARLEY_ORPHEUS_BACKEND names: trtllm (default; builds/loads the FP8 engine), cuda (plain
+#            PyTorch + CUDA graphs on the fetched checkpoint, no build) or torch (eager, any device)
 # Anything else runs `python -m plugins.orpheus <args>` (synth, make-test-model, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."  # /app in the image, the repository root elsewhere
@@ -12,6 +14,8 @@ max_batch="${PARLEY_ENGINE_MAX_STREAMS:-32}"
 socket="${PARLEY_ENGINE_SOCKET:-/run/parley/orpheus.sock}"
 http_port="${PARLEY_ENGINE_HTTP_PORT:-9101}"
 runtime="${PARLEY_TRTLLM_RUNTIME:-pytorch}"
+backend="${PARLEY_ORPHEUS_BACKEND:-trtllm}"
+device="${PARLEY_ORPHEUS_DEVICE:-cuda}"
 
 prepare() {
   local build=()
@@ -27,17 +31,28 @@ case "${1:-serve}" in
     ;;
   serve)
     shift || true
-    env_lines="$(prepare --print-env)"
+    case "$backend" in
+      trtllm) env_lines="$(prepare --print-env)" ;;
+      cuda | torch) env_lines="$(prepare --fetch-only --print-env)" ;;  # a checkpoint, no engine build
+      *)
+        echo "error: PARLEY_ORPHEUS_BACKEND must be trtllm, cuda or torch (got '$backend')" >&2
+        exit 2
+        ;;
+    esac
     eval "$env_lines"
-    # The build output dir itself is self-contained (FP8 weights or TensorRT engine, plus the tokenizer):
-    # the engine loads it directly; "pytorch" = TensorRT-LLM's PyTorch runtime, "engine" = a built engine.
-    # The build is for the same runtime (prepare passes --runtime), so the two always match.
+    if [ "$backend" = trtllm ]; then
+      # The build output dir itself is self-contained (FP8 weights or TensorRT engine, plus the tokenizer):
+      # the engine loads it directly; "pytorch" = TensorRT-LLM's PyTorch runtime, "engine" = a built engine.
+      # The build is for the same runtime (prepare passes --runtime), so the two always match.
+      model=(--trtllm-runtime "$runtime" --model-dir "$PARLEY_TRTLLM_ENGINE_DIR")
+    else
+      model=(--model-dir "$PARLEY_ORPHEUS_CHECKPOINT")
+    fi
     exec python -m plugins.orpheus serve \
-      --backend trtllm \
-      --trtllm-runtime "$runtime" \
-      --model-dir "$PARLEY_TRTLLM_ENGINE_DIR" \
+      --backend "$backend" \
+      "${model[@]}" \
       --snac-dir "$PARLEY_SNAC_DIR" \
-      --device cuda \
+      --device "$device" \
       --max-streams "$max_batch" \
       --address "unix://$socket" \
       --http-port "$http_port" \

@@ -85,6 +85,22 @@ def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
     return OrpheusTTS.from_settings(settings, fallback=cpu), f"orpheus:{settings.tts_voice}"
 
 
+def configure_orpheus_fill(settings: Settings) -> None:
+    """Point the Orpheus plugin's fill probe (the worker's load report) at the engine, from explicit values:
+    the plugin never reads the worker's settings itself."""
+    from plugins.orpheus.tts import configure_engine_fill  # type: ignore[import-not-found]
+
+    if not settings.engine_address or settings.tts_backend == "cpu":
+        configure_engine_fill("")
+        return
+    configure_engine_fill(
+        settings.engine_address,
+        settings.engine_secret.get_secret_value(),
+        settings.engine_connect_timeout_s,
+        unreachable_fill=settings.engine_unreachable_load,
+    )
+
+
 def load_llm(
     settings: Settings,
     base_url: str,

@@ -134,12 +134,21 @@ async def _hand_back_memory() -> None:
     await asyncio.to_thread(release_free_memory)
 
 
+_engine_fill_configured = False
+
+
 def engine_load() -> float:
     """The TTS engine's fill (0..1), or 0 when there is no engine."""
+    global _engine_fill_configured
     try:
         from plugins.orpheus.tts import engine_fill  # type: ignore[import-not-found]
     except ImportError:
         return 0.0
+    if not _engine_fill_configured:
+        from .pipeline import configure_orpheus_fill
+
+        configure_orpheus_fill(get_settings())
+        _engine_fill_configured = True
     try:
         return float(engine_fill())
     except Exception:

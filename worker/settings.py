@@ -90,18 +90,8 @@ class Settings(BaseSettings):
     )  # load reported when the engine cannot be asked
     tts_fallback_probe_s: float = Field(0.5, gt=0)  # how often a fallen-back chain checks the engine again
 
-    # Orpheus engine (`python -m plugins.orpheus serve` takes these as its defaults) and its weights
-    orpheus_backend: Literal["torch", "cuda", "trtllm", "openai"] = "torch"
-    orpheus_model_dir: str = ""  # checkpoint dir; empty = the tiny random test model (CPU proof only)
-    orpheus_snac_dir: str = ""
-    orpheus_device: str = "cpu"
-    orpheus_max_streams: int = Field(32, ge=1)  # admission limit; past it a stream gets a clear "full" error
-    orpheus_http_port: int = Field(0, ge=0, le=65535)  # loopback /metrics /capacity /healthz; 0 = off
-    orpheus_openai_base_url: str = ""  # remote completions endpoint serving Orpheus (openai backend)
-    orpheus_trtllm_runtime: Literal["pytorch", "engine"] = "pytorch"
-    orpheus_temperature: float = Field(0.5, ge=0.0, le=2.0)
-    orpheus_top_p: float = Field(0.9, gt=0.0, le=1.0)
-    orpheus_repetition_penalty: float = Field(1.1, ge=1.0, le=2.0)
+    # Orpheus weights for `download-files` (the engine's own PARLEY_ORPHEUS_* flags live in
+    # plugins/orpheus/settings.py: the engine image carries no worker code)
     orpheus_repo: str = "canopylabs/orpheus-3b-0.1-ft"  # gated: accept the licence and set HF_TOKEN
     snac_repo: str = "hubertsiuzdak/snac_24khz"
     orpheus_revision: str = ""

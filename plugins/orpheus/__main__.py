@@ -26,10 +26,14 @@ def _fail(msg: str, code: int = 2) -> int:
 
 
 def _settings():  # type: ignore[no-untyped-def]
-    """Flag defaults come from Parley's one settings module (PARLEY_ORPHEUS_* in env or .env)."""
-    from worker.settings import get_settings
+    """Flag defaults: the engine's own settings (PARLEY_ORPHEUS_* in env or .env), never the worker's."""
+    from plugins.orpheus.settings import engine_settings
 
-    return get_settings()
+    try:
+        return engine_settings()
+    except ValueError as e:  # one line naming the variable, exit code 2, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:

@@ -449,13 +449,11 @@ def engine_fill() -> float:
     """The engine's fill 0..1 (active / max streams; 1.0 while warming or unreachable; 0 with no engine).
 
     Blocking (LiveKit runs the load function in an executor); at most one engine query per `max_age_s`.
-    Unconfigured, it reads the worker's settings once.
+    Unconfigured (no `configure_engine_fill` yet), there is no engine to ask: 0.
     """
     probe = _fill
     if probe is None:
-        probe = _fill_from_settings()
-        if probe is None:
-            return 0.0
+        return 0.0
     with probe.lock:
         now = time.monotonic()
         if now - probe.read_at < probe.max_age_s:
@@ -477,25 +475,6 @@ def engine_fill() -> float:
             log.info("engine capacity readable again at %s", probe.address)
         probe.value, probe.read_at, probe.reachable = min(1.0, max(0.0, value)), now, reachable
         return probe.value
-
-
-def _fill_from_settings() -> _FillProbe | None:
-    try:
-        from worker.settings import get_settings
-
-        s = get_settings()
-    except (ImportError, SystemExit):
-        return None
-    if not s.engine_address or s.tts_backend == "cpu":
-        configure_engine_fill("")
-        return None
-    configure_engine_fill(
-        s.engine_address,
-        s.engine_secret.get_secret_value(),
-        s.engine_connect_timeout_s,
-        unreachable_fill=float(getattr(s, "engine_unreachable_load", 1.0)),
-    )
-    return _fill
 
 
 def query_capacity(address: str, secret: str = "", timeout_s: float = 0.5) -> dict[str, Any]:

@@ -55,19 +55,27 @@ def hf_llama3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     return out, model
 
 
-def test_prefill_and_batched_decode_match_transformers(hf_llama3: tuple[Path, object]) -> None:
+@pytest.mark.parametrize("attention", ["flex", "sdpa"])
+def test_prefill_and_batched_decode_match_transformers(
+    hf_llama3: tuple[Path, object], attention: str
+) -> None:
     path, hf = hf_llama3
     ours = OrpheusLlama.from_pretrained(path, torch.float32, "cpu")
     assert json.loads((path / "config.json").read_text())  # loaded from the files, not the object
     ours.allocate(rows=3, max_seq=256)
+    ours.set_attention(attention)
     prompt = torch.randint(0, ids.BOS, (160,), generator=torch.Generator().manual_seed(1))
     cols = [*range(ids.AUDIO_BASE, ids.AUDIO_END), ids.END_OF_SPEECH]
     with torch.inference_mode():
         ref = hf(prompt[None]).logits[0][:, cols]  # type: ignore[operator]
-        got = ours.prefill(prompt[:100], row=2)
-        assert got.shape == (HEAD_ROWS,)
-        torch.testing.assert_close(got, ref[99], atol=1e-4, rtol=1e-4)
-        ours.prefill(prompt[:7], row=0)  # another sequence, at another position, shares every step
+        # two prompts in one padded prefill: the longer one's logits, and the shorter one's at its own end
+        batch = torch.full((2, 128), ids.PAD, dtype=torch.int64)
+        batch[0], batch[1, :7] = prompt[:128], prompt[:7]
+        got = ours.prefill(batch, torch.tensor([2, 0]), torch.tensor([100, 7]))
+        assert got.shape == (2, HEAD_ROWS)
+        torch.testing.assert_close(got[0], ref[99], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(got[1], ref[6], atol=1e-4, rtol=1e-4)
+        # row 0 holds prompt[:7]; row 2 prompt[:100] (its padding past 100 is overwritten by decode)
         for t in range(100, 160):
             tokens = torch.tensor([int(prompt[t - 93]), ids.PAD, int(prompt[t])])
             pos = torch.tensor([t - 93, 0, t])

@@ -1,8 +1,10 @@
 """`--backend cuda`: Orpheus token generation in plain PyTorch (+ CUDA graphs on a GPU), any NVIDIA host.
 
 One worker thread drives the batch generator (plugins/orpheus/engine/cuda): new requests are prefilled between
-decode steps, up to a token budget per pass, so running streams never wait for a long admission; every busy
-row advances one token per step. A step's ids reach the engine in one vectorised push: ids of a request that
+decode steps, batched into one forward per pass up to a token budget, so running streams never wait for a long
+admission; every busy row advances one token per step. The thread stays one step ahead of the device: it
+launches step n+1 before it collects (and delivers) step n. Every CUDA graph is captured in `start()`, before
+the engine reports ready. A step's ids reach the engine in one vectorised push: ids of a request that
 was cancelled meanwhile are filtered out by comparing request ids per engine slot (numpy), with no Python per
 request. On CPU the same code runs eagerly (tests, at tiny shapes).
 """
@@ -38,6 +40,8 @@ class CudaBackendOptions:
     fp8: bool = False  # FP8 weights via torch._scaled_mm (Hopper)
     threads: int = 1  # CPU intra-op threads
     seed: int | None = None
+    attention: str = "flex"  # decode attention: "flex" (length-aware) or "sdpa" (padded reference)
+    graph_mode: str = "auto"  # "record": eager stand-in graphs on CPU (tests of the warm-up path)
 
 
 @dataclass
@@ -88,7 +92,16 @@ class CudaBackend(TokenBackend):
         model = OrpheusLlama.from_pretrained(o.model_dir, getattr(torch, o.dtype), o.device)
         if o.fp8:
             model.use_fp8()
-        self.generator = BatchGenerator(model, GeneratorOptions(o.rows, o.max_seq, o.history, o.cuda_graphs))
+        gen = BatchGenerator(
+            model,
+            GeneratorOptions(
+                o.rows, o.max_seq, o.history, o.cuda_graphs, attention=o.attention, graph_mode=o.graph_mode
+            ),
+        )
+        graphs = gen.warm_graphs()  # every (batch, KV) graph now: none is captured under live traffic
+        gen.mark_ready()
+        log.info("cuda generator warm", extra={"graphs": graphs, "attention": o.attention})
+        self.generator = gen
 
     def encode(self, text: str) -> list[int]:
         return self._encode(text)
@@ -155,6 +168,7 @@ class CudaBackend(TokenBackend):
         row_uid = np.full(gen.options.rows, -1, dtype=np.int64)
         row_slot = np.full(gen.options.rows, -1, dtype=np.int64)
         waiting: deque[_Pending] = deque()
+        ticket = None  # the step launched last pass, collected after the next launch
         while not self._stop:
             with self._lock:
                 waiting.extend(self._pending)
@@ -165,78 +179,72 @@ class CudaBackend(TokenBackend):
                     gen.release(row)
                     row_uid[row] = row_slot[row] = -1
                 waiting = deque(p for p in waiting if p.uid not in cancelled)
-            out_slots: list[np.ndarray] = []
-            out_uids: list[np.ndarray] = []
-            out_tokens: list[np.ndarray] = []
             ends: list[tuple[int, int, str, str | None]] = []
-            budget = self.options.prefill_tokens
-            while waiting and gen.free_rows and budget > 0:
-                p = waiting.popleft()
-                budget -= len(p.req.prompt_ids)
-                self._admit(gen, p, row_uid, row_slot, out_slots, out_uids, out_tokens, ends)
-            if gen.active_rows:
-                try:
-                    res = gen.step()
-                except Exception as e:  # the batch itself failed: end every request in it
-                    log.exception("cuda decode step failed")
-                    for row in np.flatnonzero(row_uid >= 0).tolist():
-                        ends.append(
-                            (int(row_slot[row]), int(row_uid[row]), "error", f"{type(e).__name__}: {e}")
-                        )
-                        gen.release(row)
-                        row_uid[row] = row_slot[row] = -1
-                else:
-                    out_slots.append(row_slot[res.rows])
-                    out_uids.append(row_uid[res.rows])
-                    out_tokens.append(res.tokens)
-                    for row, tok in zip(
-                        res.rows[res.finished].tolist(), res.tokens[res.finished].tolist(), strict=True
-                    ):
-                        ends.append(
-                            (
-                                int(row_slot[row]),
-                                int(row_uid[row]),
-                                "stop" if tok == ids.END_OF_SPEECH else "length",
-                                None,
-                            )
-                        )
-                        row_uid[row] = row_slot[row] = -1
-            if (out_slots or ends) and self._loop is not None:
-                cat = np.concatenate if out_slots else (lambda _: np.zeros(0, dtype=np.int64))
-                self._loop.call_soon_threadsafe(
-                    self._deliver, cat(out_slots), cat(out_uids), cat(out_tokens), ends
-                )
-            if not gen.active_rows and not (waiting and gen.free_rows):
+            self._admit(gen, waiting, row_uid, row_slot, ends)
+            nxt = None
+            try:
+                if gen.active_rows:
+                    nxt = gen.launch()
+                res = gen.collect(ticket) if ticket is not None else None
+            except Exception as e:  # the batch itself failed: end every request in it
+                log.exception("cuda decode step failed")
+                for row in np.flatnonzero(row_uid >= 0).tolist():
+                    ends.append((int(row_slot[row]), int(row_uid[row]), "error", f"{type(e).__name__}: {e}"))
+                    gen.release(row)
+                    row_uid[row] = row_slot[row] = -1
+                ticket, nxt, res = None, None, None
+                gen.abandon()
+            ticket = nxt
+            slots = uids = tokens = np.zeros(0, dtype=np.int64)
+            if res is not None and res.rows.size:
+                slots, uids, tokens = row_slot[res.rows], row_uid[res.rows], res.tokens
+                for row, tok in zip(
+                    res.rows[res.finished].tolist(), res.tokens[res.finished].tolist(), strict=True
+                ):
+                    reason = "stop" if tok == ids.END_OF_SPEECH else "length"
+                    ends.append((int(row_slot[row]), int(row_uid[row]), reason, None))
+                    row_uid[row] = row_slot[row] = -1
+            if (slots.size or ends) and self._loop is not None:
+                self._loop.call_soon_threadsafe(self._deliver, slots, uids, tokens, ends)
+            if ticket is None and not gen.active_rows and not (waiting and gen.free_rows):
                 self._wake.wait(0.1)
                 self._wake.clear()
 
     def _admit(
         self,
         gen: Any,
-        p: _Pending,
+        waiting: deque[_Pending],
         row_uid: np.ndarray,
         row_slot: np.ndarray,
-        out_slots: list[np.ndarray],
-        out_uids: list[np.ndarray],
-        out_tokens: list[np.ndarray],
         ends: list[tuple[int, int, str, str | None]],
     ) -> None:
-        req, sp = p.req, p.req.sampling
-        if req.max_tokens <= 0:
-            ends.append((req.slot, p.uid, "length", None))
+        """One batched prefill for the requests that fit this pass's token budget; their first ids come
+        back with the next collected step. A bad request ends alone; a failed prefill ends its pass."""
+        from plugins.orpheus.engine.cuda.generator import Admission
+
+        budget, free = self.options.prefill_tokens, gen.free_rows
+        batch: list[tuple[_Pending, Admission]] = []
+        while waiting and len(batch) < free and budget > 0:
+            p = waiting.popleft()
+            req, sp = p.req, p.req.sampling
+            if req.max_tokens <= 0:
+                ends.append((req.slot, p.uid, "length", None))
+                continue
+            a = Admission(req.prompt_ids, req.max_tokens, sp.temperature, sp.top_p, sp.repetition_penalty)
+            try:
+                gen.check(a)
+            except ValueError as e:
+                ends.append((req.slot, p.uid, "error", f"ValueError: {e}"))
+                continue
+            budget -= len(req.prompt_ids)
+            batch.append((p, a))
+        if not batch:
             return
         try:
-            row, tok, finished = gen.admit(
-                req.prompt_ids, req.max_tokens, sp.temperature, sp.top_p, sp.repetition_penalty
-            )
-        except Exception as e:  # a bad request ends alone
+            rows = gen.admit_many([a for _, a in batch])
+        except Exception as e:
             log.exception("cuda prefill failed")
-            ends.append((req.slot, p.uid, "error", f"{type(e).__name__}: {e}"))
+            ends.extend((p.req.slot, p.uid, "error", f"{type(e).__name__}: {e}") for p, _ in batch)
             return
-        out_slots.append(np.array([req.slot], dtype=np.int64))
-        out_uids.append(np.array([p.uid], dtype=np.int64))
-        out_tokens.append(np.array([tok], dtype=np.int64))
-        if finished:
-            ends.append((req.slot, p.uid, "stop" if tok == ids.END_OF_SPEECH else "length", None))
-        else:
-            row_uid[row], row_slot[row] = p.uid, req.slot
+        for (p, _), row in zip(batch, rows, strict=True):
+            row_uid[row], row_slot[row] = p.uid, p.req.slot

@@ -1,19 +1,31 @@
 """Batched generation over the slotted KV cache: admit (prefill) requests between decode steps, step all rows.
 
 Every request owns one cache row while it generates. A decode step runs rows 0..B-1, with B the smallest
-batch bucket covering the highest busy row (free rows inside run too, harmlessly), and attends over the
-smallest KV-length bucket covering the longest sequence. All per-row state (next input id, position,
-generated count, sampling settings, repetition window) lives on the device and is advanced inside the step,
-so on CUDA a step is one graph replay per (batch bucket, KV bucket) and one small copy of sampled ids back;
-the host side is a few vectorised numpy operations whatever the batch. On CPU the same step runs eagerly.
-Not thread-safe: one thread drives it (the cuda backend's worker, or a benchmark).
+batch bucket covering the highest busy row (free rows inside run too, harmlessly). Length-aware attention
+(FlexAttention, the default) reads each row's own KV blocks, so one graph per batch bucket serves every
+length; the padded SDPA reference also needs a KV-length bucket. All per-row state (next input id, position,
+generated count, token limit, sampling settings, repetition window) lives on the device and is advanced -
+rows that end (stop id or limit) switched off - inside the step, so a step is one graph replay on CUDA.
+
+The host runs one step ahead: `launch()` enqueues a step and a non-blocking copy of its ids into pinned
+memory and returns a ticket; `collect(ticket)` waits for that copy only. A serving loop launches step n+1
+before it collects step n, so the device never idles on the host's bookkeeping, and there is no sync per step
+beyond the copy of the step being collected. Admissions are batched (`admit_many`: one padded prefill forward
+for the pass) and their first ids ride along with the next launch's copy. Ids of a row that ended or was
+released after its step was launched are dropped by comparing per-row epochs.
+
+All graphs are captured by `warm_graphs()` before the engine reports ready, in thread-local capture mode;
+`captures_after_ready` counts any capture after `mark_ready()` (there should be none). `graph_mode="record"`
+runs the same capture/warm-up/replay bookkeeping on CPU with eager "graphs" (a test double for the GPU).
+Not thread-safe: one thread drives it (the cuda backend's worker, or a benchmark) once it is ready.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +36,13 @@ from plugins.orpheus.engine import ids
 from plugins.orpheus.engine.cuda.model import OrpheusLlama
 from plugins.orpheus.engine.cuda.sampling import penalise, restrict, sample, to_token_ids
 
-# powers of two and 1.5× steps between them: a batch pads to at most ~1.33× its size
+log = logging.getLogger("parley.orpheus.cuda")
+
+# the padded SDPA path's batch buckets: powers of two and 1.5× steps between them (pads ≤ ~1.33×)
 BATCH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320, 384, 448, 512)
+# FlexAttention compiles one kernel set per batch shape at start-up: powers of two keep that short, and a
+# padded row costs a GEMM row and one KV block, not its length
+FLEX_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
 @dataclass(frozen=True)
@@ -34,18 +51,55 @@ class GeneratorOptions:
     max_seq: int = 2048  # prompt + generated tokens per request (25 s of audio)
     history: int = 128  # repetition-penalty window, in tokens
     cuda_graphs: bool = True  # on CUDA only
-    min_kv_bucket: int = 128
+    min_kv_bucket: int = 128  # the padded SDPA path's smallest KV bucket
+    attention: str = "flex"  # "flex" (length-aware) or "sdpa" (padded reference)
+    prefill_pad: int = 32  # prompts of one admission pass pad to a multiple of this (few prefill shapes)
+    graph_mode: str = "auto"  # "auto": CUDA graphs on CUDA; "record": eager stand-in graphs (CPU tests)
 
 
 @dataclass(frozen=True)
 class StepResult:
-    rows: np.ndarray  # cache rows that produced a token this step
+    rows: np.ndarray  # cache rows that produced a token (an admitted row's first id comes before its step id)
     tokens: np.ndarray  # their token ids
     finished: np.ndarray  # bool per entry: stop id, or max_tokens reached (the row is free again)
 
 
+@dataclass(frozen=True)
+class Admission:
+    prompt: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    penalty: float
+
+
+@dataclass
+class Ticket:
+    """One launched step (and the admissions before it) whose ids are on their way to pinned memory."""
+
+    rows: np.ndarray  # rows stepped
+    epochs: np.ndarray  # their epochs at launch: a row ended or released since then is dropped
+    gen_after: np.ndarray  # their generated count once this step's id is in
+    pos_after: np.ndarray  # their position once it is in (a row reaching max_seq ends)
+    admitted: np.ndarray  # rows admitted since the previous launch: their first ids ride along
+    admitted_epochs: np.ndarray
+    buf: torch.Tensor  # host buffer: step ids (b), then the `first` ids of every row when admissions
+    b: int
+    event: Any = None  # CUDA event recorded after the copies (None on CPU: the copies were synchronous)
+
+
 def bucket(n: int, buckets: tuple[int, ...]) -> int:
     return next(b for b in buckets if b >= n)
+
+
+class _RecordedGraph:
+    """CPU test double for a CUDA graph: replay runs the captured step eagerly."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+
+    def replay(self) -> None:
+        self.fn()
 
 
 class BatchGenerator:
@@ -55,33 +109,54 @@ class BatchGenerator:
         dev = model.head.weight.device
         self.device = dev
         model.allocate(o.rows, o.max_seq)
+        model.set_attention(o.attention)
         n, i64, f32 = o.rows, torch.int64, torch.float32
         self.tok = torch.full((n,), ids.PAD, dtype=i64, device=dev)  # next input id per row
         self.pos = torch.zeros(n, dtype=i64, device=dev)  # its position
         self.gen = torch.zeros(n, dtype=i64, device=dev)  # ids generated so far (frame position = gen % 7)
+        self.limit = torch.ones(n, dtype=i64, device=dev)  # ids this request may generate
         self.active = torch.zeros(n, dtype=torch.bool, device=dev)
         self.temperature = torch.ones(n, dtype=f32, device=dev)
         self.top_p = torch.ones(n, dtype=f32, device=dev)
         self.penalty = torch.ones(n, dtype=f32, device=dev)
         self.hist = torch.full((n, o.history), -1, dtype=i64, device=dev)
-        self.out = torch.zeros(n, dtype=i64, device=dev)
+        self.out = torch.zeros(n, dtype=i64, device=dev)  # the step's ids
+        self.first = torch.zeros(n, dtype=i64, device=dev)  # an admission's first id
+        pin = dev.type == "cuda"
+        self._bufs = [torch.zeros(2 * n, dtype=i64, pin_memory=pin) for _ in range(3)]
+        self._buf_i = 0
         # host mirrors, for scheduling and end detection without reading the device
         self.busy = np.zeros(o.rows, dtype=bool)
         self.pos_h = np.zeros(o.rows, dtype=np.int64)
         self.gen_h = np.zeros(o.rows, dtype=np.int64)
         self.max_h = np.zeros(o.rows, dtype=np.int64)
-        self.batch_buckets = (*(b for b in BATCH_BUCKETS if b < o.rows), o.rows)
-        kv, k = [], o.min_kv_bucket
-        while k < o.max_seq:
-            kv.append(k)
-            k *= 2
-        self.kv_buckets = (*kv, o.max_seq)
-        self.use_graphs = o.cuda_graphs and dev.type == "cuda"
+        self.epoch = np.zeros(o.rows, dtype=np.int64)
+        self._admitted: list[int] = []  # admitted since the last launch, first ids not yet copied
+        self._outstanding = 0  # launched tickets not yet collected
+        buckets = FLEX_BATCH_BUCKETS if o.attention == "flex" else BATCH_BUCKETS
+        self.batch_buckets = (*(b for b in buckets if b < o.rows), o.rows)
+        if o.attention == "flex":
+            self.kv_buckets: tuple[int, ...] = (o.max_seq,)  # the block mask bounds the reads, not a bucket
+        else:
+            kv, k = [], o.min_kv_bucket
+            while k < o.max_seq:
+                kv.append(k)
+                k *= 2
+            self.kv_buckets = (*kv, o.max_seq)
+        if o.graph_mode not in ("auto", "record"):
+            raise ValueError(f"graph_mode {o.graph_mode!r}: auto or record")
+        self.graph_mode = (
+            "record" if o.graph_mode == "record" else ("cuda" if o.cuda_graphs and dev.type == "cuda" else "")
+        )
+        self.use_graphs = bool(self.graph_mode)
         self.stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
         self._graphs: dict[tuple[int, int], Any] = {}
         self._pool: Any = None
+        self.ready = False
+        self.captures = 0
+        self.captures_after_ready = 0
         self.steps = 0
-        self.host_s = 0.0  # host time spent in step() other than waiting for the device (benchmarks)
+        self.host_s = 0.0  # host time spent in launch()/collect() other than waiting for the device
 
     # -- rows -----------------------------------------------------------------------------------------
     @property
@@ -95,45 +170,86 @@ class BatchGenerator:
     def admit(
         self, prompt: list[int], max_tokens: int, temperature: float, top_p: float, penalty: float
     ) -> tuple[int, int, bool]:
-        """Prefill a prompt into the lowest free row and sample its first id → (row, id, finished)."""
-        o = self.options
-        if not prompt or len(prompt) >= o.max_seq:
-            raise ValueError(f"prompt of {len(prompt)} ids does not fit max_seq {o.max_seq}")
-        free = np.flatnonzero(~self.busy)
-        if free.size == 0:
-            raise RuntimeError("no free cache row")
-        row = int(free[0])
-        max_tokens = max(1, min(max_tokens, o.max_seq - len(prompt)))
+        """Prefill one prompt into the lowest free row and sample its first id → (row, id, finished).
+        Synchronous (reads the id back); serving uses `admit_many` and gets the id with the next step."""
+        (row,) = self.admit_many([Admission(prompt, max_tokens, temperature, top_p, penalty)], deliver=False)
         with self._device():
-            self.hist[row] = -1
-            self.temperature[row] = temperature
-            self.top_p[row] = top_p
-            self.penalty[row] = penalty
-            logits = self.model.prefill(torch.tensor(prompt, dtype=torch.int64, device=self.device), row)
-            zero = torch.zeros(1, dtype=torch.int64, device=self.device)
-            z = penalise(
-                restrict(logits[None], zero), zero, self.hist[row : row + 1], self.penalty[row : row + 1]
-            )
-            choice = sample(z, self.temperature[row : row + 1], self.top_p[row : row + 1])
-            token, column = to_token_ids(choice, zero)
-            self.hist[row, 0] = column[0]
-            self.tok[row] = token[0]
-            self.pos[row] = len(prompt)
-            self.gen[row] = 1
-            first = int(token[0])
-        finished = first == ids.END_OF_SPEECH or max_tokens <= 1
-        if not finished:
-            self.busy[row] = True
-            self.active[row] = True
-            self.pos_h[row], self.gen_h[row], self.max_h[row] = len(prompt), 1, max_tokens
+            first = int(self.first[row])
+        finished = first == ids.END_OF_SPEECH or self.max_h[row] <= 1
+        if finished:
+            self._end(np.array([row]))
         return row, first, finished
+
+    def check(self, a: Admission) -> None:
+        """Refuse a request that cannot fit, before any device work (ValueError, one line)."""
+        if not a.prompt or len(a.prompt) >= self.options.max_seq:
+            raise ValueError(f"prompt of {len(a.prompt)} ids does not fit max_seq {self.options.max_seq}")
+
+    def admit_many(self, admissions: Sequence[Admission], deliver: bool = True) -> list[int]:
+        """Prefill a pass of prompts in one padded forward into the lowest free rows and sample their first
+        ids on the device; returns the rows. With `deliver`, the first ids come with the next `collect`."""
+        o = self.options
+        for a in admissions:
+            self.check(a)
+        free = np.flatnonzero(~self.busy)
+        if free.size < len(admissions):
+            raise RuntimeError(f"{len(admissions)} admissions, {free.size} free cache rows")
+        rows = free[: len(admissions)]
+        lengths = np.array([len(a.prompt) for a in admissions], dtype=np.int64)
+        t = min(o.max_seq, -(-int(lengths.max()) // o.prefill_pad) * o.prefill_pad)
+        tokens = np.full((len(admissions), t), ids.PAD, dtype=np.int64)
+        for i, a in enumerate(admissions):
+            tokens[i, : len(a.prompt)] = a.prompt
+        limits = np.array(
+            [max(1, min(a.max_tokens, o.max_seq - len(a.prompt))) for a in admissions], dtype=np.int64
+        )
+        floats = np.array([[a.temperature, a.top_p, a.penalty] for a in admissions], dtype=np.float32)
+        with self._device():
+            d_rows, d_tok, d_len, d_lim = (
+                self._to_device(x) for x in (rows.astype(np.int64), tokens, lengths, limits)
+            )
+            d_f = self._to_device(floats)
+            self.temperature[d_rows] = d_f[:, 0]
+            self.top_p[d_rows] = d_f[:, 1]
+            self.penalty[d_rows] = d_f[:, 2]
+            self.hist[d_rows] = -1
+            logits = self.model.prefill(d_tok, d_rows, d_len)
+            zero = torch.zeros_like(d_rows)
+            z = penalise(restrict(logits, zero), zero, self.hist[d_rows], self.penalty[d_rows])
+            choice = sample(z, self.temperature[d_rows], self.top_p[d_rows])
+            token, column = to_token_ids(choice, zero)
+            self.hist[d_rows, 0] = column
+            self.first[d_rows] = token
+            self.tok[d_rows] = token
+            self.pos[d_rows] = d_len
+            self.gen[d_rows] = 1
+            self.limit[d_rows] = d_lim
+            self.active[d_rows] = (token != ids.END_OF_SPEECH) & (d_lim > 1)
+        self.busy[rows] = True
+        self.epoch[rows] += 1
+        self.pos_h[rows], self.gen_h[rows], self.max_h[rows] = lengths, 1, limits
+        if deliver:
+            self._admitted.extend(rows.tolist())
+        return [int(r) for r in rows]
+
+    def _to_device(self, a: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(a)
+        if self.device.type != "cuda":
+            return t
+        return t.pin_memory().to(self.device, non_blocking=True)
 
     def release(self, row: int) -> None:
         """Free a row at once (cancel); its cache contents are simply overwritten by the next request."""
         if self.busy[row]:
-            self.busy[row] = False
-            with self._device():
-                self.active[row] = False
+            self._end(np.array([row]))
+
+    def _end(self, rows: np.ndarray) -> None:
+        if rows.size == 0:
+            return
+        self.busy[rows] = False
+        self.epoch[rows] += 1
+        with self._device():
+            self.active[self._to_device(rows.astype(np.int64))] = False
 
     @contextlib.contextmanager
     def _device(self) -> Iterator[None]:
@@ -148,50 +264,123 @@ class BatchGenerator:
 
     # -- decode ---------------------------------------------------------------------------------------
     def step(self) -> StepResult:
-        """One token for every busy row."""
-        rows = np.flatnonzero(self.busy)
-        if rows.size == 0:
-            empty = np.zeros(0, dtype=np.int64)
-            return StepResult(empty, empty, np.zeros(0, dtype=bool))
+        """One token for every busy row, synchronously (tests, benchmarks): launch, then collect."""
+        return self.collect(self.launch())
+
+    def launch(self) -> Ticket:
+        """Enqueue one step for every busy row (and the copy of its ids, and of pending admissions' first
+        ids, to pinned memory); returns at once. At most two tickets may be outstanding."""
+        if self._outstanding >= 2:
+            raise RuntimeError("collect a ticket before launching a third step")
         t0 = time.perf_counter()
-        b = bucket(int(rows[-1]) + 1, self.batch_buckets)
-        kv_len = bucket(int(self.pos_h[rows].max()) + 1, self.kv_buckets)
+        rows = np.flatnonzero(self.busy)
+        admitted = np.array(self._admitted, dtype=np.int64)
+        self._admitted.clear()
+        buf = self._bufs[self._buf_i]
+        self._buf_i = (self._buf_i + 1) % len(self._bufs)
+        b = bucket(int(rows[-1]) + 1, self.batch_buckets) if rows.size else 0
+        event = None
         with self._device():
-            if self.use_graphs:
-                self._replay(b, kv_len)
-            else:
-                self._step(b, kv_len)
-            t1 = time.perf_counter()
-            out = self.out[:b].cpu().numpy()  # the one wait for the device
-            t2 = time.perf_counter()
-            tokens = out[rows]
-        self.steps += 1
+            if b:
+                kv_len = bucket(int(self.pos_h[rows].max()) + 1, self.kv_buckets)
+                if self.use_graphs:
+                    self._replay(b, kv_len)
+                else:
+                    self._step(b, kv_len)
+                buf[:b].copy_(self.out[:b], non_blocking=True)
+            if admitted.size:
+                n = self.options.rows
+                buf[n : 2 * n].copy_(self.first, non_blocking=True)
+            if self.stream is not None:
+                event = torch.cuda.Event()
+                event.record(self.stream)
         self.pos_h[rows] += 1
         self.gen_h[rows] += 1
-        finished = (tokens == ids.END_OF_SPEECH) | (self.gen_h[rows] >= self.max_h[rows])
-        if finished.any():
-            done = rows[finished]
-            self.busy[done] = False
-            with self._device():
-                self.active[torch.from_numpy(done).to(self.device)] = False
-        self.host_s += (t1 - t0) + (time.perf_counter() - t2)
-        return StepResult(rows, tokens, finished)
+        ticket = Ticket(
+            rows,
+            self.epoch[rows].copy(),
+            self.gen_h[rows].copy(),
+            self.pos_h[rows].copy(),
+            admitted,
+            self.epoch[admitted].copy(),
+            buf,
+            b,
+            event,
+        )
+        self._outstanding += 1
+        if b:
+            self.steps += 1
+        self.host_s += time.perf_counter() - t0
+        return ticket
 
-    def occupy(self, n: int, position: int, max_tokens: int = 1 << 30) -> None:
-        """Benchmarks: mark rows 0..n-1 busy at `position` without a prefill (speed does not depend on the
-        cache contents). Not for serving: those rows generate from whatever their cache holds."""
-        if n > self.options.rows or position >= self.options.max_seq:
-            raise ValueError(f"{n} rows at position {position} do not fit {self.options}")
+    def collect(self, ticket: Ticket) -> StepResult:
+        """Wait for a launched step's ids (only its copy, not later work) → its result; ends finished rows."""
+        if ticket.event is not None:
+            ticket.event.synchronize()
+        t0 = time.perf_counter()
+        self._outstanding -= 1
+        host = ticket.buf.numpy()
+        n = self.options.rows
+        parts_r, parts_t, parts_f = [], [], []
+        if ticket.admitted.size:
+            keep = self.epoch[ticket.admitted] == ticket.admitted_epochs
+            r = ticket.admitted[keep]
+            tok = host[n + r]
+            fin = (tok == ids.END_OF_SPEECH) | (self.max_h[r] <= 1)
+            self._end(r[fin])
+            parts_r.append(r)
+            parts_t.append(tok)
+            parts_f.append(fin)
+        if ticket.rows.size:
+            keep = self.epoch[ticket.rows] == ticket.epochs
+            r = ticket.rows[keep]
+            tok = host[: ticket.b][r]
+            fin = (tok == ids.END_OF_SPEECH) | (ticket.gen_after[keep] >= self.max_h[r])
+            fin |= ticket.pos_after[keep] >= self.options.max_seq
+            if fin.any():
+                self._end(r[fin])
+            parts_r.append(r)
+            parts_t.append(tok)
+            parts_f.append(fin)
+        self.host_s += time.perf_counter() - t0
+        if not parts_r:
+            empty = np.zeros(0, dtype=np.int64)
+            return StepResult(empty, empty, np.zeros(0, dtype=bool))
+        return StepResult(np.concatenate(parts_r), np.concatenate(parts_t), np.concatenate(parts_f))
+
+    def abandon(self) -> None:
+        """After a failed step: forget the tickets in flight (their rows are being released)."""
+        self._outstanding = 0
+
+    def occupy(
+        self, n: int, position: int | Sequence[int], max_tokens: int | Sequence[int] = 1 << 30
+    ) -> None:
+        """Benchmarks: mark rows 0..n-1 busy at `position` (one for all, or one per row) for `max_tokens`
+        more ids, without a prefill (speed does not depend on the cache contents). Not for serving: those
+        rows generate from whatever their cache holds."""
+        p = np.broadcast_to(np.asarray(position, dtype=np.int64), (n,))
+        m = np.ascontiguousarray(np.broadcast_to(np.asarray(max_tokens, dtype=np.int64), (n,)))
+        if n > self.options.rows or (p.size and int(p.max()) >= self.options.max_seq):
+            raise ValueError(f"{n} rows at positions up to {int(p.max())} do not fit {self.options}")
         self.busy[:n] = True
-        self.pos_h[:n], self.gen_h[:n], self.max_h[:n] = position, 0, max_tokens
+        self.epoch[:n] += 1
+        self.pos_h[:n], self.gen_h[:n], self.max_h[:n] = p, 0, m
         with self._device():
             self.active[:n] = True
-            self.pos[:n] = position
+            self.pos[:n] = self._to_device(np.ascontiguousarray(p))
             self.gen[:n] = 0
+            self.limit[:n] = self._to_device(m)
             self.hist[:n] = -1
 
+    def close(self) -> None:
+        """Drop the graphs and the model's KV cache (a benchmark swapping generators on one model)."""
+        self._graphs.clear()
+        self._pool = None
+        self.model.caches = []
+
     def _step(self, b: int, kv_len: int) -> None:
-        """The whole step on the device: forward, restricted sampling, state advance (graph-capturable)."""
+        """The whole step on the device: forward, restricted sampling, state advance, and rows that end
+        (stop id, or their token limit) switched off (graph-capturable: no host sync)."""
         pos, gen, act = self.pos[:b], self.gen[:b], self.active[:b]
         logits = self.model.decode(self.tok[:b], pos, kv_len)
         framepos = gen % ids.FRAME_TOKENS
@@ -200,9 +389,16 @@ class BatchGenerator:
         token, column = to_token_ids(choice, framepos)
         self.hist[:b].scatter_(1, (gen % self.options.history)[:, None], column[:, None])
         self.out[:b].copy_(token)
+        room = pos + 1 < self.options.max_seq  # a row at the cache's last position ends there
+        live = act & (token != ids.END_OF_SPEECH) & (gen + 1 < self.limit[:b]) & room
         self.tok[:b].copy_(torch.where(act, token, self.tok[:b]))
-        self.pos[:b].copy_(torch.where(act, pos + 1, torch.zeros_like(pos)))
+        self.pos[:b].copy_(torch.where(live, pos + 1, torch.zeros_like(pos)))
         self.gen[:b].copy_(torch.where(act, gen + 1, gen))
+        self.active[:b].copy_(live)
+
+    # -- graphs ---------------------------------------------------------------------------------------
+    def _state(self) -> tuple[torch.Tensor, ...]:
+        return (self.tok, self.pos, self.gen, self.hist, self.out, self.active)
 
     def _replay(self, b: int, kv_len: int) -> None:
         key = (b, kv_len)
@@ -212,21 +408,38 @@ class BatchGenerator:
         graph.replay()
 
     def _capture(self, b: int, kv_len: int) -> Any:
-        """Capture one (batch, KV length) step. Warm-up runs on inactive state so nothing real advances."""
-        saved = [t.clone() for t in (self.tok, self.pos, self.gen, self.hist, self.out)]
-        side = torch.cuda.Stream()
+        """Capture one (batch, KV length) step. The warm-up steps (compile, cuBLAS/cuDNN plans) run on the
+        live state, which is restored after EACH of them, so no row's position ever moves past where the
+        real step will write (a row at max_seq - 1 stays there)."""
+        self.captures += 1
+        if self.ready:
+            self.captures_after_ready += 1
+            log.warning("cuda graph captured after ready", extra={"batch": b, "kv_len": kv_len})
+        saved = [t.clone() for t in self._state()]
+
+        def restore() -> None:
+            for t, s in zip(self._state(), saved, strict=True):
+                t.copy_(s)
+
+        if self.graph_mode == "record":
+            for _ in range(2):
+                self._step(b, kv_len)
+                restore()
+            return _RecordedGraph(lambda: self._step(b, kv_len))
+        side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(2):
                 self._step(b, kv_len)
+                restore()
         torch.cuda.current_stream().wait_stream(side)
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        # thread-local: another thread's CUDA calls (SNAC, pinned copies) cannot invalidate this capture
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             self._step(b, kv_len)
-        for t, s in zip((self.tok, self.pos, self.gen, self.hist, self.out), saved, strict=True):
-            t.copy_(s)  # capture itself ran nothing, but the warm-up steps did
+        restore()  # capture itself ran nothing; this only guards against a partial warm-up write
         return graph
 
     def warm_graphs(self, batches: list[int] | None = None, kv_lens: list[int] | None = None) -> int:
@@ -238,4 +451,10 @@ class BatchGenerator:
                 for kv in sorted(kv_lens or self.kv_buckets, reverse=True):
                     if (b, kv) not in self._graphs:
                         self._graphs[(b, kv)] = self._capture(b, kv)
+        if self.stream is not None:
+            self.stream.synchronize()
         return len(self._graphs)
+
+    def mark_ready(self) -> None:
+        """From here on a capture is a defect (it would stall live traffic): counted and logged."""
+        self.ready = True

@@ -1,11 +1,14 @@
 """A Llama decoder for batched Orpheus decode: static slotted KV cache, RoPE with Llama-3 scaling, GQA.
 
 gpt-fast-shaped: plain modules, no framework. The KV cache holds one row per concurrent request
-(`rows × max_seq × kv_heads × head_dim` per layer); a decode step runs rows 0..B-1 at once, each at its own
-position, so a batch is a prefix view of the cache and needs no gather. The LM head keeps only the rows the
-engine can ever sample (7 × 4096 audio codes + the stop id: 28 673 of 156 940). Same code on CPU (eager,
-tests) and CUDA (the generator captures it in graphs). Weights load from a Hugging Face Llama checkpoint
-(safetensors) or start random at any shape (benchmarks).
+(`rows × kv_heads × max_seq × head_dim` per layer); a decode step runs rows 0..B-1 at once, each at its own
+position, so a batch is a prefix view of the cache and needs no gather. Decode attention is length-aware by
+default: FlexAttention with a block mask built on the device from each row's position, so a row reads only
+its own KV blocks (`attention="sdpa"` keeps the padded reference: every row reads up to `kv_len`). q/k/v and
+gate/up are single fused GEMMs; RoPE frequencies stay float32 whatever the weights' dtype. The LM head
+keeps only the rows the engine can ever sample (7 × 4096 audio codes + the stop id: 28 673 of 156 940).
+Same code on CPU (eager, tests) and CUDA (the generator captures it in graphs). Weights load from a Hugging
+Face Llama checkpoint (safetensors) or start random at any shape (benchmarks).
 """
 
 from __future__ import annotations
@@ -19,11 +22,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from plugins.orpheus.engine import ids
 
 HEAD_ROWS = ids.AUDIO_END - ids.AUDIO_BASE + 1  # 28 673: audio codes, then the stop id last
 STOP_COLUMN = HEAD_ROWS - 1
+KV_BLOCK = 128  # FlexAttention's KV block: a row reads ceil((pos + 1) / 128) blocks
+ATTENTION_BACKENDS = ("flex", "sdpa")
+PREFILL_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
 @dataclass(frozen=True)
@@ -138,16 +146,17 @@ class Attention(nn.Module):
         super().__init__()
         h, d = shape.hidden_size, shape.head_dim
         self.heads, self.kv_heads, self.head_dim = shape.heads, shape.kv_heads, d
-        self.q_proj = nn.Linear(h, shape.heads * d, bias=False)
-        self.k_proj = nn.Linear(h, shape.kv_heads * d, bias=False)
-        self.v_proj = nn.Linear(h, shape.kv_heads * d, bias=False)
+        self.qkv_proj = nn.Linear(h, (shape.heads + 2 * shape.kv_heads) * d, bias=False)  # one GEMM
         self.o_proj = nn.Linear(shape.heads * d, h, bias=False)
+        self.kv_head_index: torch.Tensor | None = None
 
     def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         lead = x.shape[:-1]
-        q = self.q_proj(x).view(*lead, self.heads, self.head_dim)
-        k = self.k_proj(x).view(*lead, self.kv_heads, self.head_dim)
-        v = self.v_proj(x).view(*lead, self.kv_heads, self.head_dim)
+        nq, nkv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        q, k, v = self.qkv_proj(x).split((nq, nkv, nkv), dim=-1)
+        q = q.reshape(*lead, self.heads, self.head_dim)
+        k = k.reshape(*lead, self.kv_heads, self.head_dim)
+        v = v.reshape(*lead, self.kv_heads, self.head_dim)
         return q, k, v
 
     def decode(
@@ -158,53 +167,58 @@ class Attention(nn.Module):
         pos: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        mask: torch.Tensor,  # (B, 1, 1, L) bool: key position <= the row's position
+        mask: torch.Tensor | BlockMask,  # SDPA: (B, 1, 1, L) bool, key position <= the row's; or flex's
+        flex: Any = None,  # the (compiled on CUDA) flex_attention to call with a BlockMask
     ) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, heads, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         kc, vc = cache
-        kc.index_put_((rows, pos), k)
-        vc.index_put_((rows, pos), v)
-        b, kv_len = x.shape[0], mask.shape[-1]
-        keys = kc[:b, :kv_len].transpose(1, 2)  # (B, kv_heads, L, d): a view, no gather
-        vals = vc[:b, :kv_len].transpose(1, 2)
-        out = F.scaled_dot_product_attention(q.unsqueeze(2), keys, vals, attn_mask=mask, enable_gqa=True)
+        heads = self.kv_head_index
+        assert heads is not None
+        where = (rows[:, None], heads[None, :], pos[:, None])  # (B, kv_heads) cells at each row's position
+        kc.index_put_(where, k)
+        vc.index_put_(where, v)
+        b = x.shape[0]
+        if isinstance(mask, BlockMask):  # length-aware: every row reads only its own blocks
+            out = flex(q.unsqueeze(2), kc[:b], vc[:b], block_mask=mask, enable_gqa=True)
+        else:
+            kv_len = mask.shape[-1]
+            keys, vals = kc[:b, :, :kv_len], vc[:b, :, :kv_len]  # (B, kv_heads, L, d): views, no gather
+            out = F.scaled_dot_product_attention(q.unsqueeze(2), keys, vals, attn_mask=mask, enable_gqa=True)
         return self.o_proj(out.reshape(b, self.heads * self.head_dim))
 
     def prefill(
         self,
-        x: torch.Tensor,  # (T, hidden): one prompt, positions 0..T-1
+        x: torch.Tensor,  # (N, T, hidden): N prompts, right-padded to T, positions 0..T-1
         cache: tuple[torch.Tensor, torch.Tensor],
-        row: int,
+        rows: torch.Tensor,  # (N,) cache rows
         cos: torch.Tensor,
         sin: torch.Tensor,
     ) -> torch.Tensor:
-        t = x.shape[0]
-        q, k, v = self._qkv(x)  # (T, heads, d)
+        n, t = x.shape[:2]
+        q, k, v = self._qkv(x)  # (N, T, heads, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        k, v = k.transpose(1, 2), v.transpose(1, 2)  # (N, kv_heads, T, d)
         kc, vc = cache
-        kc[row, :t] = k
-        vc[row, :t] = v
-        out = F.scaled_dot_product_attention(
-            q.transpose(0, 1).unsqueeze(0),
-            k.transpose(0, 1).unsqueeze(0),
-            v.transpose(0, 1).unsqueeze(0),
-            is_causal=True,
-            enable_gqa=True,
-        )  # (1, heads, T, d)
-        return self.o_proj(out[0].transpose(0, 1).reshape(t, self.heads * self.head_dim))
+        # the padding past a prompt's end is written too: decode overwrites position p before any row reads it
+        kc[rows, :, :t] = k
+        vc[rows, :, :t] = v
+        # flash (or math) only: cuDNN attention would build a new plan for every new prompt shape
+        with sdpa_kernel(PREFILL_SDPA):
+            out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=True, enable_gqa=True)
+        return self.o_proj(out.transpose(1, 2).reshape(n, t, self.heads * self.head_dim))
 
 
 class MLP(nn.Module):
     def __init__(self, shape: LlamaShape) -> None:
         super().__init__()
         h, i = shape.hidden_size, shape.intermediate_size
-        self.gate_proj = nn.Linear(h, i, bias=False)
-        self.up_proj = nn.Linear(h, i, bias=False)
+        self.gate_up_proj = nn.Linear(h, 2 * i, bias=False)  # gate rows, then up rows: one GEMM
         self.down_proj = nn.Linear(i, h, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class Block(nn.Module):
@@ -230,7 +244,25 @@ class OrpheusLlama(nn.Module):
         self.head = nn.Linear(shape.hidden_size, HEAD_ROWS, bias=False)  # rows: audio codes, then stop
         self.register_buffer("inv_freq", rope_inv_freq(shape), persistent=False)
         self.caches: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self.max_seq = 0
+        self.max_seq = self.cache_len = 0
+        self.attention = "flex"  # or "sdpa": the padded reference path
+        self._flex: Any = flex_attention
+        self._kv_limit = torch.zeros(0, dtype=torch.int64)  # per cache row: the last key position it reads
+
+    def set_attention(self, backend: str, compile_flex: bool | None = None) -> None:
+        """Pick decode attention. FlexAttention is compiled on CUDA (its fused split-KV decode kernel); eager
+        (a dense reference implementation) elsewhere unless `compile_flex` says otherwise."""
+        if backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention backend {backend!r}: one of {', '.join(ATTENTION_BACKENDS)}")
+        self.attention = backend
+        on_cuda = self.head.weight.device.type == "cuda"
+        if backend == "flex" and (compile_flex if compile_flex is not None else on_cuda):
+            # automatic dynamic shapes: the first batch shape compiles static, the next one once for every
+            # batch (a static compile per bucket would also pass dynamo's recompile limit and fall back to
+            # the dense eager implementation without a word)
+            self._flex = torch.compile(flex_attention, fullgraph=True)
+        else:
+            self._flex = flex_attention
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
@@ -252,13 +284,19 @@ class OrpheusLlama(nn.Module):
         for name, t in state.items():
             if name.startswith("model."):
                 ours[name[len("model.") :]] = t
+        for i in range(shape.layers):  # fuse q/k/v and gate/up into one weight each (one GEMM each)
+            a, m = f"layers.{i}.self_attn.", f"layers.{i}.mlp."
+            ours[a + "qkv_proj.weight"] = torch.cat([ours.pop(a + f"{n}_proj.weight") for n in "qkv"])
+            ours[m + "gate_up_proj.weight"] = torch.cat(
+                [ours.pop(m + f"{n}_proj.weight") for n in ("gate", "up")]
+            )
         lm = state.get("lm_head.weight", state["model.embed_tokens.weight"])  # tied in the tiny test model
         ours["head.weight"] = torch.cat(
             [lm[ids.AUDIO_BASE : ids.AUDIO_END], lm[ids.END_OF_SPEECH : ids.END_OF_SPEECH + 1]]
         )
         ours = {k: v for k, v in ours.items() if not k.endswith("rotary_emb.inv_freq")}
         model.load_state_dict(ours, strict=True, assign=True)
-        model.inv_freq = rope_inv_freq(shape)
+        model.inv_freq = rope_inv_freq(shape)  # off the meta device (recomputed in fp32 after the cast)
         return model.to(device=device, dtype=dtype).float_buffers()
 
     @classmethod
@@ -273,7 +311,9 @@ class OrpheusLlama(nn.Module):
         return model.to(dtype=dtype).float_buffers()
 
     def float_buffers(self) -> OrpheusLlama:
-        self.inv_freq = self.inv_freq.float()
+        """RoPE frequencies recomputed in float32 after any dtype cast: a bf16 round trip would put ~0.2 %
+        error on them (over a radian of phase by position 1000)."""
+        self.inv_freq = rope_inv_freq(self.shape).to(self.head.weight.device)
         return self.eval().requires_grad_(False)
 
     def use_fp8(self) -> None:
@@ -281,8 +321,8 @@ class OrpheusLlama(nn.Module):
         for block in self.layers:
             assert isinstance(block, Block)
             for mod, names in (
-                (block.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")),
-                (block.mlp, ("gate_proj", "up_proj", "down_proj")),
+                (block.self_attn, ("qkv_proj", "o_proj")),
+                (block.mlp, ("gate_up_proj", "down_proj")),
             ):
                 for n in names:
                     setattr(mod, n, Fp8Linear(getattr(mod, n).weight.data))
@@ -291,13 +331,25 @@ class OrpheusLlama(nn.Module):
         """The static KV cache: `rows` concurrent sequences of up to `max_seq` tokens."""
         s, p = self.shape, self.head.weight
         self.max_seq = max_seq
+        self.cache_len = -(-max_seq // KV_BLOCK) * KV_BLOCK  # whole KV blocks (the tail is never read)
         self.caches = [
             tuple(  # type: ignore[misc]
-                torch.zeros(rows, max_seq, s.kv_heads, s.head_dim, dtype=p.dtype, device=p.device)
+                torch.zeros(rows, s.kv_heads, self.cache_len, s.head_dim, dtype=p.dtype, device=p.device)
                 for _ in range(2)
             )
             for _ in range(s.layers)
         ]
+        self._kv_limit = torch.zeros(rows, dtype=torch.int64, device=p.device)
+        heads = torch.arange(s.kv_heads, device=p.device)
+        for block in self.layers:
+            assert isinstance(block, Block)
+            block.self_attn.kv_head_index = heads
+        limit = self._kv_limit
+
+        def within(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+            return kv <= limit[b]
+
+        self._mask_mod = within  # one function object for the model's life: compiled code is reused
 
     def kv_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for pair in self.caches for t in pair)
@@ -307,26 +359,60 @@ class OrpheusLlama(nn.Module):
         ang = pos.float()[:, None] * self.inv_freq[None]  # (N, d/2)
         return ang.cos()[:, None], ang.sin()[:, None]  # (N, 1, d/2): broadcast over heads
 
-    def decode(self, tokens: torch.Tensor, pos: torch.Tensor, kv_len: int) -> torch.Tensor:
-        """One token for each of cache rows 0..B-1 at its own position → head logits (B, 28 673), float32."""
+    def block_mask(self, pos: torch.Tensor) -> BlockMask:
+        """Row b reads key blocks 0..pos[b] // KV_BLOCK: those wholly at or before pos as full blocks, the
+        one holding pos (unless it ends exactly there) as a partial block masked by `kv <= pos`. Built from
+        tensor ops only (graph-capturable, no host sync); its shapes depend on the batch, never on lengths."""
+        b, dev = pos.shape[0], pos.device
+        n = self.cache_len // KV_BLOCK
+        self._kv_limit[:b].copy_(pos)
+        full = ((pos + 1) // KV_BLOCK).to(torch.int32)  # blocks wholly <= pos
+        partial = ((pos + 1) % KV_BLOCK != 0).to(torch.int32)
+        order = torch.arange(n, dtype=torch.int32, device=dev).expand(b, n)
+        full_idx = order.reshape(b, 1, 1, n).contiguous()
+        part_idx = (
+            torch.where(order == 0, full[:, None].clamp(max=n - 1), order).reshape(b, 1, 1, n).contiguous()
+        )
+        return BlockMask.from_kv_blocks(
+            partial.view(b, 1, 1),
+            part_idx,
+            full.view(b, 1, 1),
+            full_idx,
+            BLOCK_SIZE=KV_BLOCK,
+            mask_mod=self._mask_mod,
+            seq_lengths=(1, self.cache_len),
+            compute_q_blocks=False,
+        )
+
+    def decode(self, tokens: torch.Tensor, pos: torch.Tensor, kv_len: int = 0) -> torch.Tensor:
+        """One token for each of cache rows 0..B-1 at its own position → head logits (B, 28 673), float32.
+        `kv_len` (a bucket ≥ every row's pos + 1) matters only to the padded SDPA path."""
         b = tokens.shape[0]
         rows = torch.arange(b, device=tokens.device)
         cos, sin = self._rope(pos)
-        mask = (torch.arange(kv_len, device=tokens.device)[None] <= pos[:, None]).view(b, 1, 1, kv_len)
+        mask: torch.Tensor | BlockMask
+        if self.attention == "flex":
+            mask = self.block_mask(pos)
+        else:
+            kv_len = kv_len or self.max_seq
+            mask = (torch.arange(kv_len, device=tokens.device)[None] <= pos[:, None]).view(b, 1, 1, kv_len)
         x = self.embed_tokens(tokens)
         for block, cache in zip(self.layers, self.caches, strict=True):
             assert isinstance(block, Block)
-            x = x + block.self_attn.decode(block.input_layernorm(x), cache, rows, pos, cos, sin, mask)
+            h = block.self_attn.decode(block.input_layernorm(x), cache, rows, pos, cos, sin, mask, self._flex)
+            x = x + h
             x = x + block.mlp(block.post_attention_layernorm(x))
         return self.head(self.norm(x)).float()
 
-    def prefill(self, tokens: torch.Tensor, row: int) -> torch.Tensor:
-        """A whole prompt into cache row `row` (positions 0..T-1) → its last token's head logits (28 673,)."""
-        t = tokens.shape[0]
+    def prefill(self, tokens: torch.Tensor, rows: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """N prompts (N, T) right-padded, into cache `rows` at positions 0..T-1 → each prompt's last real
+        token's head logits (N, 28 673), float32. One forward for a whole admission pass."""
+        n, t = tokens.shape
         cos, sin = self._rope(torch.arange(t, device=tokens.device))
         x = self.embed_tokens(tokens)
         for block, cache in zip(self.layers, self.caches, strict=True):
             assert isinstance(block, Block)
-            x = x + block.self_attn.prefill(block.input_layernorm(x), cache, row, cos, sin)
+            x = x + block.self_attn.prefill(block.input_layernorm(x), cache, rows, cos, sin)
             x = x + block.mlp(block.post_attention_layernorm(x))
-        return self.head(self.norm(x[-1:]))[0].float()
+        last = x[torch.arange(n, device=x.device), lengths - 1]  # (N, hidden)
+        return self.head(self.norm(last)).float()

@@ -1,0 +1,194 @@
+"""benchmarks.gpu phase by phase for a lent GPU, with the JSON rewritten after every phase.
+
+    python -m benchmarks.gpu_check --out DIR [--budget-s 300] [--tiny]
+
+The device call that runs it has a hard time limit, so each phase (build, graph warm-up, steady-state steps
+per batch, kernels per step, SNAC, capacity, TTFB per load, the padded-SDPA comparison) checks the time left
+first, and DIR/gpu.json is rewritten after each one: a timeout or a crash still leaves every figure measured
+so far, with `partial`, `phases_done` and `errors`. scripts/gpu_check.sh runs this, then the GPU-marked tests.
+Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks import gpu
+
+
+def _ints(name: str, default: str) -> tuple[int, ...]:
+    return tuple(sorted(int(x) for x in os.environ.get(name, default).split(",") if x.strip()))
+
+
+class Phases:
+    def __init__(self, out: Path, budget_s: float) -> None:
+        self.path = out / "gpu.json"
+        self.t0 = time.monotonic()
+        self.budget_s = budget_s
+        self.res: dict[str, Any] = {"partial": True, "phases_done": [], "errors": {}, "phase_s": {}}
+        out.mkdir(parents=True, exist_ok=True)
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.t0)
+
+    def dump(self) -> None:
+        self.res["seconds"] = round(time.monotonic() - self.t0, 1)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.res, indent=2, default=str))
+        tmp.replace(self.path)
+
+    def run(self, name: str, fn: Callable[[], Any], need_s: float = 0.0) -> bool:
+        if need_s > 0 and self.left() < need_s:
+            self.res["errors"][name] = f"skipped: {self.left():.0f} s left, needs ~{need_s:.0f} s"
+            self.dump()
+            return False
+        t = time.monotonic()
+        print(f"[gpu_check] {name} ({self.left():.0f} s left)", flush=True)
+        try:
+            fn()
+            self.res["phases_done"].append(name)
+            return True
+        except Exception as e:  # a phase that fails leaves the others' figures
+            self.res["errors"][name] = f"{type(e).__name__}: {e}"[:2000]
+            traceback.print_exc()
+            return False
+        finally:
+            self.res["phase_s"][name] = round(time.monotonic() - t, 1)
+            self.dump()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--out", default="out/gpu-check")
+    p.add_argument("--budget-s", type=float, default=300.0)
+    p.add_argument("--tiny", action="store_true", help="tiny shapes on CPU (a dry run of the phases)")
+    args = p.parse_args(argv)
+
+    import numpy as np
+    import torch
+
+    from benchmarks.decoder import first_audio_tokens
+
+    device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
+    ph = Phases(Path(args.out), args.budget_s)
+    res = ph.res
+    if device == "cuda":
+        o = replace(
+            gpu.GpuBenchOptions(),
+            batches=_ints("BATCHES", "1,16,64,128,256"),
+            loads=tuple(float(x) for x in os.environ.get("LOADS", "0.5,0.9").split(",") if x.strip()),
+            seconds_per_load=float(os.environ.get("SECONDS_PER_LOAD", "8")),
+            compare_sdpa=_ints("COMPARE_SDPA", "64,256"),
+            steady_steps=40,
+        )
+        o = replace(o, rows=max(o.rows, max(o.batches)))
+    else:
+        o = replace(gpu.GpuBenchOptions.cpu_tiny(), seconds_per_load=1.0, steady_steps=3, loads=(0.5, 0.9))
+    st: dict[str, Any] = {}
+
+    def env() -> None:
+        res["torch"] = torch.__version__
+        if device == "cuda":
+            prop = torch.cuda.get_device_properties(0)
+            res["device"] = f"cuda: {prop.name} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+            res["gpu_total_gib"] = round(prop.total_memory / 2**30, 1)
+        else:
+            res["device"] = f"cpu (tiny shapes, not a speed figure; torch {torch.__version__})"
+        res["shape"] = (
+            "tiny" if device == "cpu" else "orpheus-3b (Llama-3.2-3B, vocab 156 940), random weights"
+        )
+        res["dtype"] = "bf16" if device == "cuda" else "float32"
+        res["attention_backend"] = o.attention
+        res["realtime_step_budget_ms"] = round(gpu.REALTIME_STEP_MS / gpu.HEADROOM, 3)
+        res["options"] = {k: v for k, v in asdict(o).items() if k not in ("shape", "snac")}
+
+    def build() -> None:
+        torch.manual_seed(o.seed)
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        st["gen"], st["dec"], mem = gpu.build(o, device)
+        res["gpu_memory_gb"] = {k: round(v, 3) for k, v in mem.items()}
+
+    def warm() -> None:
+        gen = st["gen"]
+        res["graphs_warmed"] = gpu.warm(gen, tuple(b for b in gen.batch_buckets if b <= max(o.batches)))
+
+    def steps() -> None:
+        rng = np.random.default_rng(o.seed)
+        res.setdefault("step_ms", {})
+        res.setdefault("step_ms_p90", {})
+        for b in o.batches:
+            if ph.left() < 20:
+                res["errors"][f"steps_{b}"] = "skipped: time"
+                break
+            mean, p90 = gpu.steady_step_ms(st["gen"], o, b, rng)
+            res["step_ms"][str(b)], res["step_ms_p90"][str(b)] = round(mean, 3), round(p90, 3)
+            print(f"  step b={b}: {mean:.3f} ms (p90 {p90:.3f})", flush=True)
+            ph.dump()
+
+    def kernels() -> None:
+        res["kernels_per_step"] = gpu.kernels_per_step(st["gen"], 64, device)
+        res["kv_ids_read_per_step"] = {str(b): gpu.kv_ids_read(o, b) for b in o.batches}
+
+    def snac() -> None:
+        res["snac_ms"] = {str(b): round(v, 3) for b, v in gpu.measure_snac(st["dec"], o).items()}
+        res["snac_window_frames"] = gpu.STEADY_WINDOW_FRAMES
+
+    def capacity() -> None:
+        step_ms = {int(k): float(v) for k, v in res.get("step_ms", {}).items()}
+        snac_ms = {int(k): float(v) for k, v in res.get("snac_ms", {}).items()} or {1: 0.0}
+        res["streams_realtime"] = gpu.streams_realtime(step_ms, snac_ms) if step_ms else None
+
+    def ttfb() -> None:
+        snac_ms = {int(k): float(v) for k, v in res.get("snac_ms", {}).items()} or {1: 0.0}
+        cap = res.get("streams_realtime") or max(o.batches)
+        res["first_audio_ids"] = first = first_audio_tokens()
+        res.setdefault("ttfb_ms", {})
+        host = []
+        for load in o.loads:
+            need = o.seconds_per_load + 2 * o.utterance_ids / 82.03 + 5
+            if ph.left() < need:
+                res["errors"][f"ttfb_{load}"] = f"skipped: {ph.left():.0f} s left"
+                continue
+            stats, us = gpu.measure_ttfb(st["gen"], o, cap, load, snac_ms, first)
+            res["ttfb_ms"][f"{round(load * 100)}%"] = stats
+            host.append(us)
+            res["cpu_us_per_token"] = round(float(np.median(host)), 3)
+            ph.dump()
+        res["graphs_captured_after_ready"] = st["gen"].captures_after_ready
+        if device == "cuda":
+            res["gpu_memory_gb"]["peak"] = round(torch.cuda.max_memory_allocated() / 1e9, 3)
+
+    def sdpa() -> None:
+        gen = st.pop("gen")
+        _, ms = gpu.compare_sdpa(gen, o)
+        res["step_ms_sdpa"] = {str(b): round(v, 3) for b, v in ms.items()}
+
+    ph.run("env", env)
+    if not ph.run("build", build, 30):
+        return 2
+    ph.run("warm_graphs", warm, 30)
+    ph.run("steps", steps, 30)
+    ph.run("kernels", kernels, 10)
+    ph.run("snac", snac, 10)
+    ph.run("capacity", capacity)
+    ph.run("ttfb", ttfb, 20)
+    if device == "cuda" and o.compare_sdpa:
+        ph.run("compare_sdpa", sdpa, 40)
+    res["partial"] = bool(res["errors"])
+    ph.dump()
+    print(f"[gpu_check] done in {res['seconds']} s; errors: {list(res['errors'])}", flush=True)
+    return 0 if not res["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# gpu_check.sh — Parley's one-call GPU check of the `--backend cuda` Orpheus engine (H100/H200), made for a
+# lent, torch-only box (Python 3.12 + torch, numpy, transformers, aiohttp, pytest; no network, no weights).
+#
+#   make gpu-check-stage        # on the dev box: copies the Python 3.12 wheels the box lacks into .gpucheck/
+#   bash scripts/gpu_check.sh   # on the GPU box (device tool: carry [".gpucheck"], timeout_s 480)
+#   make gpu-check              # the same, where the tree and the GPU are on one machine
+#
+# 1. installs the carried wheels (snac, pydantic(-settings), pytest-asyncio, ...) into a private dir, no index;
+# 2. `python -m benchmarks.gpu_check`: the full Orpheus 3B shape with random weights, graphs warmed first,
+#    steady-state steps at BATCHES (positions 0..1500, admissions with prefill), kernels per step, SNAC,
+#    capacity, TTFB at 50/90 % of it, the padded-SDPA comparison; $OUT/gpu.json is rewritten after every phase;
+# 3. `pytest -m gpu tests/orpheus` (collects without the serving extras: tests/orpheus/conftest.py);
+# 4. prints a summary ($OUT/summary.txt).
+# Files in $OUT: gpu.json, bench.log, pytest-gpu.log, pytest-gpu.xml, env.txt, summary.txt.
+# Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
+# tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256
+set -u
+set -o pipefail
+
+T_START=$SECONDS
+BUDGET=${GPU_CHECK_BUDGET_S:-450}
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
+OUT=${OUT:-/tmp/gpu-check-out}
+WHEELS=${WHEELS:-$ROOT/.gpucheck/wh}
+PY=${PYTHON:-python3}
+SITE=/tmp/gpu-check-site
+mkdir -p "$OUT"
+export OUT PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  TOKENIZERS_PARALLELISM=false
+
+log() { printf '[gpu_check %4ss] %s\n' "$((SECONDS - T_START))" "$*"; }
+left() { echo $((BUDGET - (SECONDS - T_START))); }
+
+# ---- 1. setup -------------------------------------------------------------------------------------------
+rm -rf "$SITE" && mkdir -p "$SITE"
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  if timeout 90 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
+    "$WHEELS"/*.whl >"$OUT/pip.log" 2>&1; then
+    log "installed $(ls "$WHEELS"/*.whl | wc -l) carried wheels"
+  else
+    log "WARN: carried wheel install failed (pip.log); going on with what the image has"
+  fi
+else
+  log "no wheels at $WHEELS: using the image's packages only"
+fi
+export PYTHONPATH="$SITE:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+timeout 60 "$PY" - >"$OUT/env.txt" 2>&1 <<'PY'
+import importlib, sys
+print("python", sys.version.split()[0])
+for m in ("torch", "numpy", "snac", "transformers", "safetensors", "pydantic", "pydantic_settings", "aiohttp",
+          "pytest", "pytest_asyncio", "pytest_timeout", "soundfile", "prometheus_client", "livekit"):
+    try:
+        print(f"{m:18s} {getattr(importlib.import_module(m), '__version__', 'ok')}")
+    except Exception as e:  # noqa: BLE001
+        print(f"{m:18s} MISSING ({type(e).__name__})")
+import torch
+print("cuda", torch.version.cuda, "available", torch.cuda.is_available())
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    print("device", p.name, f"sm_{p.major}{p.minor}", round(p.total_memory / 2**30, 1), "GiB")
+PY
+log "environment in env.txt ($(grep -c MISSING "$OUT/env.txt") modules missing)"
+
+# ---- 2. benchmark, phase by phase -----------------------------------------------------------------------
+T_BENCH=$(($(left) - 130)) # leave ~130 s for the tests and the summary
+((T_BENCH < 60)) && T_BENCH=60
+log "benchmark: up to ${T_BENCH}s"
+timeout -k 15 "$T_BENCH" "$PY" -u -m benchmarks.gpu_check --out "$OUT" --budget-s $((T_BENCH - 20)) 2>&1 |
+  tee "$OUT/bench.log"
+bench_rc=${PIPESTATUS[0]}
+log "benchmark rc=$bench_rc"
+
+# ---- 3. gpu-marked tests --------------------------------------------------------------------------------
+T_TEST=$(($(left) - 15))
+((T_TEST < 30)) && T_TEST=30
+log "pytest -m gpu tests/orpheus: up to ${T_TEST}s"
+timeout -k 10 "$T_TEST" "$PY" -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=120 \
+  --junitxml="$OUT/pytest-gpu.xml" tests/orpheus 2>&1 | tee "$OUT/pytest-gpu.log"
+test_rc=${PIPESTATUS[0]}
+log "pytest rc=$test_rc"
+
+# ---- 4. summary -----------------------------------------------------------------------------------------
+timeout 30 "$PY" - <<'PY' 2>&1 | tee "$OUT/summary.txt"
+import json, os
+import xml.etree.ElementTree as ET
+out = os.environ["OUT"]
+try:
+    r = json.load(open(os.path.join(out, "gpu.json")))
+except Exception as e:  # noqa: BLE001
+    r = {}
+    print("gpu.json: none (", type(e).__name__, e, ")")
+if r:
+    print("device:", r.get("device"), "| attention:", r.get("attention_backend"), "| partial:", r.get("partial"))
+    budget = r.get("realtime_step_budget_ms")
+    sm, p90, sd = r.get("step_ms", {}), r.get("step_ms_p90", {}), r.get("step_ms_sdpa", {})
+    print(f"{'batch':>6} {'step ms':>9} {'p90':>8} {'sdpa ms':>8}  <= {budget} ms budget")
+    for b in sorted({*map(int, sm), *map(int, sd)}):
+        k = str(b)
+        ok = "yes" if k in sm and budget and sm[k] <= budget else "no"
+        print(f"{b:>6} {sm.get(k, '-'):>9} {p90.get(k, '-'):>8} {sd.get(k, '-'):>8}  {ok}")
+    print("snac_ms:", r.get("snac_ms"), "| streams_realtime:", r.get("streams_realtime"))
+    for load, t in (r.get("ttfb_ms") or {}).items():
+        print(f"TTFB {load} ({t.get('streams')} streams, {t.get('utterances')} utt): p50 {t.get('p50')} "
+              f"p90 {t.get('p90')} p99 {t.get('p99')} ms")
+    print("kernels/step:", r.get("kernels_per_step"), "| graphs:", r.get("graphs_warmed"),
+          "| captured after ready:", r.get("graphs_captured_after_ready"))
+    print("cpu_us_per_token:", r.get("cpu_us_per_token"), "| memory GB:", r.get("gpu_memory_gb"))
+    print("phase s:", r.get("phase_s"))
+    for k, v in (r.get("errors") or {}).items():
+        print(f"ERROR {k}: {str(v)[:300]}")
+try:
+    root = ET.parse(os.path.join(out, "pytest-gpu.xml")).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    a = suite.attrib
+    print(f"pytest -m gpu: {a.get('tests')} tests, {a.get('failures')} failed, {a.get('errors')} errors, "
+          f"{a.get('skipped')} skipped, {a.get('time')} s")
+    for tc in suite.iter("testcase"):
+        for bad in ("failure", "error"):
+            el = tc.find(bad)
+            if el is not None:
+                msg = (el.get("message") or el.text or "").strip().splitlines()
+                print(f"  {bad.upper()} {tc.get('name')}: {msg[0][:200] if msg else ''}")
+except Exception as e:  # noqa: BLE001
+    print("pytest-gpu.xml: none (", type(e).__name__, e, ")")
+PY
+log "done: bench rc=$bench_rc, pytest rc=$test_rc, $(left)s of the budget left"
+[ "$bench_rc" = 0 ] && [ "$test_rc" = 0 ]
