@@ -32,16 +32,15 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
-import json
 import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.cli import emit
 from plugins.orpheus.engine import ids
 
 REALTIME_STEP_MS = 1000.0 / ids.TOKENS_PER_SECOND  # 12.19 ms: one id per stream per step
@@ -519,10 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmarks.gpu: --batches and --compare-sdpa take comma-separated integers", file=sys.stderr)
         return 2
     result = run(o)
-    print_table(result)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2))
+    emit(result, print_table, args.json)
     return 0
 
 
