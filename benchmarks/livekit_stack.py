@@ -552,10 +552,9 @@ class E2EStack:
                 sip, r"(?i)sip signaling listening|service ready|started", self.opts.ready_timeout_s
             )
         if self.opts.with_web:
-            web = self.spawn(
-                "web",
-                [str(PYTHON), "-m", "web.server", "--host", "127.0.0.1", "--port", str(self.opts.web_port)],
-            )
+            # --dev: no access key, allowed because the page listens on loopback only
+            web_cmd = ["-m", "web.server", "--host", "127.0.0.1", "--port", str(self.opts.web_port), "--dev"]
+            web = self.spawn("web", [str(PYTHON), *web_cmd])
             self.wait_tcp(self.opts.web_port, web)
         if self.opts.with_worker:
             self.start_worker()
