@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     )
     agent_name: str = "parley"
     agent: str = ""  # the agent to serve: an agent file (YAML) or package.module:callable; empty = built-in
+    # HTTP tool headers may read only environment variables with this prefix (never LIVEKIT_API_SECRET)
+    tool_env_prefix: str = Field("PARLEY_TOOL_", pattern=r"^[A-Z_][A-Z0-9_]{2,}$")
     language: Language = "en"
 
     # LLM (any OpenAI-compatible chat endpoint). Empty base URL = embedded SmolLM2 server.
