@@ -285,6 +285,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         settings = effective_settings(get_settings())
         logging.getLogger("parley").setLevel(settings.log_level)
+        if not settings.log_room_names:
+            from .log_privacy import install_with_livekit_logging
+
+            install_with_livekit_logging()  # callers' numbers in room names stay out of the logs
         llm = None
         if command == "console":
             check_audio_devices()

@@ -153,6 +153,7 @@ class Settings(BaseSettings):
     # Logging and privacy
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_transcripts: bool = False
+    log_room_names: bool = False  # room names/identities carry SIP callers' numbers: hashed unless true
     record_audio: bool = False
 
     @field_validator("livekit_url")
