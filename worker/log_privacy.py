@@ -4,7 +4,7 @@ LiveKit SIP names a caller's room and identity after the caller's number (`_+155
 `sip_+15551234567`), and LiveKit Agents logs the room name of every job at INFO ("received job request",
 "initializing job runner", ...) and more under `lk.pii.*` keys. A filter on the worker's log handlers
 replaces each such value with its dispatch prefix (the letters up to the first `-` or `_`) and a short keyed
-hash: lines of one call still correlate, the number is gone. `PARLEY_LOG_ROOM_NAMES=true` turns the filter off (debugging).
+hash: lines of one call still correlate, the number is gone. `PARLEY_LOG_ROOM_NAMES=true` turns it off.
 
 The filter sits on the handlers (not the loggers) because the job processes' records are re-emitted in the
 main process straight to its handlers, past any logger filter.
