@@ -116,9 +116,11 @@ def test_engine_is_a_sidecar_on_one_mig_slice_sharing_a_socket_with_its_worker()
     assert not any(k.startswith("nvidia.com/") for k in worker["resources"]["requests"])
 
     config = find("ConfigMap", "parley-worker")["data"]
-    socket_dir = str(Path(config["PARLEY_ENGINE_ADDRESS"].removeprefix("unix://")).parent)
+    socket = Path(config["PARLEY_ENGINE_ADDRESS"].removeprefix("unix://"))
     mounts = {c["name"]: {m["name"]: m["mountPath"] for m in c["volumeMounts"]} for c in (engine, worker)}
-    assert mounts["engine"]["engine-socket"] == mounts["worker"]["engine-socket"] == socket_dir
+    assert mounts["engine"]["engine-socket"] == mounts["worker"]["engine-socket"]
+    # the socket sits in a directory the engine creates 0700 inside the shared (world-writable) emptyDir
+    assert socket.parent.parent == Path(mounts["engine"]["engine-socket"])
     assert env_of(engine)["PARLEY_ENGINE_SOCKET"]["value"] == config["PARLEY_ENGINE_ADDRESS"].removeprefix(
         "unix://"
     )
