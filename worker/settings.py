@@ -8,8 +8,10 @@ A bad value stops startup with one line naming the variable (see `load_settings`
 from __future__ import annotations
 
 import functools
+import ipaddress
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +20,16 @@ Language = Literal["en", "ko"]
 TtsBackend = Literal["auto", "orpheus", "cpu"]
 
 ORPHEUS_VOICES = ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")
+DEV_API_SECRET = "secret"  # livekit-server --dev's secret: fine on this machine, never beyond it
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class SettingsError(SystemExit):
@@ -41,7 +53,8 @@ class Settings(BaseSettings):
         "devkey", validation_alias=AliasChoices("PARLEY_LIVEKIT_API_KEY", "LIVEKIT_API_KEY")
     )
     livekit_api_secret: SecretStr = Field(
-        SecretStr("secret"), validation_alias=AliasChoices("PARLEY_LIVEKIT_API_SECRET", "LIVEKIT_API_SECRET")
+        SecretStr(DEV_API_SECRET),
+        validation_alias=AliasChoices("PARLEY_LIVEKIT_API_SECRET", "LIVEKIT_API_SECRET"),
     )
     agent_name: str = "parley"
     agent: str = ""  # the agent to serve: an agent file (YAML) or package.module:callable; empty = built-in
@@ -184,6 +197,12 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
+        host = urlsplit(self.livekit_url).hostname or ""
+        if self.livekit_api_secret.get_secret_value() == DEV_API_SECRET and not _is_loopback(host):
+            raise ValueError(
+                "PARLEY_LIVEKIT_API_SECRET: the built-in development secret only works with a loopback "
+                f"LIVEKIT_URL (got host {host!r}); set LIVEKIT_API_KEY and LIVEKIT_API_SECRET"
+            )
         if self.tts_backend == "orpheus" and not self.engine_address:
             raise ValueError("PARLEY_ENGINE_ADDRESS: required when PARLEY_TTS_BACKEND=orpheus")
         if self.tts_voice not in ORPHEUS_VOICES and self.language == "en":
