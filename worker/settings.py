@@ -98,6 +98,11 @@ class Settings(BaseSettings):
     cpu_voice: str = "heart"
     engine_address: str = ""  # unix:///path.sock or ws://127.0.0.1:PORT; empty = no engine
     engine_secret: SecretStr = SecretStr("")
+    # a frozen engine mid-reply: pinged after this much silence, given up on (rest of the reply in the CPU
+    # voice) when the ping goes unanswered, or when owed audio does not come (plugins/orpheus/tts.py)
+    engine_silence_timeout_s: float = Field(0.5, gt=0)
+    engine_ping_timeout_s: float = Field(0.4, gt=0)
+    engine_audio_timeout_s: float = Field(3.0, gt=0)
     engine_connect_timeout_s: float = Field(1.0, gt=0)
     engine_pool_size: int = Field(1, ge=1)  # pooled engine connections per job process
     engine_unreachable_load: float = Field(

@@ -123,6 +123,9 @@ class OrpheusTTS(tts.TTS):
             language=settings.language,
             connect_timeout_s=settings.engine_connect_timeout_s,
             pool_size=int(getattr(settings, "engine_pool_size", 1)),
+            silence_timeout_s=float(getattr(settings, "engine_silence_timeout_s", 0.5)),
+            ping_timeout_s=float(getattr(settings, "engine_ping_timeout_s", 0.4)),
+            audio_timeout_s=float(getattr(settings, "engine_audio_timeout_s", 3.0)),
         )
         configure_engine_fill(
             opts.address,
