@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import soundfile as sf
@@ -85,6 +85,21 @@ class ManifestEntry:
         )
 
 
+def _inside_audio_dir(file: str) -> bool:
+    """Whether a manifest's `file` names a clip in the cache's audio folder. A manifest is data a cache
+    builder (or whoever can write the folder) made: `../`, absolute paths or links elsewhere must never
+    make a worker read, or `remove_unreferenced` consider, a file outside the cache."""
+    parts = PurePosixPath(file).parts
+    return (
+        len(parts) == 2
+        and parts[0] == AUDIO_DIR
+        and parts[1] not in (".", "..")
+        and not parts[1].startswith(".")
+        and parts[1].endswith(".wav")
+        and "\\" not in file
+    )
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers see either the old content or all of the new."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,7 +159,7 @@ class CacheStore:
                 entry = ManifestEntry.from_json(d)
             except (KeyError, TypeError, ValueError):
                 continue  # one bad entry costs one phrase, not the cache
-            if entry.key.digest == digest:
+            if entry.key.digest == digest and _inside_audio_dir(entry.file):
                 entries[digest] = entry
         return entries
 

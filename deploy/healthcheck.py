@@ -3,32 +3,84 @@
 The slim images carry no curl, and the engine listens on a Unix socket, so one small probe serves Docker's
 HEALTHCHECK and Kubernetes exec probes alike:
 
-    python deploy/healthcheck.py http://127.0.0.1:8081/          # worker: LiveKit agents health endpoint
-    python deploy/healthcheck.py unix:///run/parley/orpheus.sock   # engine: the socket accepts connections
+    python deploy/healthcheck.py http://127.0.0.1:8081/                 # worker: LiveKit agents health
+    python deploy/healthcheck.py unix:///run/parley/engine/orpheus.sock   # engine: answers `capacity`
+
+The engine check asks the engine's `capacity` op (after `hello`, with PARLEY_ENGINE_SECRET or the file
+PARLEY_ENGINE_SECRET_FILE names) and needs the answer within the deadline: a wedged or frozen engine still
+accepts connections (the kernel does that), so a bare connect says nothing about it.
 
 Exit 0 when healthy, 1 with one line on stderr otherwise.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import struct
 import sys
+import time
 import urllib.error
 import urllib.request
 
 TIMEOUT_S = 3.0
+_HEADER = struct.Struct(">IB")  # the engine's frame: u32 length (kind byte + payload) | kind byte
+_JSON = ord("J")
+
+
+def _engine_secret() -> str:
+    path = os.environ.get("PARLEY_ENGINE_SECRET_FILE", "")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    return os.environ.get("PARLEY_ENGINE_SECRET", "")
+
+
+def _frame(obj: dict[str, object]) -> bytes:
+    body = json.dumps(obj).encode()
+    return _HEADER.pack(len(body) + 1, _JSON) + body
+
+
+def query_engine(path: str, timeout_s: float) -> dict[str, object]:
+    """hello + capacity over the engine's Unix socket; the capacity answer, within `timeout_s` in all."""
+    deadline = time.monotonic() + timeout_s
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout_s)
+        sock.connect(path)
+        sock.sendall(_frame({"op": "hello", "id": 1, "secret": _engine_secret()}))
+        sock.sendall(_frame({"op": "capacity", "id": 2}))
+        buf = b""
+        while True:
+            while len(buf) < _HEADER.size or len(buf) < 4 + _HEADER.unpack_from(buf)[0]:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("no capacity answer")
+                sock.settimeout(left)
+                data = sock.recv(65536)
+                if not data:
+                    raise ConnectionError("engine closed the connection")
+                buf += data
+            length, kind = _HEADER.unpack_from(buf)
+            payload, buf = buf[_HEADER.size : 4 + length], buf[4 + length :]
+            if kind != _JSON:
+                continue
+            msg = json.loads(payload)
+            if msg.get("op") == "error":
+                raise ConnectionError(f"engine refused: {msg.get('code', 'error')}")
+            if msg.get("op") == "capacity":
+                return msg
 
 
 def check(target: str, timeout_s: float = TIMEOUT_S) -> str | None:
     """Return None when `target` answers, else a one-line reason."""
     if target.startswith("unix://"):
-        path = target.removeprefix("unix://")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout_s)
-            try:
-                sock.connect(path)
-            except OSError as err:
-                return f"{target}: {err.strerror or err}"
+        try:
+            query_engine(target.removeprefix("unix://"), timeout_s)
+        except TimeoutError:
+            return f"{target}: no capacity answer within {timeout_s:.1f} s (engine wedged or frozen)"
+        except (OSError, ValueError) as err:
+            return f"{target}: {getattr(err, 'strerror', None) or err}"
         return None
     if target.startswith(("http://", "https://")):
         try:

@@ -6,8 +6,10 @@ TTS (GPU time spent on speech nobody hears), logs a traceback per failure, and h
 Here recovery is a cheap `probe()` of the primary (the engine's capacity op), made only while switched.
 
 A reply whose primary stream fails before any audio is replayed, from its first token, into the fallback:
-the caller hears the CPU voice instead of silence. A failure after audio started ends that reply (what was
-already heard cannot be taken back) and switches the next ones.
+the caller hears the CPU voice instead of silence. A failure after audio started (the engine died or froze
+mid-reply) hands the rest of that reply to the fallback: a primary that knows which text it has fully
+spoken (`voiced_text()`) loses no words (at most the piece it was in is said again); one that does not
+ends the reply there. Either way the next replies are switched.
 """
 
 from __future__ import annotations
@@ -43,6 +45,21 @@ class FallbackOptions:
 def _reason(err: BaseException) -> str:
     code = getattr(err, "code", None)
     return str(code) if code else (str(err).splitlines()[0] if str(err) else type(err).__name__)
+
+
+def remainder(full: str, voiced: str) -> str:
+    """`full` without its prefix `voiced`, compared without whitespace (the primary may have trimmed it).
+    When `voiced` is not a prefix after all, the whole of `full`: words said twice, never lost."""
+    i = 0
+    for ch in voiced:
+        if ch.isspace():
+            continue
+        while i < len(full) and full[i].isspace():
+            i += 1
+        if i >= len(full) or full[i] != ch:
+            return full
+        i += 1
+    return full[i:].lstrip()
 
 
 def _is_unavailable(err: BaseException) -> bool:
@@ -209,12 +226,12 @@ class _FallbackChunkedStream(tts.ChunkedStream):
             mime_type="audio/pcm",
         )
         last: BaseException | None = None
+        text = self._input_text
         for voice in self._chain.order():
             heard = False
+            inner: tts.ChunkedStream | None = None
             try:
-                async with voice.synthesize(
-                    self._input_text, conn_options=_inner_options(self._conn_options)
-                ) as inner:
+                async with voice.synthesize(text, conn_options=_inner_options(self._conn_options)) as inner:
                     async for ev in inner:
                         heard = True
                         output_emitter.push_frame(ev.frame)
@@ -224,8 +241,11 @@ class _FallbackChunkedStream(tts.ChunkedStream):
                 last = e
                 if voice is self._chain.primary and _is_unavailable(e):
                     self._chain.mark_down(_reason(e))
-                if heard:
+                voiced = getattr(inner, "voiced_text", None)
+                if heard and (voice is not self._chain.primary or voiced is None):
                     raise
+                if heard and voiced is not None:
+                    text = remainder(text, voiced())  # the fallback says what was not heard in full
         raise APIConnectionError(f"no voice could speak: {last}", retryable=False)
 
 
@@ -233,8 +253,9 @@ class _FallbackStream(tts.SynthesizeStream):
     def __init__(self, *, tts: FallbackTTS, conn_options: APIConnectOptions) -> None:
         super().__init__(tts=tts, conn_options=conn_options)
         self._chain = tts
-        self.voice: TTS | None = None  # which voice spoke this reply
+        self.voice: TTS | None = None  # which voice spoke this reply (the last one, after a switch)
         self.inner: SynthesizeStream | None = None
+        self.resumed_after: str | None = None  # mid-reply switch: the text the primary had fully spoken
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
         output_emitter.initialize(
@@ -268,6 +289,7 @@ class _FallbackStream(tts.SynthesizeStream):
         forwarder = asyncio.create_task(forward_input(), name="tts-fallback-input")
         self._chain.active_streams += 1
         last: BaseException | None = None
+        segment_open = False
         try:
             for voice in self._chain.order():
                 inner = voice.stream(conn_options=_inner_options(self._conn_options))
@@ -284,9 +306,12 @@ class _FallbackStream(tts.SynthesizeStream):
                                 heard = True
                                 if not self._started_time:
                                     self._started_time = inner._started_time  # TTFB from the piece sent
-                                output_emitter.start_segment(segment_id=ev.segment_id or utils.shortuuid())
+                                if not segment_open:
+                                    segment_open = True
+                                    segment = ev.segment_id or utils.shortuuid()
+                                    output_emitter.start_segment(segment_id=segment)
                             output_emitter.push_frame(ev.frame)
-                    if heard:
+                    if segment_open:
                         output_emitter.end_segment()
                     return
                 except APIError as e:
@@ -295,8 +320,15 @@ class _FallbackStream(tts.SynthesizeStream):
                         self._started_time = inner._started_time  # TTFB counts the failed try too
                     if voice is self._chain.primary and _is_unavailable(e):
                         self._chain.mark_down(_reason(e))
-                    if heard:
+                    voiced = getattr(inner, "voiced_text", None)
+                    if heard and (voice is not self._chain.primary or voiced is None):
                         raise
+                    if heard and voiced is not None:
+                        # mid-reply: the fallback says the rest (from the piece that was cut off), in the
+                        # same segment, and takes the live input from here on
+                        said = "".join(i for i in history if i is not None)
+                        history[:] = [remainder(said, voiced())]
+                        self.resumed_after = voiced()
             if last is not None:
                 raise APIConnectionError(f"no voice could speak: {last}", retryable=False)
         finally:

@@ -61,7 +61,8 @@ wait_port() {  # port, name, pid
 
 PATH="$PWD/bin:$PATH" livekit-server --dev --config "$LOGS/livekit.yaml" >"$LOGS/livekit-server.log" 2>&1 &
 pids+=($!); wait_port "$LK_PORT" livekit-server "$!"
-"$PY" -m web.server --host 127.0.0.1 --port "$WEB_PORT" >"$LOGS/web.log" 2>&1 &
+# --dev: /token without a key, allowed only because the page listens on loopback (see web/README.md)
+"$PY" -m web.server --host 127.0.0.1 --port "$WEB_PORT" --dev >"$LOGS/web.log" 2>&1 &
 pids+=($!); wait_port "$WEB_PORT" web "$!"
 "$PY" worker.py dev >"$LOGS/worker.log" 2>&1 &
 worker=$!; pids+=("$worker")

@@ -6,7 +6,9 @@ Two ways to keep it on this machine:
   inside it (10.77.0.1/.2), with no default route, so nothing the stack does can reach another host.
   livekit-server advertises only the veth address (rtc.node_ip, no external IP, no STUN) and a tshark
   capture on every interface of the namespace can be checked afterwards: every packet between our own
-  addresses.
+  addresses. The SIP phone (sipp) gets a namespace of its own, `<name>-phone` (10.78.0.2), joined to the
+  stack's by a second veth pair and a route, like a real phone on another network: livekit-sip binds and
+  announces the one stack address 10.77.0.1, and packets to the phone leave from it.
 - `loopback` (any user): plain 127.0.0.1 on free ports, the server bound to and advertising only
   127.0.0.1 (no external IP, no STUN).
 Clients are told to use no ICE servers in both.
@@ -197,6 +199,10 @@ class ManagedProcess:
 # --- the namespace -------------------------------------------------------------------------------------
 
 
+def _in_ns(name: str, cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "netns", "exec", name, *cmd], capture_output=True, text=True, timeout=30)
+
+
 @dataclass
 class Netns:
     """A network namespace with lo and a veth pair (both ends inside), no route anywhere else."""
@@ -205,6 +211,13 @@ class Netns:
     host_ip: str = "10.77.0.1"
     peer_ip: str = "10.77.0.2"
     prefix: int = 24
+    # the phone's own namespace, routed to the stack's: another host as far as livekit-sip can tell
+    phone_ip: str = "10.78.0.2"
+    phone_gw: str = "10.78.0.1"  # the stack namespace's end of the phone's link
+
+    @property
+    def phone_name(self) -> str:
+        return f"{self.name}-phone"
 
     def create(self) -> None:
         reason = _netns_reason()
@@ -220,6 +233,7 @@ class Netns:
             ["ip", "-n", self.name, "addr", "add", f"{self.peer_ip}/{self.prefix}", "dev", "pe1"],
             ["ip", "-n", self.name, "link", "set", "pe0", "up"],
             ["ip", "-n", self.name, "link", "set", "pe1", "up"],
+            *self._phone_cmds(),
         ]
         for cmd in cmds:
             res = subprocess.run(cmd, capture_output=True, text=True)
@@ -227,36 +241,72 @@ class Netns:
                 self.destroy()
                 raise StackError(f"{' '.join(cmd)} failed: {res.stderr.strip()}")
 
+    def _phone_cmds(self) -> list[list[str]]:
+        phone, net = self.phone_name, f"{self.phone_gw.rsplit('.', 1)[0]}.0/{self.prefix}"
+        return [
+            ["ip", "netns", "add", phone],
+            ["ip", "-n", phone, "link", "set", "lo", "up"],
+            ["ip", "netns", "exec", phone, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
+            [
+                "ip",
+                "-n",
+                self.name,
+                "link",
+                "add",
+                "ph1",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "ph0",
+                "netns",
+                phone,
+            ],
+            ["ip", "-n", self.name, "addr", "add", f"{self.phone_gw}/{self.prefix}", "dev", "ph1"],
+            ["ip", "-n", phone, "addr", "add", f"{self.phone_ip}/{self.prefix}", "dev", "ph0"],
+            ["ip", "-n", self.name, "link", "set", "ph1", "up"],
+            ["ip", "-n", phone, "link", "set", "ph0", "up"],
+            # the phone reaches the stack through its gateway, as it would across a real network ...
+            ["ip", "-n", phone, "route", "add", f"{self.host_ip}/32", "via", self.phone_gw],
+            # ... and the stack answers from the one address livekit-sip announces, never the link's own
+            ["ip", "-n", self.name, "route", "replace", net, "dev", "ph1", "src", self.host_ip],
+        ]
+
     def wrap(self, cmd: Sequence[str]) -> list[str]:
         return ["ip", "netns", "exec", self.name, *cmd]
+
+    def wrap_phone(self, cmd: Sequence[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.phone_name, *cmd]
 
     def run(self, cmd: Sequence[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.wrap(cmd), capture_output=True, text=True, timeout=timeout)
 
     def own_addresses(self) -> set[str]:
-        return {self.host_ip, self.peer_ip}
+        return {self.host_ip, self.peer_ip, self.phone_ip, self.phone_gw}
 
     def check_sealed(self) -> None:
-        """Fail unless the namespace has only lo + our veth pair and no default route."""
-        links = self.run(["ip", "-o", "link"]).stdout
-        names = {re.split(r"[@:]", line.split(": ", 2)[1])[0] for line in links.splitlines() if ": " in line}
-        if names != {"lo", "pe0", "pe1"}:
-            raise StackError(f"namespace {self.name} has unexpected links: {sorted(names)}")
-        for family in ("-4", "-6"):
-            routes = self.run(["ip", family, "route", "show", "default"]).stdout.strip()
-            if routes:
-                raise StackError(f"namespace {self.name} has a default route: {routes}")
+        """Fail unless the namespaces hold only lo + our veth pairs and no default route."""
+        for ns, expected in ((self.name, {"lo", "pe0", "pe1", "ph1"}), (self.phone_name, {"lo", "ph0"})):
+            links = _in_ns(ns, ["ip", "-o", "link"]).stdout
+            names = {re.split(r"[@:]", ln.split(": ", 2)[1])[0] for ln in links.splitlines() if ": " in ln}
+            if names != expected:
+                raise StackError(f"namespace {ns} has unexpected links: {sorted(names)}")
+            for family in ("-4", "-6"):
+                routes = _in_ns(ns, ["ip", family, "route", "show", "default"]).stdout.strip()
+                if routes:
+                    raise StackError(f"namespace {ns} has a default route: {routes}")
 
-    def pids(self) -> list[int]:
-        res = subprocess.run(["ip", "netns", "pids", self.name], capture_output=True, text=True)
+    def pids(self, name: str | None = None) -> list[int]:
+        res = subprocess.run(["ip", "netns", "pids", name or self.name], capture_output=True, text=True)
         return [int(p) for p in res.stdout.split()]
 
     def destroy(self) -> None:
-        # Every process left in the namespace was started by this harness (the namespace is ours).
-        for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+        # Every process left in the namespaces was started by this harness (the namespaces are ours).
+        for ns in (self.phone_name, self.name):
+            for pid in self.pids(ns):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 class HostLoopback:
@@ -266,6 +316,7 @@ class HostLoopback:
 
     host_ip = "127.0.0.1"
     peer_ip = "127.0.0.1"
+    phone_ip = "127.0.0.1"
     prefix = 8
 
     def __init__(self, name: str) -> None:
@@ -275,6 +326,9 @@ class HostLoopback:
         return None
 
     def wrap(self, cmd: Sequence[str]) -> list[str]:
+        return list(cmd)
+
+    def wrap_phone(self, cmd: Sequence[str]) -> list[str]:
         return list(cmd)
 
     def run(self, cmd: Sequence[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -444,11 +498,12 @@ class E2EStack:
         return proc
 
     def run_in_ns(
-        self, cmd: Sequence[str], timeout: float, env: dict[str, str] | None = None
+        self, cmd: Sequence[str], timeout: float, env: dict[str, str] | None = None, phone: bool = False
     ) -> subprocess.CompletedProcess[str]:
-        """Run a client command inside the namespace and wait for it (killed with its group on timeout)."""
+        """Run a client command inside the namespace (`phone`: the phone's own) and wait for it (killed
+        with its group on timeout)."""
         popen = subprocess.Popen(
-            self.ns.wrap(cmd),
+            self.ns.wrap_phone(cmd) if phone else self.ns.wrap(cmd),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
@@ -552,10 +607,9 @@ class E2EStack:
                 sip, r"(?i)sip signaling listening|service ready|started", self.opts.ready_timeout_s
             )
         if self.opts.with_web:
-            web = self.spawn(
-                "web",
-                [str(PYTHON), "-m", "web.server", "--host", "127.0.0.1", "--port", str(self.opts.web_port)],
-            )
+            # --dev: no access key, allowed because the page listens on loopback only
+            web_cmd = ["-m", "web.server", "--host", "127.0.0.1", "--port", str(self.opts.web_port), "--dev"]
+            web = self.spawn("web", [str(PYTHON), *web_cmd])
             self.wait_tcp(self.opts.web_port, web)
         if self.opts.with_worker:
             self.start_worker()

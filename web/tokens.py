@@ -25,7 +25,8 @@ class TokenOptions:
     api_key: str
     api_secret: str
     agent_name: str = "parley"  # empty = no agent dispatched with the token
-    ttl_s: int = 600
+    # Long enough to connect; LiveKit refreshes the token of a connected participant itself.
+    ttl_s: int = 120
     room_prefix: str = "parley-"
 
 
@@ -45,15 +46,22 @@ def _checked(kind: str, value: str | None, default: str) -> str:
 
 
 def issue_call_token(opts: TokenOptions, room: str | None = None, identity: str | None = None) -> CallToken:
-    """A JWT that lets one caller join one room (new random room unless given) with the agent dispatched."""
-    room_name = _checked("room", room, opts.room_prefix + secrets.token_hex(4))
-    ident = _checked("identity", identity, "caller-" + secrets.token_hex(3))
+    """A JWT that lets one caller join one room with the agent dispatched: publish the microphone and
+    subscribe, nothing else (no data, no other sources, no metadata, no admin).
+
+    `room`/`identity` are for trusted callers that hold the API secret anyway (benchmarks, tests); the
+    page's endpoint never passes them, so a browser always gets a fresh `parley-` room and identity.
+    """
+    room_name = _checked("room", room, opts.room_prefix + secrets.token_hex(8))
+    ident = _checked("identity", identity, "caller-" + secrets.token_hex(6))
     grants = api.VideoGrants(
         room_join=True,
         room=room_name,
         can_publish=True,
+        can_publish_sources=["microphone"],
         can_subscribe=True,
-        can_publish_data=True,
+        can_publish_data=False,
+        can_update_own_metadata=False,
     )
     token = (
         api.AccessToken(opts.api_key, opts.api_secret)

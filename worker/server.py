@@ -257,14 +257,32 @@ def check_llm_reachable(base_url: str, api_key: str, timeout_s: float = 3.0) -> 
         raise SettingsError(f"PARLEY_LLM_BASE_URL: no LLM answers at {base_url} ({reason})") from None
 
 
-def preflight(settings: Settings) -> None:
-    """Fail before registering with LiveKit, in one line, when a configured model cannot work."""
-    from plugins.whisper import WhisperModelError, resolve_model_path
+def check_stt_loads(settings: Settings) -> None:
+    """Load the STT model once, here, with the job processes' own options, then let it go: a model folder
+    that is present but cannot load (a corrupt model.bin, an unsupported compute type) stops start-up in
+    one line instead of failing in every call's job process."""
+    from plugins.whisper import ModelOptions, WhisperModelError, WhisperModelRunner
 
+    runner = WhisperModelRunner(
+        ModelOptions(
+            model=settings.stt_model,
+            device=settings.stt_device,
+            compute_type=settings.stt_compute_type or "default",
+            cpu_threads=1,
+            num_workers=1,
+        )
+    )
     try:
-        resolve_model_path(settings.stt_model)
+        runner.load()
     except WhisperModelError as e:
         raise SettingsError(f"PARLEY_STT_MODEL: {e}") from None
+    finally:
+        runner.close()
+
+
+def preflight(settings: Settings) -> None:
+    """Fail before registering with LiveKit, in one line, when a configured model cannot work."""
+    check_stt_loads(settings)
     if settings.llm_base_url:
         check_llm_reachable(settings.llm_base_url, settings.llm_api_key.get_secret_value())
     lang = settings.effective_stt_language
@@ -293,6 +311,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         settings = effective_settings(get_settings())
         logging.getLogger("parley").setLevel(settings.log_level)
+        if not settings.log_room_names:
+            from .log_privacy import install_with_livekit_logging
+
+            install_with_livekit_logging()  # callers' numbers in room names stay out of the logs
         llm = None
         if command == "console":
             check_audio_devices()

@@ -8,8 +8,10 @@ A bad value stops startup with one line naming the variable (see `load_settings`
 from __future__ import annotations
 
 import functools
+import ipaddress
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +20,16 @@ Language = Literal["en", "ko"]
 TtsBackend = Literal["auto", "orpheus", "cpu"]
 
 ORPHEUS_VOICES = ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")
+DEV_API_SECRET = "secret"  # livekit-server --dev's secret: fine on this machine, never beyond it
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class SettingsError(SystemExit):
@@ -41,10 +53,13 @@ class Settings(BaseSettings):
         "devkey", validation_alias=AliasChoices("PARLEY_LIVEKIT_API_KEY", "LIVEKIT_API_KEY")
     )
     livekit_api_secret: SecretStr = Field(
-        SecretStr("secret"), validation_alias=AliasChoices("PARLEY_LIVEKIT_API_SECRET", "LIVEKIT_API_SECRET")
+        SecretStr(DEV_API_SECRET),
+        validation_alias=AliasChoices("PARLEY_LIVEKIT_API_SECRET", "LIVEKIT_API_SECRET"),
     )
     agent_name: str = "parley"
     agent: str = ""  # the agent to serve: an agent file (YAML) or package.module:callable; empty = built-in
+    # HTTP tool headers may read only environment variables with this prefix (never LIVEKIT_API_SECRET)
+    tool_env_prefix: str = Field("PARLEY_TOOL_", pattern=r"^[A-Z_][A-Z0-9_]{2,}$")
     language: Language = "en"
 
     # LLM (any OpenAI-compatible chat endpoint). Empty base URL = embedded SmolLM2 server.
@@ -83,6 +98,11 @@ class Settings(BaseSettings):
     cpu_voice: str = "heart"
     engine_address: str = ""  # unix:///path.sock or ws://127.0.0.1:PORT; empty = no engine
     engine_secret: SecretStr = SecretStr("")
+    # a frozen engine mid-reply: pinged after this much silence, given up on (rest of the reply in the CPU
+    # voice) when the ping goes unanswered, or when owed audio does not come (plugins/orpheus/tts.py)
+    engine_silence_timeout_s: float = Field(0.5, gt=0)
+    engine_ping_timeout_s: float = Field(0.4, gt=0)
+    engine_audio_timeout_s: float = Field(3.0, gt=0)
     engine_connect_timeout_s: float = Field(1.0, gt=0)
     engine_pool_size: int = Field(1, ge=1)  # pooled engine connections per job process
     engine_unreachable_load: float = Field(
@@ -141,6 +161,7 @@ class Settings(BaseSettings):
     # Logging and privacy
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_transcripts: bool = False
+    log_room_names: bool = False  # room names/identities carry SIP callers' numbers: hashed unless true
     record_audio: bool = False
 
     @field_validator("livekit_url")
@@ -171,6 +192,12 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
+        host = urlsplit(self.livekit_url).hostname or ""
+        if self.livekit_api_secret.get_secret_value() == DEV_API_SECRET and not _is_loopback(host):
+            raise ValueError(
+                "PARLEY_LIVEKIT_API_SECRET: the built-in development secret only works with a loopback "
+                f"LIVEKIT_URL (got host {host!r}); set LIVEKIT_API_KEY and LIVEKIT_API_SECRET"
+            )
         if self.tts_backend == "orpheus" and not self.engine_address:
             raise ValueError("PARLEY_ENGINE_ADDRESS: required when PARLEY_TTS_BACKEND=orpheus")
         if self.tts_voice not in ORPHEUS_VOICES and self.language == "en":

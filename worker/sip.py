@@ -316,22 +316,29 @@ def transfer_call_tool(options: TelephonyToolOptions) -> FunctionTool | None:
 
 
 DTMF_CODES = {**{str(d): d for d in range(10)}, "*": 10, "#": 11, "A": 12, "B": 13, "C": 14, "D": 15}
+# A menu choice or an extension is a few keys; a caller steering the LLM must not make the agent sit on
+# the line pressing thousands of them (each takes gap_s), so a longer string is refused, not cut.
+MAX_DTMF_KEYS = 20
 
 
-def dtmf_digits(keys: str) -> list[str]:
+def dtmf_digits(keys: str, max_keys: int = MAX_DTMF_KEYS) -> list[str]:
     """The keys of a DTMF string (spaces and dashes ignored); a ToolError the LLM can read on a bad key."""
+    if len(keys) > 4 * max_keys:
+        raise ToolError(f"at most {max_keys} keys at a time")
     digits = [k for k in keys.upper() if k not in " -,"]
     bad = sorted({k for k in digits if k not in DTMF_CODES})
     if bad or not digits:
-        raise ToolError(f"keys must be digits 0-9, * or # (got {keys!r})")
+        raise ToolError(f"keys must be digits 0-9, * or # (got {keys[:40]!r})")
+    if len(digits) > max_keys:
+        raise ToolError(f"at most {max_keys} keys at a time (got {len(digits)})")
     return digits
 
 
-def send_dtmf_tool(gap_s: float = 0.25) -> FunctionTool:
+def send_dtmf_tool(gap_s: float = 0.25, max_keys: int = MAX_DTMF_KEYS) -> FunctionTool:
     """Press phone keys on the caller's line (navigating a phone menu, entering an extension)."""
 
     async def send_dtmf(ctx: RunContext, keys: str) -> str:
-        digits = dtmf_digits(keys)
+        digits = dtmf_digits(keys, max_keys)
         room = get_job_context().room
         for digit in digits:
             await room.local_participant.publish_dtmf(code=DTMF_CODES[digit], digit=digit)
@@ -343,7 +350,8 @@ def send_dtmf_tool(gap_s: float = 0.25) -> FunctionTool:
         send_dtmf,
         name="send_dtmf",
         description=(
-            "Press keys on the phone keypad (digits 0-9, * and #), for example to choose a menu option."
+            "Press keys on the phone keypad (digits 0-9, * and #), for example to choose a menu option; "
+            f"at most {max_keys} keys per call."
         ),
     )
 

@@ -16,8 +16,10 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from plugins.orpheus.local_socket import default_address, read_secret
+
 DEFAULT_TEST_MODEL = Path("out/orpheus-test-model")
-DEFAULT_ADDRESS = "unix:///tmp/parley-orpheus.sock"
+DEFAULT_ADDRESS = default_address()  # $XDG_RUNTIME_DIR/parley/ or /tmp/parley-<uid>/, made 0700
 
 
 def _fail(msg: str, code: int = 2) -> int:
@@ -136,7 +138,9 @@ async def _serve(args: argparse.Namespace) -> int:
     from plugins.orpheus.engine.factory import build_engine
     from plugins.orpheus.server import EngineServer, ServerOptions
 
-    secret = Path(args.secret_file).read_text().strip() if args.secret_file else args.secret
+    if args.secret:
+        return _fail("--secret shows in `ps`: use --secret-file or PARLEY_ENGINE_SECRET")
+    secret = read_secret(args.secret_file)
     engine = build_engine(engine_config_from_args(args))
     server = EngineServer(
         engine, ServerOptions(address=args.address, secret=secret, http_port=args.http_port)
@@ -210,7 +214,7 @@ async def _synth(args: argparse.Namespace) -> int:
         return 2
     engine = client = None
     if args.address:
-        client = EngineClient(args.address, args.secret)
+        client = EngineClient(args.address, read_secret(args.secret_file))
         try:
             await client.connect()
         except Exception as e:
@@ -260,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     p_serve.add_argument(
         "--address", default=DEFAULT_ADDRESS, help="unix:///path.sock or ws://127.0.0.1:PORT"
     )
-    p_serve.add_argument("--secret", default="", help="shared secret (required for ws://)")
-    p_serve.add_argument("--secret-file", default="", help="read the shared secret from this file")
+    p_serve.add_argument("--secret", default="", help=argparse.SUPPRESS)  # refused: argv is public
+    p_serve.add_argument(
+        "--secret-file", default="", help="shared secret file (else PARLEY_ENGINE_SECRET; needed for ws://)"
+    )
     p_serve.add_argument(
         "--http-port",
         type=int,
@@ -277,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     p_synth.add_argument(
         "--address", default="", help="use a running engine server instead of an in-process one"
     )
-    p_synth.add_argument("--secret", default="")
+    p_synth.add_argument("--secret-file", default="", help="shared secret file (else PARLEY_ENGINE_SECRET)")
     add_engine_args(p_synth)
     p_make = sub.add_parser("make-test-model", help="write the tiny random Orpheus + SNAC to DIR")
     p_make.add_argument("dir")

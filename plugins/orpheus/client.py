@@ -12,7 +12,9 @@
 
 Connections are persistent and pooled: streams are multiplexed over `pool_size` connections (opened up
 front by `connect()`), and a lost connection is re-established for the next stream. A lost connection ends
-its open streams with an `error` event (code `connection_lost`) rather than hanging. No livekit import.
+its open streams with an `error` event (code `connection_lost`) rather than hanging. A frozen engine (alive
+socket, no answers) is found with `next_item(timeout)` and `ping(timeout)`; `marks` counts the flushes the
+engine has fully spoken, so `voiced_text()` is what the listener has heard in full. No livekit import.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import contextlib
 import itertools
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -257,11 +260,12 @@ class EngineClient:
         conn.send(msg)
         return stream
 
-    async def capacity(self) -> dict[str, Any]:
-        """The engine's readiness and headroom (for the worker's load report)."""
+    async def capacity(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """The engine's readiness and headroom (for the worker's load report); TimeoutError past
+        `timeout_s` (a frozen engine keeps its socket open but never answers)."""
         if not self.connected:
             await self.connect()
-        reply = await self._conn().request({"op": "capacity"})
+        reply = await asyncio.wait_for(self._conn().request({"op": "capacity"}), timeout_s)
         reply.pop("op", None)
         reply.pop("id", None)
         return reply
@@ -289,16 +293,57 @@ class ClientStream:
         self.finished = False
         self.final_event: EngineEvent | None = None
         self.first_audio_ms: float | None = None
+        self.texts: list[str] = []  # text sent between flushes, one entry per flush (for voiced_text)
+        self.marks = 0  # flushes whose text the engine has sent in full as audio
+        self.ended = False  # `end` sent: the engine owes audio (or done) until it finishes
+        self.last_audio_at: float | None = None  # monotonic
+        self.last_text_at: float | None = None
+        self._flushed_last = False
 
     async def push_text(self, text: str) -> None:
         self._send({"op": "text", "sid": self.sid, "text": text})
+        if not self.texts or self._flushed_last:
+            self.texts.append("")
+        self.texts[-1] += text
+        self._flushed_last = False
+        self.last_text_at = time.monotonic()
         await self._conn.drain()
 
     async def flush(self) -> None:
         self._send({"op": "flush", "sid": self.sid})
+        if not self.texts or self._flushed_last:
+            self.texts.append("")  # an empty flush still counts as one mark
+        self._flushed_last = True
 
     async def end(self) -> None:
         self._send({"op": "end", "sid": self.sid})
+        self.ended = True
+
+    def voiced_text(self) -> str:
+        """The text (as pushed) the engine has fully sent as audio: every flush up to its last `mark`."""
+        return "".join(self.texts[: self.marks])
+
+    def owes_audio(self) -> bool:
+        """Whether the engine should be sending audio now: the stream ended, or text came after the last
+        audio. (Between pieces, waiting for the LLM, it owes nothing.)"""
+        if self.finished:
+            return False
+        if self.ended:
+            return True
+        return self.last_text_at is not None and (self.last_audio_at or 0.0) < self.last_text_at
+
+    async def next_item(self, timeout_s: float | None) -> bytes | EngineEvent | None:
+        """The next PCM chunk or event (None once the stream has ended); TimeoutError past `timeout_s`."""
+        item = await asyncio.wait_for(self._queue.get(), timeout_s)
+        return None if item is _END else item
+
+    async def ping(self, timeout_s: float) -> bool:
+        """Whether the engine answers at all within `timeout_s` (a SIGSTOPped or wedged one does not)."""
+        try:
+            await asyncio.wait_for(self._conn.request({"op": "ping"}), timeout_s)
+        except (TimeoutError, EngineError):
+            return False
+        return True
 
     async def cancel(self) -> None:
         """Stop generation now; iteration ends with a `done` (reason cancelled) event."""
@@ -330,12 +375,16 @@ class ClientStream:
 
     def _on_audio(self, pcm: bytes) -> None:
         if not self.finished:
+            self.last_audio_at = time.monotonic()
             self._queue.put_nowait(pcm)
 
     def _on_event(self, msg: dict[str, Any]) -> None:
         if self.finished:
             return
         data = {k: v for k, v in msg.items() if k not in ("op", "sid", "type")}
+        if msg.get("type") == "mark":
+            self.marks = max(self.marks, int(data.get("flushes", 0)))
+            return
         event = EngineEvent(str(msg.get("type")), data)
         if event.type == "first_audio":
             self.first_audio_ms = data.get("ttfb_ms")

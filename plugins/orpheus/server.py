@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -23,6 +22,7 @@ from urllib.parse import urlparse
 from plugins.orpheus import protocol
 from plugins.orpheus.engine.core import EngineFull, EngineStream, OrpheusEngine
 from plugins.orpheus.engine.text import TextError
+from plugins.orpheus.local_socket import default_address, prepare_socket_dir, secrets_match
 from plugins.orpheus.metrics import EngineMetrics
 
 log = logging.getLogger("parley.orpheus.server")
@@ -33,7 +33,7 @@ MAX_TEXT_CHARS = 20000  # one text message; longer is a bad request
 
 @dataclass(frozen=True)
 class ServerOptions:
-    address: str = "unix:///tmp/parley-orpheus.sock"
+    address: str = field(default_factory=default_address)  # a private directory (local_socket)
     secret: str = ""  # required for WebSocket; optional extra check on Unix sockets
     http_port: int = 0  # 0 = no HTTP endpoint; else /metrics, /capacity, /healthz on 127.0.0.1
     max_write_buffer: int = 32 * 1024 * 1024  # a client this far behind is dropped
@@ -63,7 +63,7 @@ class _Conn(ABC):
     def handle(self, msg: dict[str, Any]) -> None:
         op = msg.get("op")
         if not self.authed:
-            if op == "hello" and hmac.compare_digest(str(msg.get("secret", "")), self.server.options.secret):
+            if op == "hello" and secrets_match(msg.get("secret", ""), self.server.options.secret):
                 self.authed = True
             else:
                 self.send_json(
@@ -289,9 +289,7 @@ class EngineServer:
         """Listen first (clients can connect and queue during warm-up), then load and warm the models."""
         if self.kind == "unix":
             path = Path(self.target)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            path.parent.mkdir(parents=True, exist_ok=True)
+            prepare_socket_dir(path)  # 0700 before bind; refuses a directory others can write to
             srv = await asyncio.start_unix_server(self._unix_client, path=str(path), limit=protocol.MAX_FRAME)
             os.chmod(path, 0o660)
             self._servers.append(srv)

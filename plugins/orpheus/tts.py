@@ -28,6 +28,7 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
 from plugins.orpheus import protocol
 from plugins.orpheus.client import ClientStream, EngineClient, EngineError, EngineEvent
+from plugins.orpheus.local_socket import default_address
 from plugins.playout import PlayoutClock, PlayoutOptions, cut_before_dry
 from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
 
@@ -37,10 +38,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("parley.orpheus.tts")
 
 SAMPLE_RATE = 24_000
-DEFAULT_ADDRESS = "unix:///tmp/parley-orpheus.sock"  # where `python -m plugins.orpheus serve` listens
+DEFAULT_ADDRESS = default_address()  # where `python -m plugins.orpheus serve` listens (a private dir)
 NUM_CHANNELS = 1
 # engine error codes that mean "this engine cannot take the call now" (the fallback chain switches)
-UNAVAILABLE_CODES = frozenset({"full", "connection_lost", "not_connected", "unreachable", "unauthorized"})
+UNAVAILABLE_CODES = frozenset(
+    {"full", "connection_lost", "not_connected", "unreachable", "unauthorized", "stalled"}
+)
 
 
 class EngineUnavailableError(APIConnectionError):
@@ -63,6 +66,12 @@ class OrpheusOptions:
     playout: PlayoutOptions = field(default_factory=PlayoutOptions)
     frame_size_ms: int = 50  # LiveKit frame size (the first frame is 20 ms either way)
     cache_wait_turns: int = 8  # event-loop turns to wait for end of input before a whole-utterance lookup
+    # A frozen engine keeps its socket open and says nothing. Silent this long while a stream is open, the
+    # engine is pinged; no answer within ping_timeout_s = stalled. Owing audio (text sent, nothing back;
+    # or the stream ended) for audio_timeout_s = stalled even if it answers pings (a wedged generator).
+    silence_timeout_s: float = 0.5
+    ping_timeout_s: float = 0.4
+    audio_timeout_s: float = 3.0
 
 
 def _unavailable(err: BaseException) -> EngineUnavailableError:
@@ -114,6 +123,9 @@ class OrpheusTTS(tts.TTS):
             language=settings.language,
             connect_timeout_s=settings.engine_connect_timeout_s,
             pool_size=int(getattr(settings, "engine_pool_size", 1)),
+            silence_timeout_s=float(getattr(settings, "engine_silence_timeout_s", 0.5)),
+            ping_timeout_s=float(getattr(settings, "engine_ping_timeout_s", 0.4)),
+            audio_timeout_s=float(getattr(settings, "engine_audio_timeout_s", 3.0)),
         )
         configure_engine_fill(
             opts.address,
@@ -175,10 +187,12 @@ class OrpheusTTS(tts.TTS):
     async def probe(self) -> str | None:
         """None when the engine can take a stream now, else a short reason (fallback chain health)."""
         try:
-            cap = await (await self.client()).capacity()
+            cap = await (await self.client()).capacity(self._opts.ping_timeout_s)
         except EngineUnavailableError as e:
             return e.code
-        except (TimeoutError, OSError, EngineError) as e:
+        except TimeoutError:
+            return "stalled"  # connected, but it does not answer: frozen or wedged
+        except (OSError, EngineError) as e:
             return _unavailable(e).code
         if not cap.get("ready", False):
             return "warming"
@@ -215,15 +229,35 @@ class OrpheusTTS(tts.TTS):
         return OrpheusStream(tts=self, conn_options=conn_options)
 
 
+async def _next_or_stall(stream: ClientStream, opts: OrpheusOptions) -> bytes | EngineEvent | None:
+    """The stream's next item, or EngineUnavailableError("stalled") when the engine has gone quiet: no
+    answer to a ping after `silence_timeout_s` of silence, or owed audio for `audio_timeout_s`."""
+    silent_since = time.monotonic()
+    while True:
+        try:
+            return await stream.next_item(opts.silence_timeout_s)
+        except TimeoutError:
+            pass
+        owed_since = max(stream.last_text_at or 0.0, stream.last_audio_at or 0.0, silent_since)
+        if stream.owes_audio() and time.monotonic() - owed_since >= opts.audio_timeout_s:
+            raise EngineUnavailableError("stalled", f"no audio for {opts.audio_timeout_s:.1f} s") from None
+        if not await stream.ping(opts.ping_timeout_s):
+            if stream.finished:  # the final event came while pinging
+                continue
+            raise EngineUnavailableError("stalled", "the engine does not answer") from None
+
+
 async def _pump_audio(
     stream: ClientStream,
     emitter: tts.AudioEmitter,
     on_first: Callable[[], None],
+    opts: OrpheusOptions,
     clock: PlayoutClock | None = None,
 ) -> EngineEvent:
-    """Engine audio → emitter until the stream's final event; engine errors become APIErrors."""
+    """Engine audio → emitter until the stream's final event; engine errors (and a frozen engine) become
+    APIErrors."""
     first = True
-    async for item in stream:
+    while (item := await _next_or_stall(stream, opts)) is not None:
         if isinstance(item, bytes):
             if first:
                 first = False
@@ -248,6 +282,11 @@ class OrpheusChunkedStream(tts.ChunkedStream):
     def __init__(self, *, tts: OrpheusTTS, input_text: str, conn_options: APIConnectOptions) -> None:
         super().__init__(tts=tts, input_text=input_text, conn_options=conn_options)
         self._orpheus = tts
+        self.engine_stream: ClientStream | None = None
+
+    def voiced_text(self) -> str:
+        """The text the listener has heard in full (the fallback chain speaks the rest)."""
+        return self.engine_stream.voiced_text() if self.engine_stream is not None else ""
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
         request_id = utils.shortuuid()
@@ -278,7 +317,8 @@ class OrpheusChunkedStream(tts.ChunkedStream):
                 await stream.push_text(piece)
                 await stream.flush()
             await stream.end()
-            await _pump_audio(stream, output_emitter, lambda: None)
+            self.engine_stream = stream
+            await _pump_audio(stream, output_emitter, lambda: None, opts)
             output_emitter.flush()
         except EngineError as e:
             raise _unavailable(e) from None
@@ -297,6 +337,10 @@ class OrpheusStream(tts.SynthesizeStream):
         self.engine_ttfb_ms: float | None = None  # the engine's own TTFB for this stream
         self.engine_stream: ClientStream | None = None  # the engine side of this reply, once opened
         self.served_from_cache = False
+
+    def voiced_text(self) -> str:
+        """The text the listener has heard in full (the fallback chain speaks the rest)."""
+        return self.engine_stream.voiced_text() if self.engine_stream is not None else ""
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
         opts = self._orpheus.options
@@ -352,7 +396,8 @@ class OrpheusStream(tts.SynthesizeStream):
                 raise _unavailable(e) from None
             sender = asyncio.create_task(self._send_pieces(stream, first, pieces), name="orpheus-send")
             try:
-                final = await _pump_audio(stream, output_emitter, self._on_first_audio(stream, clock), clock)
+                first_audio = self._on_first_audio(stream, clock)
+                final = await _pump_audio(stream, output_emitter, first_audio, opts, clock)
             finally:
                 if not sender.done():
                     sender.cancel()

@@ -34,7 +34,7 @@ tools:
     description: Look up an order.
     parameters: {type: object, properties: {order: {type: string}}, required: [order]}
     url: http://127.0.0.1:9/orders
-    headers: {Authorization: "Bearer ${SHOP_TOKEN}"}
+    headers: {Authorization: "Bearer ${PARLEY_TOOL_SHOP_TOKEN}"}
 """
 
 # (what is wrong, the file, the field path and words its one line must name)
@@ -158,9 +158,9 @@ def test_bad_entry_point_is_one_line() -> None:
 
 
 def test_unset_header_variable_is_a_warning_not_an_error(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.delenv("SHOP_TOKEN", raising=False)
+    monkeypatch.delenv("PARLEY_TOOL_SHOP_TOKEN", raising=False)
     code, line = check(str(write(tmp_path, GOOD)))
-    assert code == 0 and "SHOP_TOKEN" in line and "warning" in line
+    assert code == 0 and "PARLEY_TOOL_SHOP_TOKEN" in line and "warning" in line
 
 
 def test_variables_are_filled_everywhere(tmp_path: Path) -> None:

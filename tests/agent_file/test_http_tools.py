@@ -64,7 +64,7 @@ def spec_for(url: str, **tool: Any) -> Any:
                     "description": "Look up an order.",
                     "parameters": {"type": "object", "properties": {"order": {"type": "string"}}},
                     "url": url,
-                    "headers": {"Authorization": "Bearer ${SHOP_TOKEN}"},
+                    "headers": {"Authorization": "Bearer ${PARLEY_TOOL_SHOP_TOKEN}"},
                     "hold": "Let me look that up.",
                     "failure": "Sorry, the order system is not answering.",
                     **tool,
@@ -114,7 +114,7 @@ async def turn(session: AgentSession, text: str) -> None:
 
 async def test_tool_answer_goes_back_to_the_llm_and_is_spoken(webhook, monkeypatch, caplog) -> None:
     base, seen = webhook
-    monkeypatch.setenv("SHOP_TOKEN", SECRET)
+    monkeypatch.setenv("PARLEY_TOOL_SHOP_TOKEN", SECRET)
     caplog.set_level(logging.DEBUG)
     llm_ = ToolCallingLLM("lookup_order", {"order": "A17"}, reply_prefix="Your order: ")
     rt = HttpToolRuntime()
@@ -134,7 +134,7 @@ async def test_tool_answer_goes_back_to_the_llm_and_is_spoken(webhook, monkeypat
 
 async def test_slow_tool_gets_the_hold_line_first(webhook, monkeypatch) -> None:
     base, _ = webhook
-    monkeypatch.setenv("SHOP_TOKEN", SECRET)
+    monkeypatch.setenv("PARLEY_TOOL_SHOP_TOKEN", SECRET)
     llm_ = ToolCallingLLM("lookup_order", {"order": "B2"})
     rt = HttpToolRuntime()
     session, agent, speaker = await call(f"{base}/slow", llm_, rt, hold_after_ms=200)
@@ -155,7 +155,7 @@ async def test_failing_tool_is_an_apology_and_the_call_goes_on(
     webhook, monkeypatch, caplog, path: str, timeout_s: float
 ) -> None:
     base, seen = webhook
-    monkeypatch.setenv("SHOP_TOKEN", SECRET)
+    monkeypatch.setenv("PARLEY_TOOL_SHOP_TOKEN", SECRET)
     caplog.set_level(logging.DEBUG)
     llm_ = ToolCallingLLM("lookup_order", {"order": "C3"})
     rt = HttpToolRuntime()
@@ -174,7 +174,7 @@ async def test_failing_tool_is_an_apology_and_the_call_goes_on(
 
 async def test_missing_header_variable_fails_the_call_not_the_session(webhook, monkeypatch) -> None:
     base, seen = webhook
-    monkeypatch.delenv("SHOP_TOKEN", raising=False)
+    monkeypatch.delenv("PARLEY_TOOL_SHOP_TOKEN", raising=False)
     llm_ = ToolCallingLLM("lookup_order", {"order": "D4"})
     rt = HttpToolRuntime()
     session, agent, _ = await call(f"{base}/fast", llm_, rt)

@@ -173,3 +173,16 @@ async def test_frames_for_miss_and_hit(store: CacheStore) -> None:
     assert it is not None
     first = await it.__anext__()
     assert first.sample_rate == 48_000 and first.samples_per_channel == 960
+
+
+@pytest.mark.parametrize("file", ["../outside.wav", "/etc/outside.wav", "audio/../../outside.wav", "x.wav"])
+def test_manifest_entry_pointing_outside_the_audio_folder_is_ignored(store: CacheStore, file: str) -> None:
+    e = put(store, "Okay.")
+    outside = store.root.parent / "outside.wav"
+    outside.write_bytes((store.root / e.file).read_bytes())  # a real clip, right digest, wrong place
+    raw = json.loads(store.manifest_path.read_text())
+    raw["entries"][e.key.digest]["file"] = file
+    store.manifest_path.write_text(json.dumps(raw))
+    assert store.read_manifest() == {}  # never read (nor deleted by remove_unreferenced) through the cache
+    assert PhraseCache.load(store.root).lookup("Okay.", "v", "en") is None
+    assert outside.exists()

@@ -13,12 +13,15 @@ import pytest
 from deploy.healthcheck import check, main
 
 
-def test_unix_socket_that_accepts_is_healthy(tmp_path: Path) -> None:
+def test_unix_socket_that_accepts_but_never_answers_is_unhealthy(tmp_path: Path) -> None:
+    """What a frozen or wedged engine looks like from outside: the kernel accepts, nobody answers. (The real
+    engine, answering and then frozen, is in tests/tts_plugin/test_engine_freeze.py.)"""
     path = tmp_path / "engine.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(str(path))
         server.listen(1)
-        assert check(f"unix://{path}") is None
+        problem = check(f"unix://{path}", timeout_s=0.3)
+        assert problem is not None and "no capacity answer within 0.3 s" in problem
 
 
 def test_missing_socket_is_unhealthy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -65,8 +65,9 @@ def test_images_are_pinned_and_resources_requested() -> None:
     for wl in workloads():
         for c in containers(wl["spec"]["template"]["spec"]):
             image = c["image"]
-            assert re.fullmatch(r"[\w./-]+:[\w.-]+", image), image
-            assert not image.endswith(":latest"), image
+            # tag for people, digest for the node: a tag can be re-pointed, a digest cannot
+            assert re.fullmatch(r"[\w./-]+:[\w.-]+@sha256:[0-9a-f]{64}", image), image
+            assert ":latest@" not in image, image
             assert "cpu" in c["resources"]["requests"] and "memory" in c["resources"]["limits"], c["name"]
 
 
@@ -116,9 +117,11 @@ def test_engine_is_a_sidecar_on_one_mig_slice_sharing_a_socket_with_its_worker()
     assert not any(k.startswith("nvidia.com/") for k in worker["resources"]["requests"])
 
     config = find("ConfigMap", "parley-worker")["data"]
-    socket_dir = str(Path(config["PARLEY_ENGINE_ADDRESS"].removeprefix("unix://")).parent)
+    socket = Path(config["PARLEY_ENGINE_ADDRESS"].removeprefix("unix://"))
     mounts = {c["name"]: {m["name"]: m["mountPath"] for m in c["volumeMounts"]} for c in (engine, worker)}
-    assert mounts["engine"]["engine-socket"] == mounts["worker"]["engine-socket"] == socket_dir
+    assert mounts["engine"]["engine-socket"] == mounts["worker"]["engine-socket"]
+    # the socket sits in a directory the engine creates 0700 inside the shared (world-writable) emptyDir
+    assert socket.parent.parent == Path(mounts["engine"]["engine-socket"])
     assert env_of(engine)["PARLEY_ENGINE_SOCKET"]["value"] == config["PARLEY_ENGINE_ADDRESS"].removeprefix(
         "unix://"
     )
@@ -177,3 +180,43 @@ def test_images_run_as_non_root_with_a_health_check(dockerfile: str) -> None:
     users = re.findall(r"^USER\s+(\S+)", text, flags=re.M)
     assert users and users[-1].split(":")[0] not in {"root", "0"}
     assert re.search(r"^HEALTHCHECK .*\n?.*CMD", text, flags=re.M)
+
+
+def test_no_secret_reaches_a_command_line() -> None:
+    """`ps` on the node shows every argv; secret-sourced variables may be used in env, never in args."""
+    for wl in workloads():
+        for c in containers(wl["spec"]["template"]["spec"]):
+            secret_vars = {n for n, e in env_of(c).items() if e.get("valueFrom", {}).get("secretKeyRef")}
+            argv = " ".join(c.get("command", []) + c.get("args", []))
+            used = set(re.findall(r"\$\(([A-Z_]+)\)", argv))  # Kubernetes expands $(VAR) into argv itself
+            assert not used & secret_vars, (c["name"], used & secret_vars)
+    redis = next(c for c in find("StatefulSet", "livekit-redis")["spec"]["template"]["spec"]["containers"])
+    script = " ".join(redis["args"])
+    assert "redis-server -" in script and "requirepass ${REDIS_PASSWORD}" in script  # config on stdin
+
+
+def test_no_metrics_port_on_the_host_network() -> None:
+    for wl in workloads():
+        pod = wl["spec"]["template"]
+        if not pod["spec"].get("hostNetwork"):
+            continue
+        assert "prometheus.io/scrape" not in pod["metadata"].get("annotations", {}), wl["metadata"]["name"]
+        for c in containers(pod["spec"]):
+            assert all(p["name"] != "metrics" for p in c.get("ports", [])), c["name"]
+    config = yaml.safe_load(find("ConfigMap", "livekit-server")["data"]["livekit.yaml"])
+    assert "prometheus_port" not in config
+    sip = next(s for s in SECRETS if s["metadata"]["name"] == "livekit-sip-config")
+    assert "prometheus_port" not in yaml.safe_load(sip["stringData"]["config.yaml"])
+
+
+def test_agent_plane_egress_is_limited_to_what_a_call_needs() -> None:
+    policy = find("NetworkPolicy", "parley-host")["spec"]
+    assert "Egress" in policy["policyTypes"]
+    private = {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"}
+    for rule in policy["egress"]:
+        assert rule.get("ports"), "every egress rule names its ports"
+        for peer in rule["to"]:
+            block = peer.get("ipBlock")
+            if block and block["cidr"] == "0.0.0.0/0":
+                # the internet, but not the cluster's private ranges nor the cloud metadata service
+                assert private <= set(block.get("except", [])), block

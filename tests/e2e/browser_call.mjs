@@ -2,7 +2,7 @@
 // then prints what the page saw as one JSON line (transcripts, agent state, latency messages, audio levels,
 // inbound audio stats) and saves a screenshot. Runs inside the e2e network namespace.
 //
-//   node tests/e2e/browser_call.mjs --url http://127.0.0.1:8080/?autojoin=1 --wav mic.wav \
+//   node tests/e2e/browser_call.mjs --url http://127.0.0.1:8080/ --wav mic.wav \
 //        --seconds 40 --out DIR [--chromium /usr/bin/chromium]
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -56,8 +56,11 @@ try {
   page.on('pageerror', (err) => log.push(`pageerror: ${err.message}`.slice(0, 300)));
   const started = Date.now();
   await page.goto(args.url);
+  await page.click('#join'); // the page never joins by itself (no autojoin link)
   await page.waitForFunction(() => window.parley?.connection === 'connected', null, { timeout: 30000 });
   const connectedMs = Date.now() - started;
+  // the server picked the room; tell the test which (it sends a probe message there)
+  writeFileSync(join(args.out, 'room.txt'), await page.textContent('#room-name'));
   await page.waitForTimeout(Number(args.seconds) * 1000);
   const state = await page.evaluate(async () => {
     const p = window.parley;

@@ -79,9 +79,16 @@ async def publish_metrics(args: argparse.Namespace) -> dict[str, object]:
     from worker.measurement import TurnLatency
     from worker.turn_marks import RoomMetricsPublisher
 
-    tok = TokenOptions(api_key=args.api_key, api_secret=args.api_secret, agent_name="")
+    # it speaks for the worker, so it needs the worker's data grant (a caller's token may not send data)
+    grants = api.VideoGrants(room_join=True, room=args.room, can_publish_data=True, can_publish=False)
+    token = (
+        api.AccessToken(args.api_key, args.api_secret)
+        .with_identity("metrics-probe")
+        .with_grants(grants)
+        .to_jwt()
+    )
     room = rtc.Room()
-    await room.connect(args.url, issue_call_token(tok, args.room, "metrics-probe").token, room_options())
+    await room.connect(args.url, token, room_options())
     publisher = RoomMetricsPublisher(room)
     latency = TurnLatency(
         turn=args.turn, e2e_ms=812.0, stt_final_ms=205.0, llm_ttft_ms=131.0, tts_ttfb_ms=64.0

@@ -128,7 +128,8 @@ def place_call(
     media_port: int = 16000,
     sip_port: int = 5070,
 ) -> SippCall:
-    """One call with sipp from local_ip to target (host:port); returns when sipp has hung up."""
+    """One call with sipp from local_ip to target (host:port), run in the phone's own namespace (another
+    network, routed to the stack's); returns when sipp has hung up."""
     scenario = write_scenario(stack.opts.out_dir, wav, hold_ms)
     cmd = [
         "sipp",
@@ -156,5 +157,5 @@ def place_call(
         "-error_file",
         str(stack.opts.out_dir / "sipp_errors.log"),
     ]
-    res = stack.run_in_ns(cmd, timeout=hold_ms / 1000 + 90)
+    res = stack.run_in_ns(cmd, timeout=hold_ms / 1000 + 90, phone=True)
     return SippCall(res.returncode, (res.stdout + res.stderr)[-3000:], local_ip, media_port)

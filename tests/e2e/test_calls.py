@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -162,14 +163,14 @@ def test_browser_call_hears_the_agent_and_shows_both_transcripts(
     out.mkdir()
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     # while the browser is in the call, a probe sends one latency message the way worker.turn_marks does
-    probe = threading.Timer(12.0, publish_probe_metrics, args=(call_stack, "browser-call"))
+    probe = threading.Timer(12.0, publish_probe_metrics_to_page_room, args=(call_stack, out / "room.txt"))
     probe.start()
     res = call_stack.run_in_ns(
         [
             "node",
             str(REPO / "tests" / "e2e" / "browser_call.mjs"),
             "--url",
-            call_stack.web_url + "?autojoin=1&room=browser-call&identity=browser-caller",
+            call_stack.web_url,
             "--wav",
             str(mic),
             "--seconds",
@@ -200,6 +201,17 @@ def test_browser_call_hears_the_agent_and_shows_both_transcripts(
     print(json.dumps({"v2v_ms": v2v, "metrics": state["metrics"]}), file=sys.stderr)
     assert v2v, "no agent speech was heard after the caller's speech"
     record_figure("browser_v2v_ms", {"p50": float(np.percentile(v2v, 50)), "turns": v2v})
+
+
+def publish_probe_metrics_to_page_room(stack: E2EStack, room_file: Path) -> None:
+    """The server picks the page's room; the browser script writes its name once connected."""
+    for _ in range(100):
+        if room_file.is_file() and room_file.read_text().strip():
+            break
+        time.sleep(0.2)
+    else:
+        return  # never connected: the test's own assertions report why
+    publish_probe_metrics(stack, room_file.read_text().strip())
 
 
 def publish_probe_metrics(stack: E2EStack, room: str) -> None:

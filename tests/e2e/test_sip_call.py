@@ -53,7 +53,7 @@ def sip_setup(stack: E2EStack) -> dict:
             "--number",
             NUMBER,
             "--allowed-address",
-            f"{stack.ns.host_ip}/{stack.ns.prefix}",
+            f"{stack.ns.phone_ip}/32",  # the phone, from its own namespace
             "--agent-name",
             stack.opts.agent_name,
             "--url",
@@ -99,13 +99,13 @@ def test_sipp_streams_ulaw_rtp_that_the_capture_decodes(tmp_path: Path) -> None:
             uas_cmd,
         )
         time.sleep(0.5)
-        call = place_call(stack, f"{stack.ns.host_ip}:5062", NUMBER, wav, 5500, local_ip=stack.ns.peer_ip)
+        call = place_call(stack, f"{stack.ns.host_ip}:5062", NUMBER, wav, 5500, local_ip=stack.ns.phone_ip)
         assert call.returncode == 0, call.output
         answerer.stop()
         close_and_check_sealed(stack)
     finally:
         stack.close()
-    sent = rtp_stream(stack.capture_path, stack.ns.peer_ip, call.media_port, to_phone=False)
+    sent = rtp_stream(stack.capture_path, stack.ns.phone_ip, call.media_port, to_phone=False)
     # c1 is ~4.5 s: ~225 packets of 20 ms, most of them speech
     assert sent.packets > 150, sent.packets
     assert sent.voiced_packets > 80, sent.voiced_packets
@@ -146,7 +146,7 @@ def test_phone_call_through_livekit_sip(tmp_path: Path) -> None:
     try:
         sip_setup(stack)
         # greeting, then turn 1 streams right away; hold the line long enough for both replies
-        call = place_call(stack, stack.sip_address, NUMBER, wav, hold_ms=30_000, local_ip=stack.ns.peer_ip)
+        call = place_call(stack, stack.sip_address, NUMBER, wav, hold_ms=30_000, local_ip=stack.ns.phone_ip)
         assert call.returncode == 0, call.output
         # hang-up ends the room: the agent leaves with the caller and the room closes
         deadline = time.monotonic() + 30
@@ -158,10 +158,10 @@ def test_phone_call_through_livekit_sip(tmp_path: Path) -> None:
         close_and_check_sealed(stack)
     finally:
         stack.close()
-    back = rtp_stream(stack.capture_path, stack.ns.peer_ip, call.media_port, to_phone=True)
+    back = rtp_stream(stack.capture_path, stack.ns.phone_ip, call.media_port, to_phone=True)
     assert back.packets > 100, "no RTP came back to the phone"
     assert back.voiced_packets > 25, "the RTP that came back is silent"
-    sent = rtp_stream(stack.capture_path, stack.ns.peer_ip, call.media_port, to_phone=False)
+    sent = rtp_stream(stack.capture_path, stack.ns.phone_ip, call.media_port, to_phone=False)
     v2v = voice_to_voice_ms(sent, back)
     print(json.dumps({"sip_v2v_ms": v2v}), file=sys.stderr)
     assert v2v, "no reply after the caller's speech"

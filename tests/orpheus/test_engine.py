@@ -72,7 +72,35 @@ async def test_exact_frames_out_bad_tokens_resynced_and_only_128258_stops(test_m
     assert sink.final["frames"] == 7
     assert sink.samples == 7 * ids.FRAME_SAMPLES, "every frame exactly once, none after the stop"
     assert sink.final["bad_tokens"] >= 4 and sink.final["dropped_partial_frames"] == 1
-    assert [e["type"] for e in sink.events] == ["first_audio", "done"]
+    assert [e["type"] for e in sink.events] == ["first_audio", "mark", "done"]  # end() is a flush too
+    await eng.close()
+
+
+async def test_a_mark_follows_the_last_audio_of_each_flush(test_model: Path) -> None:
+    """Client pushes a piece and flushes, twice: mark 1 comes once piece 1's audio is all out, mark 2 after
+    piece 2's; a client that loses the engine between them knows piece 1 was heard in full."""
+    eng = scripted_engine(test_model, [*random_frames(3, seed=5), ids.END_OF_SPEECH])
+    await eng.start()
+    sink = Collect()
+    marks: list[tuple[int, int]] = []  # (flushes, samples sent by then)
+    on_event = sink.on_event
+
+    def note(event: dict[str, Any]) -> None:
+        if event["type"] == "mark":
+            marks.append((event["flushes"], sink.samples))
+        on_event(event)
+
+    sink.on_event = note  # type: ignore[method-assign]
+    s = eng.open_stream(sink)
+    s.push_text("The first piece, ")
+    s.flush()
+    s.push_text("and the second piece.")
+    s.flush()
+    s.end()
+    await asyncio.wait_for(sink.done.wait(), 30)
+    per_piece = 3 * ids.FRAME_SAMPLES
+    assert marks == [(1, per_piece), (2, 2 * per_piece), (3, 2 * per_piece)]  # the end's empty flush: 3
+    assert sink.final["type"] == "done"
     await eng.close()
 
 

@@ -12,6 +12,7 @@ from livekit.agents.metrics import TTSMetrics
 
 from plugins.orpheus.client import EngineClient
 from plugins.orpheus.tts import (
+    DEFAULT_ADDRESS,
     EngineUnavailableError,
     OrpheusOptions,
     OrpheusTTS,
@@ -153,7 +154,7 @@ def test_engine_fill_reads_capacity(running_engine: EngineProcess, tmp_path) -> 
 def test_keyword_constructor_uses_the_default_engine_address() -> None:
     """`python -m caches build --tts plugins.orpheus.tts:OrpheusTTS` calls the class with `voice=` only."""
     voice = OrpheusTTS(voice="leo")
-    assert voice.options.voice == "leo" and voice.options.address == "unix:///tmp/parley-orpheus.sock"
+    assert voice.options.voice == "leo" and voice.options.address == DEFAULT_ADDRESS
     assert (voice.sample_rate, voice.num_channels, voice.capabilities.streaming) == (24000, 1, True)
 
 
@@ -187,17 +188,18 @@ async def test_slow_llm_text_loses_no_words(running_engine: EngineProcess) -> No
 
 async def test_engine_audio_advances_the_playout_clock() -> None:
     from plugins.orpheus.client import EngineEvent
-    from plugins.orpheus.tts import _pump_audio
+    from plugins.orpheus.tts import OrpheusOptions, _pump_audio
     from plugins.playout import PlayoutClock
 
     class OneSecondReply:
         """The engine side of one reply as the client hands it over (socket test double): 1 s of audio."""
 
         final_event = EngineEvent("done", {"reason": "completed"})
+        left = 10
 
-        async def __aiter__(self):  # type: ignore[no-untyped-def]
-            for _ in range(10):
-                yield b"\x00\x00" * 2400  # 100 ms at 24 kHz
+        async def next_item(self, _timeout_s: float) -> bytes | None:
+            self.left -= 1
+            return b"\x00\x00" * 2400 if self.left >= 0 else None  # 100 ms at 24 kHz
 
     class Emitter:
         def __init__(self) -> None:
@@ -207,6 +209,7 @@ async def test_engine_audio_advances_the_playout_clock() -> None:
             self.pushed += len(data)
 
     clock, emitter = PlayoutClock(), Emitter()
-    final = await _pump_audio(OneSecondReply(), emitter, lambda: None, clock)  # type: ignore[arg-type]
+    opts = OrpheusOptions(address="unix:///unused.sock")
+    final = await _pump_audio(OneSecondReply(), emitter, lambda: None, opts, clock)  # type: ignore[arg-type]
     assert final.type == "done" and emitter.pushed == 48000
     assert 0.95 < clock.dry_at - time.monotonic() <= 1.0

@@ -15,6 +15,8 @@ const TRANSCRIPTION_TOPIC = 'lk.transcription';
 const METRICS_TOPIC = 'parley.metrics';
 const AGENT_STATE_ATTRIBUTE = 'lk.agent.state';
 const LEVEL_INTERVAL_MS = 10;
+// Level logs keep the last 10 minutes (60 000 samples each), so a long call does not grow without bound.
+const MAX_LEVEL_SAMPLES = 60_000;
 
 interface TranscriptLine {
   segment: string;
@@ -119,11 +121,18 @@ function renderMetrics(): void {
   );
 }
 
+/** Who a transcript stream is from: the caller, an agent participant, or someone else (not shown). */
+function speakerOf(identity: string): TranscriptLine['who'] | undefined {
+  if (identity === room?.localParticipant.identity) return 'you';
+  return room?.remoteParticipants.get(identity)?.isAgent ? 'agent' : undefined;
+}
+
 /** One transcription stream = one update of a segment (user: full text; agent: text deltas). */
 async function onTranscription(reader: TextStreamReader, from: { identity: string }): Promise<void> {
   const attrs = reader.info.attributes ?? {};
   const segment = attrs['lk.segment_id'] ?? reader.info.id;
-  const who: TranscriptLine['who'] = from.identity === room?.localParticipant.identity ? 'you' : 'agent';
+  const who = speakerOf(from.identity);
+  if (!who) return; // only the agent's transcripts are labelled "Agent"
   let line = state.transcripts.find((l) => l.segment === segment);
   if (!line) {
     line = { segment, who, text: '', final: false };
@@ -180,6 +189,10 @@ function startLevelLog(micTrack: MediaStreamTrack | undefined): void {
     const now = performance.now();
     if (mic) state.levels.mic.push([now, mic()]);
     if (agents.length) state.levels.agent.push([now, Math.max(...agents.map((f) => f()))]);
+    for (const log of [state.levels.mic, state.levels.agent]) {
+      // trim in batches of a second's samples, not one shift per tick
+      if (log.length > MAX_LEVEL_SAMPLES + 100) log.splice(0, log.length - MAX_LEVEL_SAMPLES);
+    }
   }, LEVEL_INTERVAL_MS);
 }
 let onAgentTrack: ((t: RemoteAudioTrack) => void) | undefined;
@@ -214,13 +227,8 @@ async function join(): Promise<void> {
   setConnection('connecting');
   $('error').textContent = '';
   try {
-    const params = new URLSearchParams(window.location.search);
-    const query = new URLSearchParams();
-    for (const key of ['room', 'identity']) {
-      const v = params.get(key);
-      if (v) query.set(key, v);
-    }
-    const res = await fetch(`/token?${query}`);
+    // The server picks the room and the identity: a link can never put a caller into someone else's room.
+    const res = await fetch('/token', { credentials: 'same-origin' });
     if (!res.ok) throw new Error(`token endpoint answered ${res.status}: ${await res.text()}`);
     const { url, token, room: roomName } = (await res.json()) as { url: string; token: string; room: string };
     $('room-name').textContent = roomName;
@@ -276,4 +284,3 @@ $('join').addEventListener('click', () => void join());
 $('leave').addEventListener('click', () => void leave());
 $('mic').addEventListener('click', () => void toggleMic());
 setConnection('idle');
-if (new URLSearchParams(window.location.search).get('autojoin') === '1') void join();

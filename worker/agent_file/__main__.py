@@ -16,8 +16,9 @@ import os
 import sys
 from pathlib import Path
 
+from ..settings import SettingsError, get_settings
 from .entry import AgentEntryError
-from .runtime import load_served_agent
+from .runtime import check_tool_env, load_served_agent
 from .spec import AgentFileError
 
 
@@ -30,6 +31,10 @@ def check(value: str) -> tuple[int, str]:
         return 1, "nothing to check: give an agent file or package.module:callable"
     if served.spec is None:
         return 0, f"ok: {served.entry}"
+    try:
+        check_tool_env(served.spec, get_settings().tool_env_prefix)
+    except SettingsError as e:
+        return 1, str(e)
     unset = sorted({n for t in served.spec.http_tools for n in t.env_names() if n not in os.environ})
     note = f" (warning: environment variable not set: {', '.join(unset)})" if unset else ""
     return 0, f"ok: {served.spec.name}{note}"

@@ -95,7 +95,20 @@ def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
 def effective_settings(settings: Settings) -> Settings:
     """Settings for the agent PARLEY_AGENT names (unchanged without one). Idempotent."""
     served = served_agent_for(settings.agent)
+    if served is not None and served.spec is not None:
+        check_tool_env(served.spec, settings.tool_env_prefix)
     return apply_agent(settings, served.spec if served else None)
+
+
+def check_tool_env(spec: AgentSpec, prefix: str) -> None:
+    """Stop start-up (one line) when a tool header reads a variable outside the tools' prefix."""
+    for tool in spec.http_tools:
+        outside = [n for n in tool.env_names() if not n.startswith(prefix)]
+        if outside:
+            raise SettingsError(
+                f"PARLEY_AGENT: tool {tool.name}: header variable {outside[0]} must start with {prefix} "
+                "(PARLEY_TOOL_ENV_PREFIX)"
+            )
 
 
 def served_spec(settings: Settings) -> AgentSpec | None:
@@ -142,7 +155,9 @@ def call_tools(settings: Settings, phone: bool, runtime: HttpToolRuntime | None 
     )
     if spec is None:
         return list(telephony_tools(opts)) if phone else []
-    tools: list[llm.Tool] = list(http_tools(spec.http_tools, runtime or _HTTP))
+    rt = runtime or _HTTP
+    rt.env_prefix = settings.tool_env_prefix
+    tools: list[llm.Tool] = list(http_tools(spec.http_tools, rt))
     if not phone:
         return tools
     if spec.builtin("end_call") is not None:

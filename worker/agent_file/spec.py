@@ -3,7 +3,8 @@
 A bad file stops with ONE line, `agent file X: field.path: what is wrong`, never a traceback. Text fields may
 use `{{variable}}` placeholders filled from `variables` (business name, hours, ...); an unknown placeholder is
 an error, so a typo never reaches a caller. Header values of HTTP tools name environment variables only
-(`${BOOKING_TOKEN}`): a secret never lives in the file and is read only when the call is made.
+(`${PARLEY_TOOL_BOOKING_TOKEN}`, only names with the PARLEY_TOOL_ prefix): a secret never lives in the
+file and is read only when the call is made.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -22,6 +24,7 @@ _NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 _TOOL_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 _VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _ENV_REF = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
+DEFAULT_TOOL_ENV_PREFIX = "PARLEY_TOOL_"  # what a tool header's ${VAR} must start with
 _SENTINEL_GREETING = "\0builtin"  # greeting key absent: the language's built-in greeting
 
 
@@ -88,6 +91,7 @@ class HttpToolSpec(_Strict):
     )  # a call still running after this gets the hold line
     hold: str | None = None  # None = one of the agent's hold phrases
     failure: str = "Sorry, I couldn't get that information right now."
+    max_response_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)  # larger = failure
 
     @field_validator("name")
     @classmethod
@@ -123,6 +127,15 @@ class HttpToolSpec(_Strict):
         if missing:
             raise ValueError(f"required names unknown properties: {', '.join(map(str, missing))}")
         return v
+
+    @model_validator(mode="after")
+    def _fixed_query(self) -> HttpToolSpec:
+        # the LLM's GET arguments must not override the query the operator wrote into the URL
+        fixed = set(parse_qs(urlsplit(self.url).query, keep_blank_values=True))
+        clash = sorted(fixed & set(self.parameters.get("properties", {})))
+        if clash and self.method in ("GET", "DELETE"):
+            raise ValueError(f"parameter {clash[0]!r} is also fixed in the url's query")
+        return self
 
     def env_names(self) -> list[str]:
         return sorted({m for value in self.headers.values() for m in _ENV_REF.findall(value)})

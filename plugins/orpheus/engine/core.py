@@ -81,6 +81,7 @@ class _Utterance:
     backend_done: bool = False  # the backend reported finish: the slot may be reused
     reason: str = ""
     inflight: bool = False
+    group: int = 0  # which flush of its stream this text came before (for the stream's `mark` events)
 
 
 class OrpheusEngine:
@@ -394,6 +395,9 @@ class EngineStream:
         self._chunker = SpeechChunker(engine.options.text.chunker)
         self._text_opts = dataclasses.replace(engine.options.text, language=language)
         self._pieces: deque[str] = deque()
+        self._piece_groups: deque[int] = deque()  # per queued piece: the flush it belongs to (1-based)
+        self._flushes = 0
+        self._marked = 0  # `mark` events sent: every flush up to this one is fully spoken
         self._utts: deque[_Utterance] = deque()  # generating or still being decoded, in speaking order
         self._generating: _Utterance | None = None
         self._waiting = False
@@ -429,9 +433,13 @@ class EngineStream:
             self._queue_piece(piece)
 
     def flush(self) -> None:
-        """Speak whatever text is buffered now, without waiting for a sentence end."""
+        """Speak whatever text is buffered now, without waiting for a sentence end. Once all text up to this
+        flush has been sent as audio, a `mark` event says so (`flushes`: how many flushes are spoken), so a
+        client that loses the engine mid-reply knows which text the listener has heard in full."""
         for piece in self._chunker.flush():
             self._queue_piece(piece)
+        self._flushes += 1
+        self._emit_marks()
 
     def end(self) -> None:
         """No more text: finish speaking what is queued, then a `done` event."""
@@ -461,6 +469,7 @@ class EngineStream:
         if self.first_text_at is None:
             self.first_text_at = self.engine.clock()
         self._pieces.append(piece)
+        self._piece_groups.append(self._flushes + 1)
         self._start_next()
 
     # -- generation -----------------------------------------------------------------------------------
@@ -475,7 +484,7 @@ class EngineStream:
                 eng._waiting.append(self)
             return
         text = self._pieces.popleft()
-        utt = _Utterance(self, text)
+        utt = _Utterance(self, text, group=self._piece_groups.popleft())
         eng._acquire(utt)
         try:
             prompt = prompt_ids(self.voice, text, eng.backend.encode)
@@ -508,7 +517,18 @@ class EngineStream:
         if self._utts:
             self.engine._set_head(self._utts[0])
         self._start_next()
+        self._emit_marks()
         self._maybe_done()
+
+    def _emit_marks(self) -> None:
+        """A `mark` for every flush whose text is all spoken (none of it queued, generating or decoding)."""
+        if self.closed:
+            return
+        pending = [u.group for u in self._utts] + list(self._piece_groups)
+        spoken = min(min(pending, default=self._flushes + 1) - 1, self._flushes)
+        while self._marked < spoken:
+            self._marked += 1
+            self.sink.on_event({"type": "mark", "flushes": self._marked})
 
     # -- output ---------------------------------------------------------------------------------------
     def deadline(self) -> float:
@@ -584,6 +604,7 @@ class EngineStream:
                 eng._maybe_release(utt)
         self._utts.clear()
         self._pieces.clear()
+        self._piece_groups.clear()
         self._generating = None
         if self._waiting:
             try:

@@ -1,0 +1,76 @@
+"""Where the engine's Unix socket lives, and how its directory and secret are made safe.
+
+A socket in bare /tmp can be created first by any local user (who then receives the worker's text, or
+answers with their own audio), and a socket chmod-ed after bind is open in between. So the socket goes
+in a private directory: `$XDG_RUNTIME_DIR/parley/` when there is one, else `/tmp/parley-<uid>/`, created
+0700 before anything binds in it, and refused when someone else owns it or anyone may write to it. The
+shared secret comes from a file or the environment, never the command line (`ps` shows argv to everyone).
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+SECRET_ENV = "PARLEY_ENGINE_SECRET"
+
+
+class SocketDirError(OSError):
+    """The socket's directory is not private; the message is one line for the operator."""
+
+
+def default_socket_path() -> Path:
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and Path(runtime).is_dir():
+        return Path(runtime) / "parley" / "orpheus.sock"
+    return Path(tempfile.gettempdir()) / f"parley-{os.getuid()}" / "orpheus.sock"
+
+
+def default_address() -> str:
+    return f"unix://{default_socket_path()}"
+
+
+def prepare_socket_dir(sock: Path) -> None:
+    """Create the socket's directory 0700 (before bind), or check an existing one is safe to bind in."""
+    parent = sock.parent
+    try:
+        parent.mkdir(mode=0o700, parents=True)
+        os.chmod(parent, 0o700)  # mkdir's mode passes through the umask
+    except FileExistsError:
+        pass
+    st = os.lstat(parent)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise SocketDirError(f"engine socket directory {parent} is not a plain directory")
+    if st.st_uid not in (os.getuid(), 0):
+        raise SocketDirError(f"engine socket directory {parent} belongs to another user (uid {st.st_uid})")
+    if st.st_mode & stat.S_IWOTH:
+        raise SocketDirError(
+            f"engine socket directory {parent} is writable by everyone; use a private one "
+            f"(default {default_socket_path().parent})"
+        )
+    try:
+        existing = os.lstat(sock)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(existing.st_mode):
+        raise SocketDirError(f"{sock} exists and is not a socket; not replacing it")
+    sock.unlink()  # a stale socket of an earlier run
+
+
+def read_secret(secret_file: str = "") -> str:
+    """The shared secret: from `secret_file` when given, else PARLEY_ENGINE_SECRET, else none."""
+    if secret_file:
+        return Path(secret_file).read_text(encoding="utf-8").strip()
+    return os.environ.get(SECRET_ENV, "")
+
+
+def secrets_match(given: object, expected: str) -> bool:
+    """Constant-time comparison on bytes: any string (non-ASCII too) compares; anything else never does."""
+    if not isinstance(given, str):
+        return False
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
