@@ -18,6 +18,15 @@ class ToolCallingLLM(ScriptedLLM):
     def __init__(self, tool: str, arguments: dict[str, Any], reply_prefix: str = "Here it is. ") -> None:
         super().__init__(reply_prefix + "{output}", tool=tool, tool_arguments=arguments, delay_s=0.01)
 
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """What the next tool request carries (a test may change it between turns)."""
+        return self.tool_arguments
+
+    @arguments.setter
+    def arguments(self, value: dict[str, Any]) -> None:
+        self.tool_arguments = dict(value)
+
 
 def commit_caller_turn(session: Any, text: str) -> None:
     """Commit a caller turn through the framework's own end-of-turn path (what VAD/STT trigger in a call):

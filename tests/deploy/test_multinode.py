@@ -178,6 +178,7 @@ class Cluster:
                 "PARLEY_NUM_IDLE_PROCESSES": "1",
                 "PARLEY_PHRASE_CACHE_DIR": str(self.stack.opts.out_dir / "no-phrase-cache"),
                 "PARLEY_LOG_LEVEL": "INFO",
+                "PARLEY_LOG_ROOM_NAMES": "true",  # the test finds which host took a call by its room name
             }
         )
         return self.stack.spawn(name, [str(PYTHON), "-m", "tests.deploy.mn_host", "start"], env=env)
