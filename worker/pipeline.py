@@ -28,6 +28,7 @@ from .context import ContextOptions
 from .llm_slots import SlotPool
 from .prompt_warm import PromptWarmer
 from .settings import Settings
+from .stt_hold import attach_stt_hold
 
 log = logging.getLogger("parley.pipeline")
 
@@ -52,6 +53,8 @@ class Components:
 def load_stt(settings: Settings) -> stt.STT:
     from plugins.whisper import ModelOptions, StreamingOptions, WhisperSTT, WhisperSTTOptions
 
+    from .stt_engine import engine_transcriber
+
     return WhisperSTT(
         WhisperSTTOptions(
             model=ModelOptions(
@@ -67,7 +70,8 @@ def load_stt(settings: Settings) -> stt.STT:
                 final_beam_size=settings.stt_final_beam_size,
                 settle_s=settings.stt_settle_s,
             ),
-        )
+        ),
+        transcriber=engine_transcriber(settings),
     )
 
 
@@ -303,6 +307,7 @@ def build_call(
     for hook in on_close:
         session.on("close", hook)
     turns.attach(session)
+    attach_stt_hold(session, comp.stt, settings.language)
     if settings.log_transcripts:
         _log_transcripts(session)
     agent = build_agent(settings, tools)

@@ -28,6 +28,7 @@ from .sip import (
     is_sip_participant,
     pick_turn_profile,
 )
+from .stt_engine import start_host_engine
 from .turn_marks import RoomMarksSender, StageHistograms, TurnMarks
 
 log = logging.getLogger("parley.worker")
@@ -226,9 +227,10 @@ def live_line(settings: Settings) -> str:
         if settings.engine_address and settings.tts_backend != "cpu"
         else f"cpu-voice:{settings.cpu_voice}"
     )
+    engine = f", host engine {settings.stt_engine_address}" if settings.stt_engine_address else ""
     return (
         f"parley live: llm={settings.llm_model} @ {settings.llm_base_url or 'embedded'}; "
-        f"stt=faster-whisper:{settings.stt_model} ({settings.stt_device}); tts={tts}; "
+        f"stt=faster-whisper:{settings.stt_model} ({settings.stt_device}{engine}); tts={tts}; "
         f"language={settings.language}; agent={settings.agent_name}; livekit={settings.livekit_url}"
     )
 
@@ -285,13 +287,18 @@ def main(argv: list[str] | None = None) -> None:
     try:
         settings = effective_settings(get_settings())
         logging.getLogger("parley").setLevel(settings.log_level)
-        llm = None
+        llm = speech = None
         if command == "console":
             check_audio_devices()
         if command in _RUN_COMMANDS:
             preflight(settings)
         if command in _RUN_COMMANDS and not settings.llm_base_url:
             llm = _start_embedded_llm(settings)
+            settings = effective_settings(get_settings())
+        if command in _RUN_COMMANDS:
+            speech = start_host_engine(
+                settings
+            )  # one Whisper for every job process (worker/speech_engine.py)
             settings = effective_settings(get_settings())
         if command == "download-files":
             from .downloads import register
@@ -307,5 +314,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = argv
         cli.run_app(server)
     finally:
+        if speech is not None:
+            speech.close()
         if llm is not None:
             llm.close()

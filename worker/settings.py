@@ -76,6 +76,14 @@ class Settings(BaseSettings):
     stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode
     stt_settle_s: float = Field(0.064, gt=0)  # gate silence that starts the whole-utterance decode
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
+    # host = one speech engine per host serves every job process (worker/speech_engine.py); process = each
+    # job process loads its own Whisper (the offline harness and tests without a worker)
+    stt_engine: Literal["host", "process"] = "host"
+    stt_engine_address: str = ""  # unix:///path.sock of a running engine; empty = the worker starts one
+    stt_engine_secret: SecretStr = SecretStr("")
+    stt_engine_max_batch: int = Field(16, ge=1)  # decodes in one batched encode + generate
+    stt_engine_wait_s: float = Field(8.0, gt=0)  # a final decode waits this long for a restarting engine
+    stt_engine_log: str = ""  # a file for the engine's own log; empty = the worker's stderr
 
     # TTS
     tts_backend: TtsBackend = "auto"  # auto = Orpheus engine when reachable, else the CPU voice

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 
 from .engine import SpeechEngine, SpeechEngineOptions
 from .engine_server import SpeechServer, SpeechServerOptions
@@ -38,7 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=2, help="batches that may run at once")
     s.add_argument("--max-batch", type=int, default=SpeechEngineOptions.max_batch)
     s.add_argument(
-        "--exit-with-parent", action="store_true", help="stop when the process that started it does"
+        "--supervised",
+        action="store_true",
+        help="run under a worker: stop when stdin closes (the worker closed it or died); ignore the "
+        "SIGINT/SIGTERM sent to the worker's process group (the worker decides when the engine stops)",
     )
     return ap
 
@@ -61,18 +65,27 @@ async def serve(args: argparse.Namespace) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await server.start()
-    print(f"READY {args.address}", flush=True)
-    parent = os.getppid()
+        if args.supervised:
+            signal.signal(sig, signal.SIG_IGN)
+        else:
+            loop.add_signal_handler(sig, stop.set)
+    if args.supervised:
+        threading.Thread(target=_wait_stdin_closed, args=(loop, stop), daemon=True).start()
     try:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.5)
-            if args.exit_with_parent and os.getppid() != parent:
-                break  # never leave an orphan holding the socket and a core
+        await server.start()
+        print(f"READY {args.address}", flush=True)
+        await stop.wait()
     finally:
         await server.close()
+
+
+def _wait_stdin_closed(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """Under a worker: its end of our stdin closes when it stops us or dies (never an orphan)."""
+    with contextlib.suppress(OSError, ValueError):
+        while sys.stdin.buffer.read(4096):
+            pass
+    with contextlib.suppress(RuntimeError):  # the loop already ended
+        loop.call_soon_threadsafe(stop.set)
 
 
 def main(argv: list[str] | None = None) -> None:
