@@ -179,6 +179,8 @@ def build_server(settings: Settings) -> AgentServer:
         load_fnc=compute_load,
         load_threshold=settings.livekit_target_load,  # compute_load reports full as exactly this
         num_idle_processes=settings.num_idle_processes,
+        # the forkserver ignores a process-group SIGTERM, so job processes report exit 0 (not 255) at shutdown
+        preload_modules=["worker.forkserver_signals"],
         ws_url=settings.livekit_url,
         api_key=settings.livekit_api_key,
         api_secret=settings.livekit_api_secret.get_secret_value(),

@@ -105,8 +105,8 @@ class HostSpeechEngine:
         reader.start()
         reader.join(self.options.start_timeout_s)
         if not line:
-            _stop(proc)
             status = proc.poll()
+            _stop(proc)
             why = f"exited with status {status}" if status is not None else "timed out"
             raise SpeechEngineStartError(
                 f"speech engine did not start ({why}, limit {self.options.start_timeout_s:.0f} s)"
