@@ -113,8 +113,9 @@ def _job(name: str, env: dict[str, str], out: Any) -> None:
 
 def forkserver_context(preload: list[str]) -> Any:
     """A forkserver like the worker's: the registered plugins, Parley's preloads, LiveKit's own."""
-    import worker.server  # noqa: F401  (registers the plugins the worker registers)
     from livekit.agents.plugin import Plugin
+
+    import worker.server  # noqa: F401  (registers the plugins the worker registers)
 
     ctx = multiprocessing.get_context("forkserver")
     packages = list(dict.fromkeys([p.package for p in Plugin.registered_plugins] + preload))
@@ -139,13 +140,16 @@ def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"part": rows[0]["part"], **{k: round(statistics.median(r[k] for r in rows), 3) for k in keys}}
 
 
-def run(repeat: int, parts: list[str]) -> dict[str, Any]:
+def run(repeat: int, parts: list[str], preload: list[str] | None = None) -> dict[str, Any]:
     from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
 
     report: dict[str, Any] = {"repeat": repeat, "cores": os.cpu_count()}
     os.environ["PARLEY_STT_ENGINE"] = "process"
     os.environ.pop("PARLEY_STT_ENGINE_ADDRESS", None)
-    ctx = forkserver_context(["worker.forkserver_signals"])
+    from worker.server import FORKSERVER_PRELOAD
+
+    report["preload"] = FORKSERVER_PRELOAD if preload is None else preload
+    ctx = forkserver_context(report["preload"])
     report["process"] = _median([measure(ctx, "prewarm") for _ in range(repeat)])
     report["parts_process"] = [_median([measure(ctx, p) for _ in range(repeat)]) for p in parts]
     engine = HostSpeechEngine(HostSpeechEngineOptions(workers=1))
@@ -168,9 +172,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--parts", default="vads,stt,tts,eot,llm_client")
+    ap.add_argument(
+        "--preload",
+        help="comma-separated forkserver preload modules instead of the worker's (e.g. "
+        "worker.forkserver_signals: the models are then loaded by each job, as before)",
+    )
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    report = run(a.repeat, [p for p in a.parts.split(",") if p])
+    preload = None if a.preload is None else [m for m in a.preload.split(",") if m]
+    report = run(a.repeat, [p for p in a.parts.split(",") if p], preload)
     text = json.dumps(report, indent=2)
     print(text)
     if a.json:

@@ -35,6 +35,10 @@ log = logging.getLogger("parley.worker")
 
 _RUN_COMMANDS = {"dev", "start", "console", "connect"}
 
+FORKSERVER_PRELOAD = ["worker.forkserver_signals", "worker.forkserver_models"]
+"""Imported once in LiveKit's forkserver: it ignores a process-group SIGTERM (so job processes report exit 0,
+not 255, at shutdown), and builds the per-process models every job then inherits warm (no prewarm cost)."""
+
 
 def prewarm(proc: JobProcess) -> None:
     """Runs once per job process before any call: VAD, STT, TTS (and its engine connection), phrase cache."""
@@ -179,8 +183,7 @@ def build_server(settings: Settings) -> AgentServer:
         load_fnc=compute_load,
         load_threshold=settings.livekit_target_load,  # compute_load reports full as exactly this
         num_idle_processes=settings.num_idle_processes,
-        # the forkserver ignores a process-group SIGTERM, so job processes report exit 0 (not 255) at shutdown
-        preload_modules=["worker.forkserver_signals"],
+        preload_modules=FORKSERVER_PRELOAD,
         ws_url=settings.livekit_url,
         api_key=settings.livekit_api_key,
         api_secret=settings.livekit_api_secret.get_secret_value(),

@@ -30,5 +30,43 @@ def _job() -> None:
     time.sleep(2.0)
 
 
+def models() -> None:
+    """`models`: a job forked from the worker's forkserver speaks with the inherited voice; the parent
+    checks it against a voice of its own."""
+    import hashlib
+
+    from plugins.cpu_voice.voice import CpuVoice
+    from worker.server import FORKSERVER_PRELOAD
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    q = ctx.Queue()
+    child = ctx.Process(target=_speak, args=(q,))
+    child.start()
+    got = q.get(timeout=120)
+    child.join(30)
+    own = CpuVoice("heart").synthesize("Hello there, how can I help?")
+    print(f"SHARED {got['shared']} VADS {got['vads']}", flush=True)
+    print(
+        f"SAME {got['digest'] == hashlib.sha1(own.tobytes()).hexdigest()} EXIT {child.exitcode}", flush=True
+    )
+
+
+def _speak(q: object) -> None:
+    import hashlib
+
+    from worker import forkserver_models as fm
+
+    voice = fm.shared_voice("heart")
+    pcm = voice.synthesize("Hello there, how can I help?") if voice is not None else b""
+    q.put(  # type: ignore[attr-defined]
+        {
+            "shared": voice is not None,
+            "vads": len(fm._vads),
+            "digest": hashlib.sha1(bytes(pcm)).hexdigest(),
+        }
+    )
+
+
 if __name__ == "__main__":
-    main()
+    models() if sys.argv[1:] == ["models"] else main()

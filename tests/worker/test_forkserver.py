@@ -1,4 +1,5 @@
-"""Job processes exit 0 when the worker's whole process group is sent SIGTERM (they exited 255)."""
+"""LiveKit's forkserver under Parley's preloads: jobs exit 0 on a group SIGTERM (they exited 255), and they
+speak with the models the forkserver made."""
 
 from __future__ import annotations
 
@@ -40,3 +41,18 @@ def test_importing_it_elsewhere_changes_nothing() -> None:
 
     assert not in_forkserver()
     assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN
+
+
+@pytest.mark.slow
+def test_a_job_speaks_with_the_voice_it_inherited_from_the_forkserver() -> None:
+    """The CPU voice and VADs are made once in the forkserver; a forked job uses them (ONNX Runtime with
+    one thread has no pool to lose in the fork) and says exactly what a voice of its own says."""
+    res = subprocess.run(
+        [sys.executable, "-m", "tests.worker.forkserver_probe", "models"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [line for line in res.stdout.splitlines() if line.startswith(("SHARED", "SAME"))]
+    assert lines == ["SHARED True VADS 2", "SAME True EXIT 0"], res.stderr[-500:]
