@@ -32,7 +32,9 @@ def attach_stt_hold(session: Any, stt_model: Any, language: str = "en") -> bool:
         if not down:
             return
         try:
-            session.say(line, allow_interruptions=True, add_to_chat_ctx=False)
+            # in the conversation too: it was said (the LLM's next reply knows it), and a benchmark reading
+            # the transcript sees the worker's own line (benchmarks/call_plan.py agent_fixed_lines)
+            session.say(line, allow_interruptions=True, add_to_chat_ctx=True)
         except Exception as e:  # a session not started or already closing: nothing to say it on
             log.info("hold line not said", extra={"reason": str(e)[:200]})
             return

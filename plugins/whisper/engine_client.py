@@ -6,8 +6,9 @@
 
 When the engine is gone (killed, restarting) a partial fails at once (the next one will try again), while a
 final or pause decode waits for the engine to come back, up to `wait_s`, and is sent again: the caller's
-words are decoded after the restart instead of being lost. The first such wait of an outage calls the
-outage listeners (the call says one hold line); the first answer after it calls them again with False.
+words are decoded after the restart instead of being lost. The first final that has to wait in an outage
+(the caller has finished their turn: a pause decode may come while they still speak) calls the outage
+listeners (the call says one hold line); the first answer after it calls them again with False.
 A decode cancelled by its stream is cancelled on the engine too. No livekit import.
 """
 
@@ -29,7 +30,7 @@ import numpy as np
 from plugins import wire
 
 from .engine import DecodeDropped
-from .model import PRIORITY_PARTIAL, DecodeRequest, DecodeResult, Segment, WhisperModelError
+from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, DecodeRequest, DecodeResult, Segment, WhisperModelError
 
 log = logging.getLogger("parley.stt.client")
 
@@ -189,7 +190,8 @@ class SpeechEngineClient:
             except SpeechEngineUnavailable:
                 if not waits or time.monotonic() >= deadline:
                     raise
-                self._outage()
+                if request.priority == PRIORITY_FINAL:  # the caller has finished and waits for an answer
+                    self._outage()
                 await asyncio.sleep(self.options.retry_s)
                 continue
             break
