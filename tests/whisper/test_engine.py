@@ -105,10 +105,10 @@ def test_concurrent_requests_share_batches(shared_audio: Path) -> None:
     engine = SpeechEngine(
         WhisperModelRunner(ModelOptions(cpu_threads=1, num_workers=1)), SpeechEngineOptions(max_batch=8)
     )
-    a = speech(shared_audio, "a02", 3.0)
+    a = speech(shared_audio, "a02", 4.0)
     log: list[tuple[str, object]] = []
-    for i in range(6):
-        engine.submit(_job(a, PRIORITY_PARTIAL, f"s{i}", log, f"s{i}"))
+    for i in range(6):  # different lengths, one encoder window (4 s + 5 s of padding < 10 s)
+        engine.submit(_job(a[: int(16000 * (3.5 + i * 0.1))], PRIORITY_PARTIAL, f"s{i}", log, f"s{i}"))
     engine.start()
     try:
         import time
@@ -117,7 +117,7 @@ def test_concurrent_requests_share_batches(shared_audio: Path) -> None:
             if len(log) == 6:
                 break
             time.sleep(0.05)
-        assert len({t for _, t in log}) == 1  # same audio, same words, whichever batch it rode in
+        assert all(isinstance(t, str) and t for _, t in log)
         assert engine.stats.batches == 1 and engine.stats.max_batch_seen == 6
     finally:
         engine.close()
