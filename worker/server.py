@@ -182,7 +182,7 @@ def build_server(settings: Settings) -> AgentServer:
         setup_fnc=prewarm,
         load_fnc=compute_load,
         load_threshold=settings.livekit_target_load,  # compute_load reports full as exactly this
-        num_idle_processes=settings.num_idle_processes,
+        num_idle_processes=settings.idle_processes,
         preload_modules=FORKSERVER_PRELOAD,
         ws_url=settings.livekit_url,
         api_key=settings.livekit_api_key,

@@ -138,7 +138,9 @@ class Settings(BaseSettings):
     dtmf_max_digits: int = Field(16, ge=1)
 
     # Worker
-    num_idle_processes: int = Field(1, ge=0)
+    # prewarmed job processes kept waiting; None = max_calls, so a burst of calls never starts one cold while
+    # others speak (one costs ~17 MB of its own memory and 0.05 CPU-s: benchmarks/job_footprint.py)
+    num_idle_processes: int | None = Field(None, ge=0)
     # TTS engine fill (or host CPU, with load_signal calls+cpu) at which the host is full
     load_threshold: float = Field(0.8, gt=0.0, le=1.0)
     max_calls: int = Field(4, ge=1)  # calls per host at which the worker reports itself full
@@ -200,6 +202,10 @@ class Settings(BaseSettings):
     @property
     def effective_stt_language(self) -> str:
         return self.stt_language or self.language
+
+    @property
+    def idle_processes(self) -> int:
+        return self.max_calls if self.num_idle_processes is None else self.num_idle_processes
 
 
 def _env_name(loc: tuple[int | str, ...]) -> str:
