@@ -19,7 +19,6 @@ import multiprocessing
 import os
 import resource
 import statistics
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

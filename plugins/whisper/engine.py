@@ -46,7 +46,7 @@ class SpeechEngineOptions:
 Done = Callable[[DecodeResult | None, BaseException | None], None]
 
 
-@dataclass(eq=False)  # each job is itself: compared by identity (the queue removes this one, not an equal one)
+@dataclass(eq=False)  # compared by identity: the queue removes this job, never an equal one
 class EngineJob:
     audio: np.ndarray
     request: DecodeRequest

@@ -126,6 +126,8 @@ class SpeechEngineClient:
         self._multilingual: bool | None = None
         self._conn: _Connection | None = None
         self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._probed_at = -1e9
         self._ids = itertools.count(1)
         self._listeners: list[Listener] = []
         self.in_outage = False
@@ -139,7 +141,8 @@ class SpeechEngineClient:
 
     @property
     def multilingual(self) -> bool:
-        if self._multilingual is None:
+        if self._multilingual is None and time.monotonic() - self._probed_at > 5.0:
+            self._probed_at = time.monotonic()  # at most one blocking try per 5 s (it may run on a loop)
             with contextlib.suppress(SpeechEngineUnavailable):
                 self.probe()
         if self._multilingual is None:  # engine not up: Whisper's English-only models are named *.en
@@ -248,8 +251,9 @@ class SpeechEngineClient:
         conn = self._conn
         if conn is not None and conn.alive and conn.loop is asyncio.get_running_loop():
             return conn
-        if self._lock is None or self._lock._loop is not asyncio.get_running_loop():  # type: ignore[attr-defined]
-            self._lock = asyncio.Lock()
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
         async with self._lock:
             conn = self._conn
             if conn is not None and conn.alive and conn.loop is asyncio.get_running_loop():
