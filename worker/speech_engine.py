@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,8 @@ class HostSpeechEngineOptions:
 class HostSpeechEngine:
     def __init__(self, options: HostSpeechEngineOptions = HostSpeechEngineOptions()) -> None:
         self.options = options
-        self.address = options.address or f"unix://{tempfile.mkdtemp(prefix='parley-stt-')}/stt.sock"
+        self._own_dir = "" if options.address else tempfile.mkdtemp(prefix="parley-stt-")
+        self.address = options.address or f"unix://{self._own_dir}/stt.sock"
         self._proc: subprocess.Popen[bytes] | None = None
         self._closing = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -155,6 +157,8 @@ class HostSpeechEngine:
             _stop(proc)
         if self._monitor is not None:
             self._monitor.join(5.0)
+        if self._own_dir:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
 
     def __enter__(self) -> HostSpeechEngine:
         self.start()
