@@ -2,7 +2,9 @@
 
 Job processes send decodes (engine_server.py); this queue decides what runs next:
 - the most urgent request leads (final, then pause/settle, then partial; oldest first within a priority),
-  and every queued request that can share its encode joins it, up to `max_batch` (batch.py);
+  and every queued request of its kind (finals and settles together, partials together) that can share its
+  encode joins it, up to `max_batch` (batch.py): a caller waiting on a final never waits for partials'
+  share of a batch, and with two workers a partial batch runs beside it;
 - a partial still queued when a newer request from the same stream arrives is dropped (`superseded`): the
   newer one covers more audio, and the stream would discard the older answer anyway;
 - a request cancelled before it starts (its client left, or its stream moved on) costs nothing.
@@ -162,8 +164,15 @@ class SpeechEngine:
             lead = min(self._pending, key=lambda j: (j.request.priority, j.seq))
             batch = [lead]
             if lead.key is not None:
+                urgent = lead.request.priority < PRIORITY_PARTIAL
                 mates = sorted(
-                    (j for j in self._pending if j is not lead and j.key == lead.key),
+                    (
+                        j
+                        for j in self._pending
+                        if j is not lead
+                        and j.key == lead.key
+                        and (j.request.priority < PRIORITY_PARTIAL) == urgent
+                    ),
                     key=lambda j: (j.request.priority, j.seq),
                 )
                 batch += mates[: self.options.max_batch - 1]

@@ -271,3 +271,27 @@ async def test_partials_fail_fast_and_finals_wait_when_no_engine(tmp_path: Path)
         await client.transcribe(audio, DecodeRequest(priority=PRIORITY_FINAL))
     assert loop.time() - t0 >= 0.3 and seen == [True]
     assert client.multilingual is False  # not reachable: the model's name says English-only
+
+
+def test_a_final_never_waits_in_a_batch_of_partials(shared_audio: Path) -> None:
+    engine = SpeechEngine(
+        WhisperModelRunner(ModelOptions(cpu_threads=1, num_workers=1)), SpeechEngineOptions(max_batch=8)
+    )
+    a = speech(shared_audio, "a03", 3.0)
+    log: list[tuple[str, object]] = []
+    for i in range(3):
+        engine.submit(_job(a, PRIORITY_PARTIAL, f"p{i}", log, f"p{i}"))
+    engine.submit(_job(a, PRIORITY_FINAL, "f", log, "final"))
+    engine.submit(_job(a, PRIORITY_FINAL, "g", log, "final2"))
+    engine.start()
+    try:
+        import time
+
+        for _ in range(200):
+            if len(log) == 5:
+                break
+            time.sleep(0.05)
+        assert [n for n, _ in log][:2] == ["final", "final2"]  # the finals' batch, alone, first
+        assert engine.stats.batches == 2 and engine.stats.max_batch_seen == 3
+    finally:
+        engine.close()
