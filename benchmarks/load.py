@@ -329,13 +329,24 @@ def _room(args: argparse.Namespace) -> dict[str, Any]:
     if why:
         print(f"error: no local LiveKit room: {why}", file=sys.stderr)
         sys.exit(2)
-    return run_room_load(args.calls, args.minutes, Path(args.data), Path(args.out))
+    if args.capacity:
+        from .capacity import CapacityOptions, sweep
+
+        counter = iter(range(1_000_000))
+
+        def one(calls: int, minutes: float) -> dict[str, Any]:
+            out = Path(args.out) / f"capacity-{calls}-{next(counter)}"
+            return run_room_load(calls, minutes, Path(args.data), out)
+
+        opts = CapacityOptions(max_calls=args.capacity_max, minutes=args.minutes or 2.0)
+        return sweep(one, opts)
+    return run_room_load(args.calls, args.minutes or 1.0, Path(args.data), Path(args.out))
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=4)
-    ap.add_argument("--minutes", type=float, default=1.0)
+    ap.add_argument("--minutes", type=float, default=None, help="per run (default 1; 2 with --capacity)")
     ap.add_argument("--data", default=None, help="caller turns (default: the project's test conversation)")
     ap.add_argument("--json")
     ap.add_argument("--out", default="out/load")
@@ -345,25 +356,53 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="through a real local room: the worker, one job process per call (benchmarks/load_room.py)",
     )
+    ap.add_argument(
+        "--capacity",
+        action="store_true",
+        help="with --livekit: N = 2, 3, … calls × 3 runs; `capacity` = the largest N whose runs all hold "
+        "p95 ≤ 1.5 s and no underrun (benchmarks/capacity.py)",
+    )
+    ap.add_argument("--capacity-max", type=int, default=8, help="the largest N the capacity sweep tries")
     args = ap.parse_args(argv)
     if args.data is None:
         from simulator.test_speech import speech_dir
 
         args.data = str(speech_dir() / "conversation")
-    if args.calls < 1 or args.minutes <= 0:
+    if args.calls < 1 or (args.minutes is not None and args.minutes <= 0):
         print("error: --calls must be ≥ 1 and --minutes > 0", file=sys.stderr)
         sys.exit(2)
+    if args.capacity and not args.livekit:
+        print("error: --capacity measures through the room: add --livekit", file=sys.stderr)
+        sys.exit(2)
+    if not args.livekit:
+        args.minutes = args.minutes or 1.0
     logging.basicConfig(level=args.log_level)
     try:
         report = _room(args) if args.livekit else asyncio.run(main_async(args))
     except SettingsError as e:
         print(e, file=sys.stderr)
         sys.exit(2)
-    if args.livekit:
+    if args.capacity:
+        print(f"{'capacity'.ljust(20)}  {report['capacity']}")
+        for n, rows in report["runs"].items():
+            print(
+                f"{(n + ' calls').ljust(20)}  "
+                + ", ".join(
+                    f"p95 {r['v2v_ms']['p95']} underruns {r['underruns']} errors {r['errors']}" for r in rows
+                )
+            )
+    elif args.livekit:
         for k in ("calls", "conversations", "turns", "errors", "apologies", "underruns", "v2v_ms"):
             print(f"{k.ljust(20)}  {report[k]}")
         print(f"{'voice pauses'.ljust(20)}  {len(report['voice_pauses_ms'])} (not underruns)")
-        for k in ("rss_mb_per_call_max", "rss_slope_mb_per_min", "job_processes", "cpu_cores"):
+        for k in (
+            "rss_mb_per_call_max",
+            "uss_mb_per_call_max",
+            "rss_slope_mb_per_min",
+            "rss_mb_engine",
+            "job_processes",
+            "cpu_cores",
+        ):
             print(f"{k.ljust(20)}  {report[k]}")
     else:
         _print(report)

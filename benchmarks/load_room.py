@@ -2,12 +2,15 @@
 
 One livekit-server and one Parley worker (`python worker.py start`: one job process per call, N idle
 processes prewarmed, the embedded LLM shared by the host); N caller processes each repeat the call back to
-back until the time is up. Reported like the offline load benchmark, from the callers' received tracks and
-the worker's marks: errors (apologies and repeat-requests counted), underruns after first audio (a silence of
-≥ 300 ms inside a reply as the caller heard it, where the worker's own published audio had none: the
-voice's pauses between sentences are reported apart, as `voice_pauses_ms`), v2v p50/p95/p99, and the
-memory of every job process over time (its maximum, and the slope of the largest one over the second half
-of the run).
+back until the time is up. Reported from the callers' received tracks and the worker's marks: `errors` (the
+worker's failures only: failed calls, timeouts, dropped or silent replies, the worker's own apology, repeat
+and hold lines), `apologies` (the ones the LLM wrote itself: reported, not failures), `underruns` after first
+audio (a silence of ≥ 300 ms inside a reply as the caller heard it, where the worker's own published audio
+had none: the voice's pauses between sentences are reported apart, as `voice_pauses_ms`), `v2v_ms`
+p50/p95/p99, every job process's memory over time (`rss_mb_per_call_max`; `uss_mb_per_call_max`, its own
+pages without what it shares with the forkserver; `rss_slope_mb_per_min` of the largest), the host's shared
+parts (`rss_mb_engine`, `rss_mb_llm`, `rss_mb_forkserver`) and `cpu_cores` by part, the scripted callers'
+own share apart (real callers are not on the host).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class RoomLoad:
     pauses: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     rss: list[tuple[float, dict[int, float]]] = field(default_factory=list)  # (t, {job pid: MB})
+    uss: dict[int, float] = field(default_factory=dict)  # job pid -> largest USS (MB): its own pages
+    parts_rss: dict[str, float] = field(default_factory=dict)  # host part -> largest RSS (MB)
     cpu: list[dict[int, tuple[str, float]]] = field(default_factory=list)  # {pid: (group, CPU s)} per sample
     seconds: float = 0.0
     host_busy_cores: float | None = None
@@ -114,20 +119,53 @@ def underruns(res: CallResult, record: RoomCallRecord | None = None) -> tuple[li
     return starved, own
 
 
-def _job_rss(worker_pid: int) -> dict[int, float]:
-    """RSS (MB) of the worker's job processes (multiprocessing children, not the LLM server)."""
+def _job_rss(worker_pid: int, uss: dict[int, float] | None = None) -> dict[int, float]:
+    """RSS (MB) of the worker's job processes (multiprocessing children, not the LLM server, not the
+    forkserver or the resource tracker). With `uss`, each job's largest USS (MB) is kept there too: RSS
+    counts the pages a job shares copy-on-write with the forkserver, USS only its own."""
     found: dict[int, float] = {}
-    try:
-        children = psutil.Process(worker_pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return found
-    for p in children:
+    for p in _worker_children(worker_pid):
         try:
-            if "multiprocessing" in " ".join(p.cmdline()):
+            if host_part(" ".join(p.cmdline()), p.ppid() == worker_pid) == "job":
                 found[p.pid] = p.memory_info().rss / 1e6
-        except psutil.NoSuchProcess:
+                if uss is not None:
+                    uss[p.pid] = max(uss.get(p.pid, 0.0), p.memory_full_info().uss / 1e6)
+        except psutil.Error:
             continue
     return found
+
+
+def _worker_children(worker_pid: int) -> list[psutil.Process]:
+    try:
+        return list(psutil.Process(worker_pid).children(recursive=True))
+    except psutil.NoSuchProcess:
+        return []
+
+
+def host_part(cmdline: str, child_of_worker: bool) -> str:
+    """Which part of the host a worker's descendant is: job | forkserver | stt-engine | llm | other. Job
+    processes and the forkserver share a command line; the forkserver is the worker's own child, jobs are
+    its children (under `spawn` a job is the worker's child, with no forkserver in its command line)."""
+    if "plugins.whisper serve" in cmdline:
+        return "stt-engine"
+    if "worker.llm_server" in cmdline:
+        return "llm"
+    if "multiprocessing.resource_tracker" in cmdline:
+        return "other"
+    if "multiprocessing.forkserver" in cmdline:
+        return "forkserver" if child_of_worker else "job"
+    return "job" if "multiprocessing" in cmdline else "other"
+
+
+def _parts_rss(worker_pid: int, into: dict[str, float]) -> None:
+    """The largest RSS (MB) seen of the host's shared parts: the speech engine, the LLM, the forkserver."""
+    for p in _worker_children(worker_pid):
+        try:
+            part = host_part(" ".join(p.cmdline()), p.ppid() == worker_pid)
+            if part in ("stt-engine", "llm", "forkserver"):
+                into[part] = max(into.get(part, 0.0), p.memory_info().rss / 1e6)
+        except psutil.Error:
+            continue
 
 
 CPU_GROUPS = (
@@ -135,6 +173,7 @@ CPU_GROUPS = (
     ("benchmark", "benchmarks.load"),
     ("livekit-server", "livekit-server"),
     ("llm", "worker.llm_server"),
+    ("stt-engine", "plugins.whisper serve"),
     ("jobs", "multiprocessing"),
     ("worker", "worker.py"),
 )
@@ -177,6 +216,10 @@ def _slope(samples: list[tuple[float, float]]) -> float | None:
     return round(float(np.polyfit(t, [s[1] for s in half], 1)[0]), 2)
 
 
+def _mb(v: float | None) -> float | None:
+    return round(v, 1) if v is not None else None
+
+
 NEXT_CALLER_GAP_S = 3.0
 """A line's next caller arrives this long after the last one hung up. The worker tells LiveKit that a slot
 is free only in its status update (every 2.5 s), so a call placed the instant another ends can still find
@@ -201,7 +244,8 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str
 
         def sample() -> None:
             while not stop.is_set():
-                state.rss.append((time.monotonic() - t0, _job_rss(worker_pid)))
+                state.rss.append((time.monotonic() - t0, _job_rss(worker_pid, state.uss)))
+                _parts_rss(worker_pid, state.parts_rss)
                 state.cpu.append(_cpu_by_process())
                 stop.wait(2.0)
 
@@ -241,11 +285,17 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str
 
 
 def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
+    """`errors` are the worker's failures only (calls that failed, turns that timed out or got no or a
+    silent reply, and the worker's own apology / repeat / hold lines); `apologies` are the ones the LLM
+    wrote itself (the embedded 135M model's content: reported, not failures)."""
+    from .call_plan import worker_failures
     from .report import pct, turn_errors
 
-    errors = list(state.errors)
+    heard = list(state.errors)
     for res in state.results:
-        errors += [f"{res.pipeline}: {e}" for e in [*res.errors, *turn_errors(res)]]
+        heard += [f"{res.pipeline}: {e}" for e in [*res.errors, *turn_errors(res)]]
+    errors = worker_failures(heard)
+    model_apologies = [e for e in heard if e not in errors]
     v2v = [t.v2v_ms for res in state.results for t in res.turns if t.v2v_ms is not None]
     gaps = state.gaps
     per_pid: dict[int, float] = {}
@@ -261,7 +311,8 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "turns": len(v2v),
         "errors": len(errors),
         "error_list": errors[:50],
-        "apologies": sum(1 for res in state.results for t in res.turns if t.problem),
+        "apologies": len(model_apologies),
+        "apology_list": model_apologies[:20],
         "underruns": len(gaps),
         "underrun_gaps_ms": sorted(round(g * 1000) for g in gaps)[-20:],
         "voice_pauses_ms": sorted(round(g * 1000) for g in state.pauses)[-20:],
@@ -269,7 +320,11 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "leaked_streams": None,  # inside the job processes; the offline run counts them
         "rss_mb_max": round(max(per_pid.values()), 1) if per_pid else None,
         "rss_mb_per_call_max": round(max(per_pid.values()), 1) if per_pid else None,
+        "uss_mb_per_call_max": round(max(state.uss.values()), 1) if state.uss else None,
         "rss_slope_mb_per_min": _slope(biggest),
+        "rss_mb_engine": _mb(state.parts_rss.get("stt-engine")),
+        "rss_mb_llm": _mb(state.parts_rss.get("llm")),
+        "rss_mb_forkserver": _mb(state.parts_rss.get("forkserver")),
         "job_processes": len(per_pid),
         "cpu_cores": {**cpu_cores(state.cpu, state.seconds), "host": state.host_busy_cores},
     }

@@ -148,6 +148,12 @@ def agent_fixed_lines() -> dict[str, set[str]]:
         lines["repeat_request"].update(REPEAT.values())
     except ImportError:  # pragma: no cover - an agent without fixed lines
         pass
+    try:  # the hold line said while the host speech engine restarts: a worker failure too
+        from worker.stt_hold import HOLD
+
+        lines["apology"].update(HOLD.values())
+    except ImportError:  # pragma: no cover
+        pass
     try:  # the cached apology lines the filler controller may play
         from caches.phrases import load_phrases
 

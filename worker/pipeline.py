@@ -25,9 +25,11 @@ from turn_detection.audio_eot import load_model as load_eot_model
 from . import livekit_patches
 from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
+from .forkserver_models import shared_vad, shared_voice
 from .llm_slots import SlotPool
 from .prompt_warm import PromptWarmer
 from .settings import Settings
+from .stt_hold import attach_stt_hold
 
 log = logging.getLogger("parley.pipeline")
 
@@ -52,6 +54,8 @@ class Components:
 def load_stt(settings: Settings) -> stt.STT:
     from plugins.whisper import ModelOptions, StreamingOptions, WhisperSTT, WhisperSTTOptions
 
+    from .stt_engine import engine_transcriber
+
     return WhisperSTT(
         WhisperSTTOptions(
             model=ModelOptions(
@@ -67,14 +71,15 @@ def load_stt(settings: Settings) -> stt.STT:
                 final_beam_size=settings.stt_final_beam_size,
                 settle_s=settings.stt_settle_s,
             ),
-        )
+        ),
+        transcriber=engine_transcriber(settings),
     )
 
 
 def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
     from plugins.cpu_voice import CpuVoiceTTS
 
-    cpu = CpuVoiceTTS(voice=settings.cpu_voice)
+    cpu = CpuVoiceTTS(voice=settings.cpu_voice, engine=shared_voice(settings.cpu_voice))
     if settings.tts_backend == "cpu" or not settings.engine_address:
         return cpu, f"cpu-voice:{settings.cpu_voice}"
     try:
@@ -190,10 +195,17 @@ def conversation_prefix(settings: Settings) -> list[dict[str, str]]:
     ]
 
 
-def _prewarm_once(model: stt.STT | tts.TTS) -> None:
+def _vad(profile: Profile, settings: Settings) -> vad.VAD:
+    """This profile's Silero VAD: the forkserver's (shared, worker/forkserver_models.py), else a new one."""
+    params = params_for(profile, turn_options(settings))
+    return shared_vad(str(profile), params) or load_vad(params)
+
+
+def _prewarm_once(model: stt.STT | tts.TTS, warm: bool = False) -> None:
     """Warm a model now, in the process's prewarm. AgentSession calls `prewarm()` again at every session
     start, on the event loop; a second warm-up decode there delayed each call's greeting by ~1 s."""
-    model.prewarm()
+    if not warm:
+        model.prewarm()
     model.prewarm = lambda: None  # type: ignore[method-assign]
 
 
@@ -227,11 +239,13 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
     """`llm_slots`: how many parallel slots the embedded LLM serves (default `max_calls`)."""
     settings = _served(settings)
     livekit_patches.install()
-    vads = {p: load_vad(params_for(p, turn_options(settings))) for p in Profile}
+    vads = {p: _vad(p, settings) for p in Profile}
     stt_model = load_stt(settings)
     tts_model, tts_live = load_tts(settings)
+    shared = shared_voice(settings.cpu_voice)
     for model in (stt_model, tts_model):
-        _prewarm_once(model)
+        # a CPU voice from the forkserver is warm already (worker/forkserver_models.py)
+        _prewarm_once(model, warm=shared is not None and getattr(model, "_engine", None) is shared)
     voice = settings.tts_voice if tts_live.startswith("orpheus") else settings.cpu_voice
     phrases = load_phrases(settings, voice)
     client = llm_client(settings, llm_base_url)
@@ -319,6 +333,7 @@ def build_call(
     for hook in on_close:
         session.on("close", hook)
     turns.attach(session)
+    attach_stt_hold(session, comp.stt, settings.language)
     if settings.log_transcripts:
         _log_transcripts(session)
     agent = build_agent(settings, tools)

@@ -27,11 +27,16 @@ from .sip import (
     is_sip_participant,
     pick_turn_profile,
 )
+from .stt_engine import start_host_engine
 from .turn_marks import RoomDataSender, RoomMetricsPublisher, StageHistograms, TurnMarks
 
 log = logging.getLogger("parley.worker")
 
 _RUN_COMMANDS = {"dev", "start", "console", "connect"}
+
+FORKSERVER_PRELOAD = ["worker.forkserver_signals", "worker.forkserver_models"]
+"""Imported once in LiveKit's forkserver: it ignores a process-group SIGTERM (so job processes report exit 0,
+not 255, at shutdown), and builds the per-process models every job then inherits warm (no prewarm cost)."""
 
 
 def prewarm(proc: JobProcess) -> None:
@@ -185,7 +190,8 @@ def build_server(settings: Settings) -> AgentServer:
         setup_fnc=prewarm,
         load_fnc=compute_load,
         load_threshold=settings.livekit_target_load,  # compute_load reports full as exactly this
-        num_idle_processes=settings.num_idle_processes,
+        num_idle_processes=settings.idle_processes,
+        preload_modules=FORKSERVER_PRELOAD,
         ws_url=settings.livekit_url,
         api_key=settings.livekit_api_key,
         api_secret=settings.livekit_api_secret.get_secret_value(),
@@ -234,9 +240,10 @@ def live_line(settings: Settings) -> str:
         if settings.engine_address and settings.tts_backend != "cpu"
         else f"cpu-voice:{settings.cpu_voice}"
     )
+    engine = f", host engine {settings.stt_engine_address}" if settings.stt_engine_address else ""
     return (
         f"parley live: llm={settings.llm_model} @ {settings.llm_base_url or 'embedded'}; "
-        f"stt=faster-whisper:{settings.stt_model} ({settings.stt_device}); tts={tts}; "
+        f"stt=faster-whisper:{settings.stt_model} ({settings.stt_device}{engine}); tts={tts}; "
         f"language={settings.language}; agent={settings.agent_name}; livekit={settings.livekit_url}"
     )
 
@@ -315,13 +322,18 @@ def main(argv: list[str] | None = None) -> None:
             from .log_privacy import install_with_livekit_logging
 
             install_with_livekit_logging()  # callers' numbers in room names stay out of the logs
-        llm = None
+        llm = speech = None
         if command == "console":
             check_audio_devices()
         if command in _RUN_COMMANDS:
             preflight(settings)
         if command in _RUN_COMMANDS and not settings.llm_base_url:
             llm = _start_embedded_llm(settings)
+            settings = effective_settings(get_settings())
+        if command in _RUN_COMMANDS:
+            speech = start_host_engine(
+                settings
+            )  # one Whisper for every job process (worker/speech_engine.py)
             settings = effective_settings(get_settings())
         if command == "download-files":
             from .downloads import register
@@ -337,5 +349,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = argv
         cli.run_app(server)
     finally:
+        if speech is not None:
+            speech.close()
         if llm is not None:
             llm.close()

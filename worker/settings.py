@@ -91,6 +91,14 @@ class Settings(BaseSettings):
     stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode
     stt_settle_s: float = Field(0.064, gt=0)  # gate silence that starts the whole-utterance decode
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
+    # host = one speech engine per host serves every job process (worker/speech_engine.py); process = each
+    # job process loads its own Whisper (the offline harness and tests without a worker)
+    stt_engine: Literal["host", "process"] = "host"
+    stt_engine_address: str = ""  # unix:///path.sock of a running engine; empty = the worker starts one
+    stt_engine_secret: SecretStr = SecretStr("")
+    stt_engine_max_batch: int = Field(16, ge=1)  # decodes in one batched encode + generate
+    stt_engine_wait_s: float = Field(8.0, gt=0)  # a final decode waits this long for a restarting engine
+    stt_engine_log: str = ""  # a file for the engine's own log; empty = the worker's stderr
 
     # TTS
     tts_backend: TtsBackend = "auto"  # auto = Orpheus engine when reachable, else the CPU voice
@@ -140,7 +148,9 @@ class Settings(BaseSettings):
     dtmf_max_digits: int = Field(16, ge=1)
 
     # Worker
-    num_idle_processes: int = Field(1, ge=0)
+    # prewarmed job processes kept waiting; None = max_calls, so a burst of calls never starts one cold while
+    # others speak (one costs ~17 MB of its own memory and 0.05 CPU-s: benchmarks/job_footprint.py)
+    num_idle_processes: int | None = Field(None, ge=0)
     # TTS engine fill (or host CPU, with load_signal calls+cpu) at which the host is full
     load_threshold: float = Field(0.8, gt=0.0, le=1.0)
     max_calls: int = Field(4, ge=1)  # calls per host at which the worker reports itself full
@@ -209,6 +219,10 @@ class Settings(BaseSettings):
     @property
     def effective_stt_language(self) -> str:
         return self.stt_language or self.language
+
+    @property
+    def idle_processes(self) -> int:
+        return self.max_calls if self.num_idle_processes is None else self.num_idle_processes
 
 
 def _env_name(loc: tuple[int | str, ...]) -> str:

@@ -1,5 +1,6 @@
 """Streaming faster-whisper STT for LiveKit Agents (see stt.py for the streaming policy)."""
 
+from .engine_client import SpeechClientOptions, SpeechEngineClient, SpeechEngineUnavailable
 from .guard import GuardOptions
 from .model import (
     BUNDLED_MODEL,
@@ -23,6 +24,9 @@ __all__ = [
     "GateOptions",
     "GuardOptions",
     "ModelOptions",
+    "SpeechClientOptions",
+    "SpeechEngineClient",
+    "SpeechEngineUnavailable",
     "StreamingOptions",
     "Transcriber",
     "WhisperConfigError",

@@ -72,6 +72,8 @@ class DecodeRequest:
     """Encoder window: Whisper always encodes 30 s; a shorter window (never less than the audio + 5 s) is
     proportionally cheaper. On the test set tiny.en kept its whole-file WER at 15 s and dropped words at 10 s;
     below ~10 s it loops on its own sentence."""
+    stream_id: str = ""
+    """The asking stream: the host speech engine drops its queued partial when a newer request comes."""
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from livekit.agents import APIConnectOptions, stt
 from livekit.agents.language import LanguageCode
 
 from .agreement import LocalAgreement, find_sentence_commit, words_after
+from .engine import DecodeDropped
 from .guard import clean_text
 from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_PAUSE, SAMPLE_RATE, DecodeRequest, DecodeResult
 from .speech_gate import GateEvent, SpeechGate
@@ -245,6 +246,7 @@ class WhisperStream(stt.RecognizeStream):
             initial_prompt=" ".join(self._committed)[-200:] or None,
             priority={"final": PRIORITY_FINAL, "settle": PRIORITY_PAUSE}.get(kind, PRIORITY_PARTIAL),
             window_s=self._opts.partial_window_s if partial else self._opts.final_window_s,
+            stream_id=f"{id(self):x}",
         )
         complete = not partial or gate.length >= gate.speech_end + self._settle_samples
         if partial:
@@ -279,6 +281,8 @@ class WhisperStream(stt.RecognizeStream):
     async def _decode(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult | None:
         try:
             return await self._w.transcriber.transcribe(audio, request)
+        except DecodeDropped:  # the host engine dropped it for a newer request of this stream
+            return None
         except Exception as e:  # a failed decode costs this transcript, never the call
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             logger.warning("whisper decode failed: %s", first)

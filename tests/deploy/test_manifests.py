@@ -220,3 +220,18 @@ def test_agent_plane_egress_is_limited_to_what_a_call_needs() -> None:
             if block and block["cidr"] == "0.0.0.0/0":
                 # the internet, but not the cluster's private ranges nor the cloud metadata service
                 assert private <= set(block.get("except", [])), block
+
+
+def test_the_speech_engine_is_a_sidecar_sharing_its_socket_with_the_worker() -> None:
+    pod = find("Deployment", "parley-host")["spec"]["template"]["spec"]
+    engine = next(c for c in pod["initContainers"] if c["name"] == "speech-engine")
+    worker = next(c for c in pod["containers"] if c["name"] == "worker")
+    assert engine["restartPolicy"] == "Always"
+    address = find("ConfigMap", "parley-worker")["data"]["PARLEY_STT_ENGINE_ADDRESS"]
+    assert engine["args"][engine["args"].index("--address") + 1] == address
+    socket_dir = str(Path(address.removeprefix("unix://")).parent)
+    mounts = {c["name"]: {m["name"]: m["mountPath"] for m in c["volumeMounts"]} for c in (engine, worker)}
+    assert mounts["speech-engine"]["engine-socket"] == mounts["worker"]["engine-socket"] == socket_dir
+    text = (ROOT / "deploy" / "Dockerfile.worker").read_text()
+    stages = re.findall(r"^FROM \S+ AS (\S+)", text, flags=re.M)
+    assert "speech-engine" in stages and stages[-1] == "worker"  # the worker stays the default build

@@ -78,3 +78,18 @@ def test_worker_start_fails_with_one_clear_line(env: dict[str, str], needle: str
     assert needle in err
     assert len(err.splitlines()) == 1, err
     assert "Traceback" not in err
+
+
+def test_idle_processes_follow_the_call_limit_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_MAX_CALLS", "6")
+    assert load_settings().idle_processes == 6  # a burst of calls each finds a prewarmed process
+    monkeypatch.setenv("PARLEY_NUM_IDLE_PROCESSES", "2")
+    assert load_settings().idle_processes == 2
+
+
+def test_the_host_speech_engine_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = load_settings()
+    assert s.stt_engine == "host" and s.stt_engine_address == ""  # the worker starts one
+    monkeypatch.setenv("PARLEY_STT_ENGINE", "gpu")
+    with pytest.raises(SettingsError, match="PARLEY_STT_ENGINE"):
+        load_settings()

@@ -1,0 +1,168 @@
+"""The host speech engine under many concurrent streams: decodes per second and decode latency.
+
+    python -m benchmarks.stt_engine --device cuda --streams 64,256 --seconds 20 [--json out/stt_engine.json]
+    python -m benchmarks.stt_engine --device cpu --streams 2,4 --seconds 10      # a CPU smoke run
+
+The engine is the real one (`python -m plugins.whisper serve`, started as the worker starts it), with the
+packaged tiny.en unless `--model` says otherwise; the streams are spread over `--clients` connections, as
+job processes would hold them. Each stream sends a decode, waits for it, and sends the next at once (a
+closed loop: the load is as high as the engine lets it be): 3 of 4 partials, 1 of 4 finals, of audio 1-8 s
+long, random noise at speech level unless `--audio DIR` gives WAVs (random audio decodes to few tokens, so
+speech gives the more honest per-decode cost). Reported per stream count: decodes/s, latency p50/p95/p99
+(send to answer, queueing included) for partials and finals, and the engine's batching (mean and largest
+batch). A figure is only as good as the machine was quiet: the load of other processes is not subtracted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plugins.whisper.engine_client import SpeechClientOptions, SpeechEngineClient
+from plugins.whisper.model import PRIORITY_FINAL, PRIORITY_PARTIAL, SAMPLE_RATE, DecodeRequest
+
+
+@dataclass(frozen=True)
+class SttBenchOptions:
+    streams: tuple[int, ...] = (64, 256)
+    seconds: float = 20.0
+    clients: int = 8
+    device: str = "cuda"
+    model: str = "tiny.en"
+    max_batch: int = 64
+    workers: int = 2
+    audio_dir: str = ""
+    seed: int = 0
+
+
+def clips(o: SttBenchOptions) -> list[np.ndarray]:
+    """What the streams say: WAVs from `audio_dir` (16 kHz mono), else noise at about -26 dBFS."""
+    if o.audio_dir:
+        import soundfile as sf
+
+        out = []
+        for f in sorted(Path(o.audio_dir).glob("*.wav")):
+            data, sr = sf.read(str(f), dtype="float32")
+            if sr == SAMPLE_RATE:
+                out.append(np.asarray(data if data.ndim == 1 else data[:, 0], dtype=np.float32))
+        if out:
+            return out
+    rng = np.random.default_rng(o.seed)
+    return [(rng.standard_normal(8 * SAMPLE_RATE) * 0.05).astype(np.float32) for _ in range(8)]
+
+
+def pct(values: list[float], q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 1) if values else None
+
+
+async def load(address: str, n: int, o: SttBenchOptions, audio: list[np.ndarray]) -> dict[str, Any]:
+    clients = [SpeechEngineClient(SpeechClientOptions(address, wait_s=30)) for _ in range(min(n, o.clients))]
+    lat: dict[int, list[float]] = {PRIORITY_PARTIAL: [], PRIORITY_FINAL: []}
+    errors: list[str] = []
+    rng = random.Random(o.seed + n)
+    before = await clients[0].capacity()
+    deadline = time.monotonic() + o.seconds
+
+    async def stream(i: int) -> None:
+        client = clients[i % len(clients)]
+        k = 0
+        while time.monotonic() < deadline:
+            clip = audio[rng.randrange(len(audio))]
+            seconds = rng.uniform(1.0, min(8.0, len(clip) / SAMPLE_RATE))
+            priority = PRIORITY_FINAL if k % 4 == 3 else PRIORITY_PARTIAL
+            req = DecodeRequest(priority=priority, window_s=10, stream_id=f"s{i}")
+            t = time.perf_counter()
+            try:
+                await client.transcribe(clip[: int(seconds * SAMPLE_RATE)], req)
+            except Exception as e:  # counted, not fatal: a benchmark reports failures
+                errors.append(f"{type(e).__name__}: {str(e)[:120]}")
+            else:
+                lat[priority].append((time.perf_counter() - t) * 1000)
+            k += 1
+
+    started = time.monotonic()
+    await asyncio.gather(*(stream(i) for i in range(n)))
+    took = time.monotonic() - started
+    after = await clients[0].capacity()
+    for c in clients:
+        await c.aclose()
+    decoded = after["decoded"] - before["decoded"]
+    batches = after["batches"] - before["batches"]
+    every = lat[PRIORITY_PARTIAL] + lat[PRIORITY_FINAL]
+    return {
+        "streams": n,
+        "decodes_per_s": round(decoded / took, 1),
+        "latency_ms": {"p50": pct(every, 50), "p95": pct(every, 95), "p99": pct(every, 99)},
+        "partial_ms": {"p50": pct(lat[PRIORITY_PARTIAL], 50), "p95": pct(lat[PRIORITY_PARTIAL], 95)},
+        "final_ms": {"p50": pct(lat[PRIORITY_FINAL], 50), "p95": pct(lat[PRIORITY_FINAL], 95)},
+        "mean_batch": round(decoded / batches, 1) if batches else None,
+        "largest_batch": after["max_batch_seen"],
+        "errors": len(errors),
+        "error_sample": errors[:5],
+    }
+
+
+def run(o: SttBenchOptions) -> dict[str, Any]:
+    from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
+
+    engine = HostSpeechEngine(
+        HostSpeechEngineOptions(model=o.model, device=o.device, workers=o.workers, max_batch=o.max_batch)
+    )
+    address = engine.start()
+    audio = clips(o)
+    try:
+        rows = [asyncio.run(load(address, n, o, audio)) for n in o.streams]
+    finally:
+        engine.close()
+    return {
+        "device": o.device,
+        "model": o.model,
+        "max_batch": o.max_batch,
+        "workers": o.workers,
+        "audio": "speech" if o.audio_dir else "noise",
+        "seconds": o.seconds,
+        "by_streams": rows,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.stt_engine", description=__doc__.splitlines()[0])
+    d = SttBenchOptions()
+    ap.add_argument("--device", choices=("cpu", "cuda"), default=d.device)
+    ap.add_argument("--streams", default=",".join(map(str, d.streams)))
+    ap.add_argument("--seconds", type=float, default=d.seconds)
+    ap.add_argument("--clients", type=int, default=d.clients)
+    ap.add_argument("--model", default=d.model)
+    ap.add_argument("--max-batch", type=int, default=d.max_batch)
+    ap.add_argument("--workers", type=int, default=d.workers)
+    ap.add_argument("--audio", default="", help="a folder of 16 kHz WAVs to decode instead of noise")
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    o = SttBenchOptions(
+        streams=tuple(int(s) for s in a.streams.split(",") if s),
+        seconds=a.seconds,
+        clients=a.clients,
+        device=a.device,
+        model=a.model,
+        max_batch=a.max_batch,
+        workers=a.workers,
+        audio_dir=a.audio,
+    )
+    report = run(o)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(text)
+
+
+if __name__ == "__main__":
+    main()

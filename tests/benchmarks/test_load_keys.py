@@ -1,0 +1,90 @@
+"""`benchmarks.load --livekit` keys: worker failures vs the model's own apologies, the host's parts, and
+the capacity verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from benchmarks.harness import CallResult, TurnResult
+
+from benchmarks.capacity import CapacityOptions, capacity_of, run_holds, sweep
+from benchmarks.load_room import RoomLoad, host_part, report
+from worker.agent import APOLOGY
+from worker.stt_hold import HOLD
+
+
+def _turn(reply: str, problem: str = "", error: str = "", v2v: float | None = 900.0) -> TurnResult:
+    return TurnResult(
+        file="t.wav", speech_start=0, speech_end=1, v2v_ms=v2v, reply_text=reply, problem=problem, error=error
+    )
+
+
+def test_errors_are_the_workers_failures_and_apologies_the_models_own() -> None:
+    turns = [
+        _turn("I'm sorry, I don't have that information.", problem="apology"),  # the model wrote it
+        _turn(APOLOGY["en"], problem="apology"),  # the worker's: the LLM failed
+        _turn(HOLD["en"], problem="apology"),  # the worker's: the speech engine was down
+        _turn("", error="no reply within 10 s", v2v=None),
+        _turn("Sure, Wednesday at ten works."),
+    ]
+    res = CallResult("call0", 0.0, None, turns, [], None, None)  # type: ignore[arg-type]
+    state = RoomLoad(results=[res], errors=["call1-0: CallerError: the caller failed"])
+    out = report(state, calls=2, minutes=1.0)
+    assert out["errors"] == 4
+    assert out["apologies"] == 1 and "information" in out["apology_list"][0]
+    assert not any("information" in e for e in out["error_list"])
+
+
+def test_job_processes_are_told_from_the_forkserver_and_the_engines() -> None:
+    fork = "python -c from multiprocessing.forkserver import main; main(8, 9, ['worker.forkserver_models'])"
+    assert host_part(fork, child_of_worker=True) == "forkserver"
+    assert host_part(fork, child_of_worker=False) == "job"
+    assert host_part("python -c from multiprocessing.resource_tracker import main;main(7)", True) == "other"
+    assert host_part("python -m plugins.whisper serve --supervised --address unix:///x", True) == "stt-engine"
+    assert host_part("python -m worker.llm_server --port 0", True) == "llm"
+    assert (
+        host_part("python -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5)", True)
+        == "job"
+    )
+
+
+def _run(p95: float | None, underruns: int = 0, turns: int = 20) -> dict[str, Any]:
+    return {
+        "turns": turns,
+        "underruns": underruns,
+        "v2v_ms": {"p50": 600, "p95": p95, "p99": None},
+        "errors": 0,
+    }
+
+
+def test_a_run_holds_only_within_the_bound_without_underruns() -> None:
+    opts = CapacityOptions()
+    assert run_holds(_run(1500.0), opts)
+    assert not run_holds(_run(1501.0), opts)
+    assert not run_holds(_run(900.0, underruns=1), opts)
+    assert not run_holds(_run(None, turns=0), opts)
+
+
+def test_capacity_is_the_largest_n_whose_three_runs_all_hold() -> None:
+    opts = CapacityOptions()
+    runs = {2: [_run(900)] * 3, 3: [_run(1200)] * 3, 4: [_run(1300), _run(1700), _run(1200)]}
+    assert capacity_of(runs, opts) == 3
+    assert capacity_of({2: [_run(900)] * 2}, opts) is None  # two runs are not three
+    assert capacity_of({2: [_run(2000)] * 3, 3: [_run(900)] * 3}, opts) is None  # counted up from 2 only
+
+
+def test_the_sweep_stops_at_the_first_n_that_fails() -> None:
+    # recorded p95s per number of calls: 4 calls fail on their second run, 5 is never tried
+    recorded = {2: [800.0] * 3, 3: [1100.0] * 3, 4: [1400.0, 1800.0, 1300.0], 5: [900.0] * 3}
+    asked: list[int] = []
+
+    def run(calls: int, minutes: float) -> dict[str, Any]:
+        assert minutes == pytest.approx(2.0)
+        asked.append(calls)
+        return _run(recorded[calls][asked.count(calls) - 1])
+
+    out = sweep(run)
+    assert out["capacity"] == 3
+    assert asked == [2, 2, 2, 3, 3, 3, 4, 4]
+    assert [r["holds"] for r in out["runs"]["4"]] == [True, False]

@@ -1,0 +1,52 @@
+"""A whole call through a real AgentSession while its host speech engine is killed mid-call: the worker's
+keeper restarts it, the caller hears one hold line, and the words said meanwhile are still transcribed."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benchmarks.harness import run_call
+
+from benchmarks.call import OfflineBuilder, _warm_stt
+from worker.settings import load_settings
+from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
+from worker.stt_hold import HOLD
+
+pytestmark = pytest.mark.slow
+
+
+async def test_engine_killed_as_the_caller_starts_speaking(
+    embedded_llm_url: str, speech_audio: Path, tmp_path: Path
+) -> None:
+    engine = HostSpeechEngine(HostSpeechEngineOptions(address=f"unix://{tmp_path}/stt.sock", workers=1))
+    engine.start()
+    try:
+        settings = load_settings().model_copy(
+            update={"stt_engine": "host", "stt_engine_address": engine.address, "stt_engine_wait_s": 30.0}
+        )
+        turns = sorted((speech_audio / "conversation").glob("*.wav"))[:2]
+        session, agent, stt_model = OfflineBuilder(settings, embedded_llm_url).build("parley")
+        await _warm_stt(stt_model, turns[0])
+        killed: list[int] = []
+
+        def on_user_state(ev: Any) -> None:
+            if ev.new_state == "speaking" and not killed and engine.pid is not None:
+                killed.append(engine.pid)
+                os.kill(engine.pid, signal.SIGKILL)
+
+        session.on("user_state_changed", on_user_state)
+        await run_call("parley", session, agent, turns)
+    finally:
+        engine.close()
+    assert killed and engine.restarts == 1
+    said = [(m.role, m.text_content or "") for m in agent.chat_ctx.items if m.type == "message"]
+    user = " ".join(text.lower() for role, text in said if role == "user")
+    assert "cleaning" in user and "wednesday" in user  # said during the outage and after: both transcribed
+    replies = [text for role, text in said if role == "assistant"]
+    assert sum(HOLD["en"] in text for text in replies) == 1, replies  # one hold line for the one outage
+    hold = next(i for i, text in enumerate(replies) if HOLD["en"] in text)
+    assert len(replies) > hold + 1  # and the call went on: the agent answered after it

@@ -1,0 +1,180 @@
+"""The host speech engine, started and kept alive by the worker (like the embedded LLM, worker/llm_server.py).
+
+One engine process per host serves every job process's Whisper decodes (plugins/whisper/engine_server.py),
+so a job process holds a socket instead of a model. The worker starts it before LiveKit's job processes,
+hands them its address through the environment, and restarts it whenever it exits: calls on it wait (one
+hold line) and get transcripts again as soon as it listens (plugins/whisper/engine_client.py).
+
+The engine runs `--supervised`: it ignores the SIGTERM/SIGINT a process-group stop sends, and exits when
+the worker closes its stdin (on `close()`, or because the worker died), so it is never an orphan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger("parley.stt.host")
+
+
+class SpeechEngineStartError(RuntimeError):
+    """The speech engine did not come up (one line for the operator)."""
+
+
+@dataclass(frozen=True)
+class HostSpeechEngineOptions:
+    address: str = ""  # empty = a fresh socket in a private temporary folder
+    model: str = "tiny.en"
+    device: str = "cpu"
+    compute_type: str = "default"
+    cpu_threads: int = 0
+    workers: int = 2
+    max_batch: int = 16
+    secret: str = ""
+    start_timeout_s: float = 60.0
+    restart_delay_s: float = 0.2
+    """First wait before a restart; doubles (to 5 s) while the engine keeps dying young."""
+    log_path: str = ""  # the engine's stderr; empty = the worker's own stderr
+
+
+class HostSpeechEngine:
+    def __init__(self, options: HostSpeechEngineOptions = HostSpeechEngineOptions()) -> None:
+        self.options = options
+        self._own_dir = "" if options.address else tempfile.mkdtemp(prefix="parley-stt-")
+        self.address = options.address or f"unix://{self._own_dir}/stt.sock"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._closing = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.restarts = 0
+        self.ready_at: float = 0.0
+        """time.monotonic() when the engine last became ready (tests and logs measure restarts from it)."""
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def _command(self) -> list[str]:
+        o = self.options
+        return [
+            sys.executable,
+            "-m",
+            "plugins.whisper",
+            "serve",
+            "--supervised",
+            "--address",
+            self.address,
+            "--model",
+            o.model,
+            "--device",
+            o.device,
+            "--compute-type",
+            o.compute_type,
+            "--cpu-threads",
+            str(o.cpu_threads),
+            "--workers",
+            str(o.workers),
+            "--max-batch",
+            str(o.max_batch),
+        ]
+
+    def _spawn(self) -> None:
+        env = {**os.environ, "PARLEY_STT_ENGINE_SECRET": self.options.secret}
+        err = open(self.options.log_path, "ab") if self.options.log_path else None  # noqa: SIM115
+        proc = subprocess.Popen(
+            self._command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env
+        )
+        if err is not None:
+            err.close()  # the child has its own copy
+        line: list[bytes] = []
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for out in proc.stdout:
+                if out.startswith(b"READY "):
+                    line.append(out)
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(self.options.start_timeout_s)
+        if not line:
+            status = proc.poll()
+            _stop(proc)
+            why = f"exited with status {status}" if status is not None else "timed out"
+            raise SpeechEngineStartError(
+                f"speech engine did not start ({why}, limit {self.options.start_timeout_s:.0f} s)"
+            )
+        with self._lock:
+            self._proc = proc
+        self.ready_at = time.monotonic()
+        log.info("speech engine ready", extra={"address": self.address, "pid": proc.pid})
+
+    def start(self) -> str:
+        """Start the engine and its keeper; returns the address job processes connect to."""
+        self._spawn()
+        self._monitor = threading.Thread(target=self._keep_alive, name="stt-engine-keeper", daemon=True)
+        self._monitor.start()
+        return self.address
+
+    def _keep_alive(self) -> None:
+        delay = self.options.restart_delay_s
+        while not self._closing.is_set():
+            proc = self._proc
+            if proc is None:
+                return
+            proc.wait()
+            if self._closing.is_set():
+                return
+            lived = time.monotonic() - self.ready_at
+            log.warning(
+                "speech engine exited; restarting",
+                extra={"status": proc.returncode, "lived_s": round(lived, 1)},
+            )
+            delay = self.options.restart_delay_s if lived > 30 else min(5.0, delay * 2)
+            while not self._closing.wait(delay):
+                try:
+                    self._spawn()
+                except SpeechEngineStartError as e:
+                    log.error("speech engine restart failed", extra={"error": str(e)})
+                    continue
+                self.restarts += 1
+                break
+
+    def close(self) -> None:
+        self._closing.set()
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            _stop(proc)
+        if self._monitor is not None:
+            self._monitor.join(5.0)
+        if self._own_dir:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
+
+    def __enter__(self) -> HostSpeechEngine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Close its stdin (a supervised engine exits on that), then insist."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(5)
