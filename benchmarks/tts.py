@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.cli import emit, fail
+from plugins.local_socket import default_socket_path
 from plugins.orpheus.client import EngineClient, EngineEvent
-from plugins.orpheus.local_socket import default_socket_path
 
 SAMPLE_RATE = 24000
 REPLIES = [
@@ -133,7 +133,7 @@ class LocalEngine:
     """`python -m plugins.orpheus serve` as a child process (so its CPU time can be read on its own)."""
 
     def __init__(self, serve_args: list[str], http_port: int = 0) -> None:
-        # a private directory (plugins.orpheus.local_socket): a socket in bare /tmp is refused
+        # a private directory (plugins.local_socket): a socket in bare /tmp is refused
         self.address = f"unix://{default_socket_path().parent / f'bench-{os.getpid()}.sock'}"
         cmd = [sys.executable, "-m", "plugins.orpheus", "serve", "--address", self.address, *serve_args]
         if http_port:

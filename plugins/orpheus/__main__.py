@@ -16,7 +16,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
-from plugins.orpheus.local_socket import default_address, read_secret
+from plugins.local_socket import default_address, read_secret
 
 DEFAULT_TEST_MODEL = Path("out/orpheus-test-model")
 DEFAULT_ADDRESS = default_address()  # $XDG_RUNTIME_DIR/parley/ or /tmp/parley-<uid>/, made 0700

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from plugins.local_socket import default_address, prepare_socket_dir, secrets_match
 from plugins.orpheus import protocol
 from plugins.orpheus.engine.core import EngineFull, EngineStream, OrpheusEngine
 from plugins.orpheus.engine.text import TextError
-from plugins.orpheus.local_socket import default_address, prepare_socket_dir, secrets_match
 from plugins.orpheus.metrics import EngineMetrics
 
 log = logging.getLogger("parley.orpheus.server")

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError, tts, utils
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
+from plugins.local_socket import default_address
 from plugins.orpheus import protocol
 from plugins.orpheus.client import ClientStream, EngineClient, EngineError, EngineEvent
-from plugins.orpheus.local_socket import default_address
 from plugins.playout import PlayoutClock, PlayoutOptions, cut_before_dry
 from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
 

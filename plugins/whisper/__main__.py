@@ -1,6 +1,6 @@
 """`python -m plugins.whisper serve`: the host speech engine, one per host, for every job process.
 
-    python -m plugins.whisper serve --address unix:///run/parley/stt.sock --device cpu
+    python -m plugins.whisper serve --address unix:///run/parley/engine/stt.sock --device cpu
     python -m plugins.whisper serve --device cuda --max-batch 64      # a GPU host
 
 Prints `READY <address>` once the model is loaded and the socket listens. The secret, if any, comes from
@@ -18,6 +18,8 @@ import signal
 import sys
 import threading
 
+from plugins.local_socket import default_address
+
 from .engine import SpeechEngine, SpeechEngineOptions
 from .engine_server import SpeechServer, SpeechServerOptions
 from .model import BUNDLED_MODEL, ModelOptions, WhisperModelError, WhisperModelRunner
@@ -28,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve streaming-STT decodes on a Unix socket")
     s.add_argument(
-        "--address", default=os.environ.get("PARLEY_STT_ENGINE_ADDRESS", SpeechServerOptions.address)
+        "--address", default=os.environ.get("PARLEY_STT_ENGINE_ADDRESS") or default_address("stt.sock")
     )
     s.add_argument("--model", default=os.environ.get("PARLEY_STT_MODEL", BUNDLED_MODEL))
     s.add_argument(

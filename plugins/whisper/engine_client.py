@@ -1,6 +1,6 @@
 """A job process's view of the host speech engine: a `Transcriber` that holds a connection, not a model.
 
-    client = SpeechEngineClient(SpeechClientOptions("unix:///tmp/parley-stt.sock"))
+    client = SpeechEngineClient(SpeechClientOptions("unix:///run/parley/engine/stt.sock"))
     client.probe()                                   # prewarm: model name and languages (blocking, once)
     result = await client.transcribe(audio, DecodeRequest(priority=PRIORITY_FINAL))
 
@@ -30,7 +30,7 @@ import numpy as np
 from plugins import wire
 
 from .engine import DecodeDropped
-from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, DecodeRequest, DecodeResult, Segment, WhisperModelError
+from .model import PRIORITY_PARTIAL, DecodeRequest, DecodeResult, Segment, WhisperModelError
 
 log = logging.getLogger("parley.stt.client")
 
@@ -193,8 +193,9 @@ class SpeechEngineClient:
             except SpeechEngineUnavailable:
                 if not waits or time.monotonic() >= deadline:
                     raise
-                if request.priority == PRIORITY_FINAL:  # the caller has finished and waits for an answer
-                    self._outage()
+                # a final or a pause's settle: the caller has stopped and waits for an answer (a partial
+                # never waits, so a caller mid-sentence is not told to hold)
+                self._outage()
                 await asyncio.sleep(self.options.retry_s)
                 continue
             break

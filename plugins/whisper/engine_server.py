@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from plugins import wire
+from plugins.local_socket import default_address, prepare_socket_dir, secrets_match
 
 from .engine import DecodeDropped, EngineJob, SpeechEngine
 from .model import SAMPLE_RATE, DecodeRequest, DecodeResult
@@ -39,7 +39,7 @@ MAX_PROMPT_CHARS = 1000
 
 @dataclass(frozen=True)
 class SpeechServerOptions:
-    address: str = "unix:///tmp/parley-stt.sock"
+    address: str = field(default_factory=lambda: default_address("stt.sock"))  # a private 0700 folder
     secret: str = ""  # optional extra check on the Unix socket (its file mode already limits who connects)
     max_write_buffer: int = 8 * 1024 * 1024  # a client this far behind is dropped
 
@@ -132,7 +132,7 @@ class _Conn:
     def on_json(self, msg: dict[str, Any]) -> None:
         op = msg.get("op")
         if not self.authed:
-            if op == "hello" and hmac.compare_digest(str(msg.get("secret", "")), self.server.options.secret):
+            if op == "hello" and secrets_match(msg.get("secret", ""), self.server.options.secret):
                 self.authed = True
             else:
                 self.send(
@@ -266,9 +266,7 @@ class SpeechServer:
         """Load the model (off the loop), then listen: a client that connects is served at once."""
         await asyncio.to_thread(self.engine.start)
         path = Path(self.path)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        prepare_socket_dir(path)  # private folder made before bind; a stale socket replaced, nothing else
         self._server = await asyncio.start_unix_server(self._client, path=str(path), limit=wire.MAX_FRAME)
         os.chmod(path, 0o660)
         log.info(

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from benchmarks.harness import CallResult, TurnResult
 
 from benchmarks.capacity import CapacityOptions, capacity_of, run_holds, sweep
 from benchmarks.load_room import RoomLoad, host_part, report
+from simulator.offline import CallResult, TurnResult
 from worker.agent import APOLOGY
 from worker.stt_hold import HOLD
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from plugins.orpheus.__main__ import main as engine_cli
-from plugins.orpheus.client import EngineClient, EngineError
-from plugins.orpheus.local_socket import (
+from plugins.local_socket import (
     SocketDirError,
     default_address,
     default_socket_path,
     read_secret,
     secrets_match,
 )
+from plugins.orpheus.__main__ import main as engine_cli
+from plugins.orpheus.client import EngineClient, EngineError
 from plugins.orpheus.server import ServerOptions
 from plugins.orpheus.tts import DEFAULT_ADDRESS
 from tests.orpheus.test_server import start_server

@@ -295,3 +295,29 @@ def test_a_final_never_waits_in_a_batch_of_partials(speech_audio: Path) -> None:
         assert engine.stats.batches == 2 and engine.stats.max_batch_seen == 3
     finally:
         engine.close()
+
+
+async def test_engine_socket_goes_in_a_private_folder_and_refuses_a_shared_one(tmp_path: Path) -> None:
+    """The speech engine binds like the TTS engine: its folder made 0700 before bind; a folder anyone may
+    write to is refused in one line (another user could have put their own socket there first)."""
+    from plugins.local_socket import SocketDirError
+
+    def engine() -> SpeechEngine:
+        return SpeechEngine(
+            WhisperModelRunner(ModelOptions(cpu_threads=1, num_workers=1)), SpeechEngineOptions()
+        )
+
+    private = tmp_path / "run" / "parley" / "stt.sock"
+    server = SpeechServer(engine(), SpeechServerOptions(address=f"unix://{private}"))
+    await server.start()
+    try:
+        assert (private.parent.stat().st_mode & 0o777) == 0o700 and private.is_socket()
+    finally:
+        await server.close()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    server = SpeechServer(engine(), SpeechServerOptions(address=f"unix://{shared / 'stt.sock'}"))
+    with pytest.raises(SocketDirError, match="writable by everyone"):
+        await server.start()
+    await server.close()

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmarks.harness import run_call
 
 from benchmarks.call import OfflineBuilder, _warm_stt
+from simulator.offline import run_call
 from worker.settings import load_settings
 from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
 from worker.stt_hold import HOLD
@@ -22,7 +22,9 @@ pytestmark = pytest.mark.slow
 async def test_engine_killed_as_the_caller_starts_speaking(
     embedded_llm_url: str, speech_audio: Path, tmp_path: Path
 ) -> None:
-    engine = HostSpeechEngine(HostSpeechEngineOptions(address=f"unix://{tmp_path}/stt.sock", workers=1))
+    # the keeper waits 4 s before restarting it: the caller (3–4 s of speech) finishes while it is down
+    options = HostSpeechEngineOptions(address=f"unix://{tmp_path}/stt.sock", workers=1, restart_delay_s=4.0)
+    engine = HostSpeechEngine(options)
     engine.start()
     try:
         settings = load_settings().model_copy(

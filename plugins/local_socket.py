@@ -1,4 +1,5 @@
-"""Where the engine's Unix socket lives, and how its directory and secret are made safe.
+"""Where an engine's Unix socket lives, and how its directory and secret are made safe (the Orpheus TTS
+engine and the host speech engine both serve on one).
 
 A socket in bare /tmp can be created first by any local user (who then receives the worker's text, or
 answers with their own audio), and a socket chmod-ed after bind is open in between. So the socket goes
@@ -22,15 +23,15 @@ class SocketDirError(OSError):
     """The socket's directory is not private; the message is one line for the operator."""
 
 
-def default_socket_path() -> Path:
+def default_socket_path(name: str = "orpheus.sock") -> Path:
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
     if runtime and Path(runtime).is_dir():
-        return Path(runtime) / "parley" / "orpheus.sock"
-    return Path(tempfile.gettempdir()) / f"parley-{os.getuid()}" / "orpheus.sock"
+        return Path(runtime) / "parley" / name
+    return Path(tempfile.gettempdir()) / f"parley-{os.getuid()}" / name
 
 
-def default_address() -> str:
-    return f"unix://{default_socket_path()}"
+def default_address(name: str = "orpheus.sock") -> str:
+    return f"unix://{default_socket_path(name)}"
 
 
 def prepare_socket_dir(sock: Path) -> None:
