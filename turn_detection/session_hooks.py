@@ -46,6 +46,8 @@ class TurnHooks:
         self.audio = AudioTurnBuffer()
         self.last_speech_end: float | None = None
         self.agent_speaking = False
+        self.replies_started = 0
+        """Agent replies begun so far: a new one means the caller's previous turn is over."""
         self.overlapping = False
         """True while the caller's current utterance started over the agent's speech."""
         self.backchannels_ignored = 0
@@ -104,6 +106,8 @@ class TurnHooks:
 
     def on_agent_state(self, ev: Any) -> None:
         self.agent_speaking = ev.new_state == "speaking"
+        if ev.new_state in ("thinking", "speaking") and ev.old_state not in ("thinking", "speaking"):
+            self.replies_started += 1
 
     @property
     def awaiting_final(self) -> bool:
