@@ -49,7 +49,7 @@ import soxr
 from livekit import rtc
 from livekit.agents.voice import io
 
-from benchmarks import turn_sweep
+from benchmarks import smart_turn, turn_sweep
 from turn_detection.audio_eot import TRAILING_SILENCE_S, load_model, predict_window
 from turn_detection.endpoint_policy import decide
 from turn_detection.lm_eot import LmEotOptions, LmEotScorer
@@ -69,6 +69,13 @@ STOCK_VAD = VadParams(
     sample_rate=16000,
 )
 STOCK_MIN_DELAY, STOCK_MAX_DELAY, STOCK_UNLIKELY = 0.3, 2.5, 0.36
+SMART_TURN_VAD = VadParams(
+    activation_threshold=0.7,  # Pipecat's VADParams defaults: confidence 0.7, start 0.2 s, stop 0.2 s
+    min_speech_duration=0.2,
+    min_silence_duration=0.2,
+    prefix_padding_duration=0.5,
+    sample_rate=16000,
+)
 
 
 class BenchError(Exception):
@@ -346,6 +353,7 @@ def _simulate(
     audio_at: Callable[[VadSegment], float | None],
     decider: Decider,
     prefix_s: float,
+    predict: Callable[[np.ndarray], float] | None = None,
 ) -> tuple[list[Commit], list[Commit]]:
     """LiveKit's commit rule over VAD segments: after EOS and a final transcript, no earlier than
     speech_end + delay, cancelled by the next START_OF_SPEECH. Returns (commits, held decisions)."""
@@ -356,13 +364,17 @@ def _simulate(
         if turn_start is None:
             turn_start = max(0.0, seg.start - prefix_s)
         t_req = stt_request(seg)
-        text, wall = transcriber.transcribe(case.file + pipeline, case.audio, turn_start, t_req)
+        # vad_only hears the same VAD and asks at the same times as parley: the same decodes serve both
+        key = case.file + ("parley" if pipeline == "vad_only" else pipeline)
+        text, wall = transcriber.transcribe(key, case.audio, turn_start, t_req)
         if not text:
             continue  # no words: the session never commits a turn without a transcript
         ready = max(seg.eos, t_req + wall)
         audio_end = audio_at(seg)
         audio_p = None
-        if audio_end is not None and eot is not None:
+        if audio_end is not None and predict is not None:
+            audio_p = predict(_int16(case.audio[: int(audio_end * RATE)]))
+        elif audio_end is not None and eot is not None:
             audio_p = predict_window(eot, _int16(case.audio[: int(audio_end * RATE)]))
         p, delay, reason, text_p, lm_p = decider(text, audio_p)
         at = max(ready, seg.speech_end + delay)
@@ -410,6 +422,14 @@ def stock_decider(text: str, audio_p: float | None) -> Decision:
         return 1.0, STOCK_MIN_DELAY, "no_prediction", None, None
     unlikely = audio_p < STOCK_UNLIKELY
     return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini", None, None
+
+
+def smart_turn_decider(text: str, audio_p: float | None) -> Decision:
+    """Pipecat's rule: complete above 0.5 ends the turn at the VAD stop, otherwise after 3 s of silence."""
+    if audio_p is None:
+        return 1.0, smart_turn.VAD_STOP_S, "no_prediction", None, None
+    complete = audio_p > 0.5
+    return audio_p, smart_turn.VAD_STOP_S if complete else smart_turn.STOP_S, "smart-turn", None, None
 
 
 def vad_only_decider(text: str, audio_p: float | None) -> Decision:
@@ -548,9 +568,22 @@ async def run_benchmark(
         "stock_early_stt": (STOCK_VAD, lambda s: s.silence_onset, lambda s: s.pred_at, stock_decider),
         # the VAD's silence alone, with Parley's VAD and early-final STT: the knob is the silence timeout
         "vad_only": (params.vad, lambda s: s.silence_onset, lambda s: None, vad_only_decider),
+        # Pipecat's Smart Turn v3.2 with its default timing (benchmarks/smart_turn.py), same early-final STT
+        "smart_turn": (
+            SMART_TURN_VAD,
+            lambda s: s.silence_onset,
+            lambda s: s.speech_end + smart_turn.VAD_STOP_S,
+            smart_turn_decider,
+        ),
     }
     if only:
         pipelines = {k: v for k, v in pipelines.items() if k in only}
+    predictors: dict[str, Callable[[np.ndarray], float]] = {}
+    if "smart_turn" in pipelines:
+        try:
+            predictors["smart_turn"] = smart_turn.SmartTurn().predict
+        except smart_turn.SmartTurnError as e:
+            raise BenchError(str(e)) from None
     for name, (vad, request, audio_at, decider) in pipelines.items():
         per_case: list[CaseResult] = []
         per_noise: list[CaseResult] = []
@@ -566,6 +599,7 @@ async def run_benchmark(
                 audio_at=audio_at,
                 decider=decider,
                 prefix_s=vad.prefix_padding_duration,
+                predict=predictors.get(name),
             )
             (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits, held))
         out[name] = summarise(per_case, per_noise)
@@ -586,6 +620,7 @@ async def run_benchmark(
         "stock": out.get("stock"),
         "stock_early_stt": out.get("stock_early_stt"),
         "vad_only": out.get("vad_only"),
+        "smart_turn": out.get("smart_turn"),
         "lm_eot": None if lm is None else {"url": lm.opts.base, "query_ms": _pct(lm.query_ms)},
     }
 
@@ -704,7 +739,8 @@ async def run_session_benchmark(cases: list[Case], noise: list[Case], profile: P
 
 def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
     rows = [("parley", result)]
-    for name, key in (("stock", "stock"), ("stock+es", "stock_early_stt"), ("vad-only", "vad_only")):
+    others = (("stock", "stock"), ("stock+es", "stock_early_stt"), ("smart-turn", "smart_turn"))
+    for name, key in (*others, ("vad-only", "vad_only")):
         if result.get(key) is not None:
             rows.append((name, result[key]))
     print(
@@ -811,7 +847,7 @@ def eot_lm(spec: str, profile: Profile) -> Iterator[LmEotScorer | None]:
         return
     if spec != "embedded":
         try:
-            yield LmEotScorer(LmEotOptions(url=spec))
+            yield LmEotScorer(LmEotOptions(url=spec, request_timeout_s=10.0))
         except ValueError as e:
             raise BenchError(str(e)) from None
         return
@@ -823,7 +859,7 @@ def eot_lm(spec: str, profile: Profile) -> Iterator[LmEotScorer | None]:
     except EmbeddedLLMError as e:
         raise BenchError(f"cannot start the embedded LLM for the end-of-turn scorer: {e}") from None
     try:
-        yield LmEotScorer(LmEotOptions(url=url))
+        yield LmEotScorer(LmEotOptions(url=url, request_timeout_s=10.0))  # virtual clock: never give up
     finally:
         server.close()
 
@@ -848,7 +884,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only",
         action="append",
-        choices=["parley", "stock", "stock_early_stt", "vad_only"],
+        choices=["parley", "stock", "stock_early_stt", "smart_turn", "vad_only"],
         help="run only these pipelines (repeatable; default all)",
     )
     ap.add_argument(

@@ -106,7 +106,8 @@ class TurnHooks:
 
     def on_agent_state(self, ev: Any) -> None:
         self.agent_speaking = ev.new_state == "speaking"
-        if ev.new_state in ("thinking", "speaking") and ev.old_state not in ("thinking", "speaking"):
+        busy = ("thinking", "speaking")
+        if ev.new_state in busy and getattr(ev, "old_state", None) not in busy:
             self.replies_started += 1
 
     @property
