@@ -36,6 +36,9 @@ class CurvePoint:
     open_cutoff_rate: float | None
     done_p50_ms: float | None
     missed_rate: float
+    done_p95_ms: float | None = None
+    done_held_over_1500ms_rate: float | None = None
+    """Finished turns whose endpoint came more than 1.5 s after their last word (the issue's ceiling)."""
 
 
 def _commit_times(case: dict[str, Any], knob: float) -> list[float]:
@@ -75,6 +78,8 @@ def point(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: float)
         open_cutoff_rate=round(sum(cut) / len(cut), 4) if cut else None,
         done_p50_ms=round(float(np.percentile(done, 50)), 1) if done else None,
         missed_rate=round(sum(missed) / len(missed), 4) if missed else 0.0,
+        done_p95_ms=round(float(np.percentile(done, 95)), 1) if done else None,
+        done_held_over_1500ms_rate=round(sum(d > 1500 for d in done) / len(done), 4) if done else None,
     )
 
 

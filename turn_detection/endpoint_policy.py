@@ -11,6 +11,7 @@ are added as log-odds; neither overrides the other, but strong text evidence (a 
 confident audio model and the reverse. The language model's score is one more log-odds term, calibrated on
 the corpus's dev split (`lm_weight`, `lm_center`); for the cue kinds where dev showed the model reads the
 transcript better than the word table (`lm_replaces`), the table's term steps aside when the model answered.
+The model alone (text and audio not reading the turn as unlikely) holds a turn at most `hesitation_delay`.
 After a sequence (digits, spelled letters, a list) the hold is the model's: `sequence_delay` times its
 probability that more is coming. Pure logic: no livekit, no model.
 """
@@ -55,7 +56,7 @@ class EndpointOptions:
     sequence_delay: float = 1.0
     """Least delay after a digit group, spelled letters or an open list: callers read them out in chunks."""
     lm_weight: float = 0.0
-    """Slope of the language model's log-odds (0 = not used); fitted on dev (scripts/calibrate_lm_eot.py)."""
+    """Slope of the language model's log-odds (0 = not used); chosen on dev (scripts/tune_lm_eot.py)."""
     lm_center: float = 0.1
     """The language model's end-of-sentence probability that is neutral evidence (log-odds 0)."""
     lm_replaces: frozenset[str] = frozenset()
@@ -164,6 +165,10 @@ def decide(
 ) -> EndpointDecision:
     p = combine(cue, audio_probability, opts, language, lm_probability)
     delay = delay_for(p, opts)
+    if _uses_lm(lm_probability, opts) and combine(cue, audio_probability, opts, language) >= opts.unlikely_p:
+        # the language model alone never holds a turn past hesitation_delay: on dev, letting it reach
+        # max_delay held a quarter of the finished turns over 1.5 s
+        delay = min(delay, opts.hesitation_delay)
     if cue.sequence:
         delay = max(delay, sequence_hold(lm_probability, opts))
     return EndpointDecision(probability=p, delay=delay, reason=cue.reason, lm_probability=lm_probability)

@@ -99,8 +99,15 @@ def test_sequence_hold_follows_the_language_model() -> None:
     assert sequence_hold(0.002, LM) > 2.3  # "my number is 555 214": more to come
     assert sequence_hold(0.8, LM) < 0.1  # a finished sentence that holds numbers: no hold
     digits = TextCue(0.35, "digit_group")
-    assert decide(digits, None, LM, "en", 0.002).delay == pytest.approx(2.5)
+    assert decide(digits, None, LM, "en", 0.002).delay > 2.4
     assert decide(digits, None, LM, "en", 0.9).delay < 2.5
+
+
+def test_the_lm_alone_never_holds_past_the_hesitation_delay() -> None:
+    closed = TextCue(0.78, "closed_sentence")  # the table reads a finished sentence, the model disagrees
+    assert decide(closed, None, LM, "en", 0.0005).delay == pytest.approx(LM.hesitation_delay)
+    open_ = TextCue(0.05, "trailing_function_word")  # both read it as unfinished: the full hold
+    assert decide(open_, None, LM, "en", 0.0005).delay == pytest.approx(LM.max_delay)
 
 
 def test_decision_carries_the_lm_score() -> None:

@@ -53,7 +53,7 @@ async def test_session_kwargs_pin_every_mode_to_local_models() -> None:
 def test_profiles_differ_and_delay_scale_applies() -> None:
     web, tel = params_for(Profile.WEB, TurnOptions()), params_for(Profile.TELEPHONY, TurnOptions())
     assert tel.vad.activation_threshold > web.vad.activation_threshold
-    assert tel.endpoint.max_delay >= web.endpoint.max_delay
+    assert tel.endpoint.min_delay >= web.endpoint.min_delay
     slow = params_for(Profile.WEB, TurnOptions(delay_scale=2.0))
     assert slow.endpoint.hesitation_delay == pytest.approx(2 * web.endpoint.hesitation_delay)
     with pytest.raises(ValueError):

@@ -1,35 +1,43 @@
-"""Calibrate the language-model end-of-turn term on the corpus's DEV split (never on test).
+"""Tune the language-model end-of-turn term on the corpus's DEV split (never on test).
 
-    python scripts/calibrate_lm_eot.py --result out/bench/dev_web.json --labels out/corpus/dev/web/labels.json
+    python scripts/tune_lm_eot.py --result out/bench/lm0_dev_web.json --labels out/corpus/dev/web/labels.json
 
 Reads a `benchmarks.turns --json` result of the parley pipeline (every decision it made, with the text cue's
-completeness, v1-mini's score and the LM's score) and fits the LM term of endpoint_policy by logistic
-regression, the text and audio terms held as they are (an offset):
+completeness, v1-mini's score and the LM's score) and reports two things:
 
-    log-odds(turn over) = text + audio_weight * audio + lm_weight * (logit(lm_p) - logit(lm_center))
-
-A decision is labelled "turn over" when it was made after the caller's last speech segment, "more to come"
-when the caller spoke again after it. Then, per text-cue reason (the word table's case types), dev decides
-whether the table's term or the LM reads those transcripts better: the reason joins `lm_replaces` when
-dropping the table's term lowers the log-loss of that reason's decisions. Prints the values to put in the
-profile (turn_detection/options.py).
+1. The log-loss fit. The LM term of endpoint_policy by logistic regression, the text and audio terms held as
+   they are (an offset): log-odds(turn over) = text + audio_weight * audio + lm_weight * (logit(lm_p) -
+   logit(lm_center)). A decision is labelled "turn over" when it was made after the caller's last speech
+   segment, "more to come" when the caller spoke again after it. Per text-cue reason (the word table's case
+   types), whether dropping the table's term for the LM lowers that reason's log-loss.
+2. The trade-off grid (what the profiles use). Each candidate (lm_weight, lm_center, confident_p,
+   unlikely_p, hesitation_delay, lm_replaces) re-decides every recorded decision and the delay knob sweeps
+   (benchmarks/turn_sweep.py); the candidate with the fewest open-clause cut-offs wins among those whose
+   finished-turn p50 stays within `--budget-ms`, with at most 2 % missed and at most `--max-held` of the
+   finished turns held over 1.5 s. The log-loss fit alone is not used: on dev it gave a weight of 0.13
+   whose term mostly shifted every decision, which the trade-off measures as worse.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import itertools
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from turn_detection.endpoint_policy import audio_evidence, v1_mini_threshold
+from benchmarks import turn_sweep
+from turn_detection.endpoint_policy import EndpointOptions, audio_evidence, decide, v1_mini_threshold
 from turn_detection.options import PROFILES, Profile
+from turn_detection.text_cues import TextCue
 
 MIN_SAMPLES = 6
 
@@ -125,11 +133,59 @@ def calibrate(samples: list[Sample]) -> dict:
     }
 
 
+def redecide(result: dict, opts: EndpointOptions) -> list[dict[str, Any]]:
+    """The run's cases with every decision re-made under `opts` (its recorded text cue, audio and LM)."""
+    cases = copy.deepcopy([c for c in result["cases"] if c["kind"] != "noise"])
+    for c in cases:
+        for d in c["commits"] + c["held"]:
+            if d.get("text_p") is None:
+                continue
+            x = decide(TextCue(d["text_p"], d["reason"]), d.get("audio_p"), opts, "en", d.get("lm_p"))
+            d["delay"], d["probability"] = x.delay, x.probability
+    return cases
+
+
+def best_point(
+    result: dict, last: dict[str, float], opts: EndpointOptions, budget_ms: float, max_held: float
+) -> turn_sweep.CurvePoint | None:
+    pts = turn_sweep.curve(redecide(result, opts), last, turn_sweep.SCALES)
+    ok = [
+        p
+        for p in pts
+        if p.done_p50_ms is not None
+        and p.open_cutoff_rate is not None
+        and p.done_p50_ms <= budget_ms
+        and p.missed_rate <= 0.02
+        and (p.done_held_over_1500ms_rate or 0.0) <= max_held
+    ]
+    return min(ok, key=lambda p: (p.open_cutoff_rate, p.done_p50_ms)) if ok else None
+
+
+def grid(result: dict, labels: list[dict], base: EndpointOptions, budget_ms: float, max_held: float) -> dict:
+    last = {lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels}
+    without = best_point(result, last, replace(base, lm_weight=0.0), budget_ms, max_held)
+    rows: list[tuple[float, dict]] = []
+    for w, c, cp, up, hd in itertools.product(
+        (0.5, 1.0, 2.0), (0.05, 0.1, 0.2), (0.6, 0.7), (0.3, 0.4, 0.5), (1.0, 1.3)
+    ):
+        if up >= cp:
+            continue
+        opts = replace(base, lm_weight=w, lm_center=c, confident_p=cp, unlikely_p=up, hesitation_delay=hd)
+        p = best_point(result, last, opts, budget_ms, max_held)
+        if p is not None and p.open_cutoff_rate is not None:
+            cand = {"lm_weight": w, "lm_center": c, "confident_p": cp, "unlikely_p": up}
+            rows.append((p.open_cutoff_rate, {**cand, "hesitation_delay": hd, "point": p.__dict__}))
+    rows.sort(key=lambda r: r[0])
+    return {"without_lm": None if without is None else without.__dict__, "best": [r[1] for r in rows[:5]]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--result", type=Path, required=True, help="benchmarks.turns --json output (dev split)")
     ap.add_argument("--labels", type=Path, required=True, help="the same split's labels.json")
     ap.add_argument("--profile", choices=[p.value for p in Profile], default="web")
+    ap.add_argument("--budget-ms", type=float, default=450.0, help="finished-turn p50 ceiling")
+    ap.add_argument("--max-held", type=float, default=0.05, help="share of finished turns held over 1.5 s")
     a = ap.parse_args(argv)
     try:
         result = json.loads(a.result.read_text())
@@ -140,12 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     if "test" in (result.get("split") or []):
         print("error: calibrate on the dev split only; this result holds test files", file=sys.stderr)
         return 2
-    weight = PROFILES[Profile(a.profile)].endpoint.audio_weight
-    samples = load_samples(result, labels, weight)
+    base = PROFILES[Profile(a.profile)].endpoint
+    samples = load_samples(result, labels, base.audio_weight)
     if len(samples) < 20:
         print(f"error: only {len(samples)} decisions with an LM score; run benchmarks.turns with --eot-lm")
         return 2
-    print(json.dumps(calibrate(samples), indent=2))
+    report = {
+        "log_loss_fit": calibrate(samples),
+        "trade_off": grid(result, labels, base, a.budget_ms, a.max_held),
+    }
+    print(json.dumps(report, indent=2))
     return 0
 
 
