@@ -182,6 +182,25 @@ class TurnHooks:
         except (RuntimeError, TimeoutError) as e:  # a reply that disallows interruptions, a slow playout
             logger.debug("could not end the paused reply early: %s", e)
 
+    def resume_paused_reply(self) -> bool:
+        """The caller's voice paused the reply and its words turned out to be only a backchannel: resume
+        now instead of after the session's false-interruption timeout (the gap in the agent's sentence
+        shrinks by that timeout). Uses livekit-agents 1.8.9's own resume path (private API: on any change
+        the session still resumes after its timeout)."""
+        session = self._session
+        if session is None or self.agent_speaking or not self.overlapping:
+            return False
+        try:
+            activity = session._activity
+            if activity is None or activity._paused_speech is None:
+                return False
+            activity._start_false_interruption_timer(0.0)
+            logger.debug("backchannel over a paused reply: resuming it now")
+            return True
+        except Exception as e:
+            logger.debug("could not resume the paused reply early: %s", e)
+            return False
+
     async def tap_audio(self, audio: AsyncIterable[rtc.AudioFrame]) -> AsyncIterator[rtc.AudioFrame]:
         """Pass frames through unchanged, copying them (mono int16) into the end-of-turn audio buffer."""
         async for frame in audio:
@@ -206,6 +225,8 @@ class TurnHooks:
             if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
                 self.on_final()  # the STT finished an utterance, whether we pass it on or not
             if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
+                if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
+                    self.resume_paused_reply()
                 if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
                     yield _cleared(ev)
                 continue
