@@ -78,7 +78,7 @@ class TurnHooks:
 
     def on_user_state(self, ev: Any) -> None:
         if ev.new_state == "speaking":
-            self.overlapping = self.agent_speaking
+            self.overlapping = self.agent_speaking or self._reply_held()
             self.pending_finals += 1
             self.final_arrived.clear()
         elif ev.old_state == "speaking":
@@ -87,6 +87,14 @@ class TurnHooks:
             self._flush_stt()
             for listener in self.speech_end_listeners:
                 listener(self.last_speech_end)
+
+    def _reply_held(self) -> bool:
+        """A reply is on air but paused by the caller's voice (the agent state is not "speaking" then): a
+        second backchannel inside the pause is still said over the agent."""
+        handle = self._session.current_speech if self._session is not None else None
+        return (
+            handle is not None and not handle.interrupted and not handle.done() and self.replies_started > 0
+        )
 
     def _flush_stt(self) -> None:
         """Ask a manual-flush STT for its FINAL as soon as the VAD says the caller stopped.

@@ -115,7 +115,7 @@ async def test_backchannels_do_not_interrupt_the_agent(voice: CpuVoice) -> None:
     r = await run_call(track, script, TurnOptions())
     assert not r["interrupted"]
     # the caller's voice ducks the agent at once (barge-in within 300 ms); each backchannel resumes it
-    assert r["pauses"] == r["resumes"]
+    assert r["resumes"] >= 1 and r["false_interruptions"] and all(r["false_interruptions"])
     assert r["finished"][-1][1] is False and r["finished"][-1][0] == pytest.approx(AGENT_SPEECH_S, abs=0.3)
     assert r["user_turns"] == []
     assert r["ignored"] == 2
@@ -155,7 +155,8 @@ async def test_background_voice_without_words_does_not_cut_the_greeting(voice: C
     track[int(1.2 * MIC_RATE) : int(4.2 * MIC_RATE)] = speech[::-1]
     r = await run_call(track, [ScriptLine("", "")], TurnOptions())
     assert "speaking" in r["user_states"]  # the VAD did fire: the policy, not the VAD, kept the agent talking
-    assert not r["interrupted"] and r["pauses"] == r["resumes"]  # ducked for the voice, resumed: no words
+    assert not r["interrupted"] and r["resumes"] >= 1  # ducked for the voice, resumed: no words
+    assert r["finished"][-1][1] is False
     assert r["user_turns"] == []
 
 
@@ -164,7 +165,7 @@ async def test_false_interruption_resumes_the_agent(voice: CpuVoice) -> None:
     track = caller_track(voice, [(1.2, "Yeah, right. Okay.")])
     r = await run_call(track, [ScriptLine("so the", "Yeah, right.")], TurnOptions())
     assert r["pauses"] >= 1 and r["resumes"] >= 1
-    assert r["false_interruptions"] == [True]
+    assert r["false_interruptions"] and all(r["false_interruptions"])  # every pause taken back
     assert not r["interrupted"]
     assert r["finished"][-1][1] is False and r["finished"][-1][0] == pytest.approx(AGENT_SPEECH_S, abs=0.3)
     assert r["user_turns"] == []
