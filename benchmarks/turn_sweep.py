@@ -124,11 +124,11 @@ def plot(curves: dict[str, list[CurvePoint]], out: Path, title: str) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, pts in curves.items():
-        xy = sorted(
+        xy = [  # in knob order: a knob can move both figures, so sorting by latency would zig-zag
             (p.done_p50_ms, p.open_cutoff_rate * 100)
             for p in pts
             if p.done_p50_ms is not None and p.open_cutoff_rate is not None
-        )
+        ]
         if xy:
             ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", markersize=3, label=name)
     ax.axhline(5, color="grey", linestyle=":", linewidth=1)
