@@ -127,7 +127,6 @@ class LmEotScorer:
         self.opts = opts
         self._cache: OrderedDict[str, float] = OrderedDict()
         self._inflight: dict[str, asyncio.Future[float | None]] = {}
-        self._session: Any | None = None
         self.query_ms: list[float] = []
         """Wall time of each query that reached the server (cost accounting, benchmarks)."""
         self.failures = 0
@@ -192,14 +191,15 @@ class LmEotScorer:
     async def _query_async(self, words: str) -> float:
         import aiohttp
 
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self.opts.request_timeout_s)
-            )
+        # one short-lived session per query: the scorer is shared by the calls of a process and must not
+        # hold a connection pool bound to one event loop (a loopback connect costs well under a millisecond)
         start = time.perf_counter()
-        async with self._session.post(
-            f"{self.opts.base}/completion", json=request_body(words, self.opts)
-        ) as r:
+        timeout = aiohttp.ClientTimeout(total=self.opts.request_timeout_s)
+        url = f"{self.opts.base}/completion"
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(url, json=request_body(words, self.opts)) as r,
+        ):
             if r.status != 200:
                 raise LmEotError(f"eot LM server answered HTTP {r.status}")
             reply = await r.json(content_type=None)
@@ -216,9 +216,9 @@ class LmEotScorer:
             )
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Wait for the queries still in flight (nothing else is held open)."""
+        if self._inflight:
+            await asyncio.gather(*self._inflight.values(), return_exceptions=True)
 
     # -- sync (benchmarks, scripts) ------------------------------------------------------------------------
     def score_sync(self, text: str) -> float | None:
