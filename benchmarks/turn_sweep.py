@@ -13,7 +13,8 @@ text of that fragment, not of the whole turn). The knob value of the run itself 
 
 Figures: "endpoint p50 at 5 % cut-offs" (the lowest finished-turn p50 among knob values whose open-clause
 cut-off rate is at most 5 %; None when none reaches it) and "cut-offs at 400 ms" (the lowest open-clause
-cut-off rate among knob values whose finished-turn p50 is at most 400 ms).
+cut-off rate among knob values whose finished-turn p50 is at most 400 ms); both only over knob values that
+miss at most 2 % of the turns (no commit within 3 s of the last word).
 """
 
 from __future__ import annotations
@@ -89,11 +90,18 @@ def curve(
     return [point(cases, last_ends, k) for k in knobs]
 
 
+MAX_MISSED = 0.02
+"""A knob value that misses more turns than this (the issue's target) is not a working setting."""
+
+
 def p50_at_cutoff(points: list[CurvePoint], max_cutoff: float = 0.05) -> float | None:
     ok = [
         p.done_p50_ms
         for p in points
-        if p.open_cutoff_rate is not None and p.open_cutoff_rate <= max_cutoff and p.done_p50_ms is not None
+        if p.open_cutoff_rate is not None
+        and p.open_cutoff_rate <= max_cutoff
+        and p.done_p50_ms is not None
+        and p.missed_rate <= MAX_MISSED
     ]
     return min(ok) if ok else None
 
@@ -102,7 +110,10 @@ def cutoff_at_p50(points: list[CurvePoint], max_p50_ms: float = 400.0) -> float 
     ok = [
         p.open_cutoff_rate
         for p in points
-        if p.done_p50_ms is not None and p.done_p50_ms <= max_p50_ms and p.open_cutoff_rate is not None
+        if p.done_p50_ms is not None
+        and p.done_p50_ms <= max_p50_ms
+        and p.open_cutoff_rate is not None
+        and p.missed_rate <= MAX_MISSED
     ]
     return min(ok) if ok else None
 
