@@ -232,7 +232,7 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
         llm_base_url=llm_base_url,
         llm_client=client,
         llm_slots=llm_slot_pool(settings, llm_base_url, llm_slots),
-        eot_lm=load_eot_lm(settings, llm_base_url),
+        eot_lm=load_eot_lm(settings, llm_base_url, slot=llm_slots or settings.max_calls),
         voice=voice,
         phrases=phrases,
         live={
@@ -244,11 +244,11 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
     )
 
 
-def load_eot_lm(settings: Settings, llm_base_url: str) -> LmEotScorer | None:
+def load_eot_lm(settings: Settings, llm_base_url: str, slot: int) -> LmEotScorer | None:
     """The end-of-turn scorer: `PARLEY_EOT_LM_URL`, else the embedded SmolLM2 server when it is the LLM.
 
-    On the embedded server the scorer gets a slot of its own (the one after the calls' slots, which
-    `_start_embedded_llm` adds), so its short prompts never evict a call's cached conversation."""
+    On the embedded server the scorer gets a slot of its own, `slot` = the one after the calls' slots
+    (whoever starts the server serves one more), so its short prompts never evict a call's conversation."""
     from .llm_server import MODEL_ALIAS
 
     if not settings.turn_use_lm:
@@ -256,7 +256,7 @@ def load_eot_lm(settings: Settings, llm_base_url: str) -> LmEotScorer | None:
     if settings.eot_lm_url:
         return LmEotScorer(LmEotOptions(url=settings.eot_lm_url))
     if settings.llm_model == MODEL_ALIAS and llm_base_url:
-        return LmEotScorer(LmEotOptions(url=llm_base_url, extra_body={"id_slot": settings.max_calls}))
+        return LmEotScorer(LmEotOptions(url=llm_base_url, extra_body={"id_slot": slot}))
     return None
 
 
