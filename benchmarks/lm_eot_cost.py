@@ -2,12 +2,12 @@
 
     python -m benchmarks.lm_eot_cost [--data out/corpus/test/web] [--queries 200] [--calls 3] [--json F]
 
-Starts the embedded SmolLM2 server (worker/llm_server.py, one slot, as the worker's scorer slot) and asks it
-the way the worker does: each transcript's growing prefixes, word by word (one interim per word, the worst
-case; the streaming STT sends one every 0.3-1 s), from `--calls` callers at once; a prefix a caller
-already asked comes from its cache and is not counted. Transcripts are the corpus's reference texts (`.txt` next to each WAV). Reports query wall
-time p50/p95 and the server process's CPU seconds per query (from /proc), and from those the CPU share the
-scorer would take at `--calls` concurrent calls with one interim per second each.
+Starts the embedded SmolLM2 server (worker/llm_server.py, one slot per caller) and asks it the way the
+worker does: each transcript's growing prefixes, word by word (one interim per word, the worst case; the
+streaming STT sends one every 0.3-1 s), from `--calls` callers at once; a prefix a caller already asked
+comes from its cache and is not counted. Transcripts are the corpus's reference texts (`.txt` next to each
+WAV). Reports query wall time p50/p95 and the server process's CPU seconds per query (from /proc), and from
+those the CPU share the scorer would take at `--calls` concurrent calls with one interim per second each.
 JSON: `query_ms` {p50, p95}, `cpu_ms_per_query`, `cpu_share_at_calls` (0-1 of one core), `queries`, `calls`.
 """
 
