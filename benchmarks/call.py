@@ -136,7 +136,7 @@ async def run_offline(
         llm_server = EmbeddedLLM(
             EmbeddedLLMOptions(
                 threads=settings.llm_embedded_threads,
-                n_parallel=settings.max_calls,
+                n_parallel=settings.max_calls + 1,  # the calls' slots and the end-of-turn scorer's
                 log_path=settings.llm_embedded_log,
             )
         )

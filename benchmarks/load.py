@@ -231,7 +231,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if not llm_url:
         llm_server = EmbeddedLLM(
             EmbeddedLLMOptions(
-                n_parallel=slots, threads=settings.llm_embedded_threads, log_path=settings.llm_embedded_log
+                n_parallel=slots + 1,  # the calls' slots and the end-of-turn scorer's
+                threads=settings.llm_embedded_threads,
+                log_path=settings.llm_embedded_log,
             )
         )
         llm_url = await asyncio.to_thread(llm_server.start)

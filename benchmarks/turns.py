@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,10 @@ import soxr
 from livekit import rtc
 from livekit.agents.voice import io
 
+from benchmarks import smart_turn, turn_sweep
 from turn_detection.audio_eot import TRAILING_SILENCE_S, load_model, predict_window
 from turn_detection.endpoint_policy import decide
+from turn_detection.lm_eot import LmEotOptions, LmEotScorer
 from turn_detection.options import Profile, ProfileParams, TurnOptions, VadParams, params_for
 from turn_detection.text_cues import text_cue
 
@@ -66,6 +69,13 @@ STOCK_VAD = VadParams(
     sample_rate=16000,
 )
 STOCK_MIN_DELAY, STOCK_MAX_DELAY, STOCK_UNLIKELY = 0.3, 2.5, 0.36
+SMART_TURN_VAD = VadParams(
+    activation_threshold=0.7,  # Pipecat's VADParams defaults: confidence 0.7, start 0.2 s, stop 0.2 s
+    min_speech_duration=0.2,
+    min_silence_duration=0.2,
+    prefix_padding_duration=0.5,
+    sample_rate=16000,
+)
 
 
 class BenchError(Exception):
@@ -110,6 +120,12 @@ class Commit:
     """v1-mini's raw score for this decision (None where it did not run)."""
     text_p: float | None = None
     """The text cue's completeness alone (None for the stock pipeline, which has no text cue)."""
+    lm_p: float | None = None
+    """The language model's end-of-sentence probability (turn_detection/lm_eot.py; None where not asked)."""
+    speech_end: float | None = None
+    """The VAD's end of the speech this decision is about (for re-timing the decision in a sweep)."""
+    next_start: float | None = None
+    """When the caller spoke again (None: never): a decision not committed by then was held."""
 
 
 @dataclass
@@ -320,8 +336,10 @@ class Transcriber:
 
 
 # --- the two pipelines on the virtual clock ----------------------------------------
-Decider = Callable[[str, float | None], tuple[float, float, str, float | None]]
-"""(text, v1-mini score) -> (P(turn ended), delay, reason, the text cue's own completeness or None)"""
+Decision = tuple[float, float, str, float | None, float | None]
+"""(P(turn ended), delay, reason, the text cue's own completeness or None, the LM's score or None)"""
+Decider = Callable[[str, float | None], Decision]
+"""(text, v1-mini score) -> Decision"""
 
 
 def _simulate(
@@ -335,6 +353,7 @@ def _simulate(
     audio_at: Callable[[VadSegment], float | None],
     decider: Decider,
     prefix_s: float,
+    predict: Callable[[np.ndarray], float] | None = None,
 ) -> tuple[list[Commit], list[Commit]]:
     """LiveKit's commit rule over VAD segments: after EOS and a final transcript, no earlier than
     speech_end + delay, cancelled by the next START_OF_SPEECH. Returns (commits, held decisions)."""
@@ -345,16 +364,21 @@ def _simulate(
         if turn_start is None:
             turn_start = max(0.0, seg.start - prefix_s)
         t_req = stt_request(seg)
-        text, wall = transcriber.transcribe(case.file + pipeline, case.audio, turn_start, t_req)
+        # vad_only hears the same VAD and asks at the same times as parley: the same decodes serve both
+        key = case.file + ("parley" if pipeline == "vad_only" else pipeline)
+        text, wall = transcriber.transcribe(key, case.audio, turn_start, t_req)
         if not text:
             continue  # no words: the session never commits a turn without a transcript
         ready = max(seg.eos, t_req + wall)
         audio_end = audio_at(seg)
         audio_p = None
-        if audio_end is not None and eot is not None:
+        if audio_end is not None and predict is not None:
+            audio_p = predict(_int16(case.audio[: int(audio_end * RATE)]))
+        elif audio_end is not None and eot is not None:
             audio_p = predict_window(eot, _int16(case.audio[: int(audio_end * RATE)]))
-        p, delay, reason, text_p = decider(text, audio_p)
+        p, delay, reason, text_p, lm_p = decider(text, audio_p)
         at = max(ready, seg.speech_end + delay)
+        nxt = segments[i + 1].start if i + 1 < len(segments) else None
         decision = Commit(
             at=round(at, 3),
             ready=round(ready, 3),
@@ -364,8 +388,10 @@ def _simulate(
             reason=reason,
             audio_p=None if audio_p is None else round(audio_p, 4),
             text_p=text_p,
+            lm_p=None if lm_p is None else round(lm_p, 5),
+            speech_end=round(seg.speech_end, 3),
+            next_start=None if nxt is None else round(nxt, 3),
         )
-        nxt = segments[i + 1].start if i + 1 < len(segments) else None
         if nxt is not None and nxt < at:
             held.append(decision)  # the caller spoke again: the end-of-turn task is cancelled
             continue
@@ -378,20 +404,37 @@ def _int16(x: np.ndarray) -> np.ndarray:
     return (np.clip(x, -1, 1) * 32767).astype(np.int16)
 
 
-def parley_decider(params: ProfileParams) -> Decider:
-    def run(text: str, audio_p: float | None) -> tuple[float, float, str, float | None]:
+def parley_decider(params: ProfileParams, lm: LmEotScorer | None = None) -> Decider:
+    """Parley's policy. The LM's score is taken as ready at the decision: the worker asks it on every
+    interim, and its cost is measured apart (`lm_query_ms`)."""
+
+    def run(text: str, audio_p: float | None) -> Decision:
         cue = text_cue(text)
-        d = decide(cue, audio_p, params.endpoint)
-        return d.probability, d.delay, d.reason, cue.completeness
+        lm_p = lm.score_sync(text) if lm is not None else None
+        d = decide(cue, audio_p, params.endpoint, None, lm_p)
+        return d.probability, d.delay, d.reason, cue.completeness, lm_p
 
     return run
 
 
-def stock_decider(text: str, audio_p: float | None) -> tuple[float, float, str, float | None]:
+def stock_decider(text: str, audio_p: float | None) -> Decision:
     if audio_p is None:
-        return 1.0, STOCK_MIN_DELAY, "no_prediction", None
+        return 1.0, STOCK_MIN_DELAY, "no_prediction", None, None
     unlikely = audio_p < STOCK_UNLIKELY
-    return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini", None
+    return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini", None, None
+
+
+def smart_turn_decider(text: str, audio_p: float | None) -> Decision:
+    """Pipecat's rule: complete above 0.5 ends the turn at the VAD stop, otherwise after 3 s of silence."""
+    if audio_p is None:
+        return 1.0, smart_turn.VAD_STOP_S, "no_prediction", None, None
+    complete = audio_p > 0.5
+    return audio_p, smart_turn.VAD_STOP_S if complete else smart_turn.STOP_S, "smart-turn", None, None
+
+
+def vad_only_decider(text: str, audio_p: float | None) -> Decision:
+    """No model: every silence the VAD reports ends the turn after a fixed delay (1 s; the sweep's knob)."""
+    return 1.0, 1.0, "vad_only", None, None
 
 
 def score(case: Case, pipeline: str, commits: list[Commit], held: list[Commit] | None = None) -> CaseResult:
@@ -465,7 +508,12 @@ def separability(results: list[CaseResult]) -> dict[str, float | None]:
         pick = {k: [getattr(c, field) for c in v if getattr(c, field) is not None] for k, v in firsts.items()}
         return _auc(pick["done"], pick["pause"])
 
-    return {"text": auc("text_p"), "audio": auc("audio_p"), "combined": auc("probability")}
+    return {
+        "text": auc("text_p"),
+        "audio": auc("audio_p"),
+        "lm": auc("lm_p"),
+        "combined": auc("probability"),
+    }
 
 
 def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, Any]:
@@ -502,6 +550,7 @@ async def run_benchmark(
     *,
     only: list[str] | None = None,
     transcript_cache: Path | None = None,
+    lm: LmEotScorer | None = None,
 ) -> dict[str, Any]:
     params = params_for(profile, TurnOptions())
     transcriber = Transcriber(stt_latency_s, transcript_cache)
@@ -512,14 +561,29 @@ async def run_benchmark(
             params.vad,
             lambda s: s.silence_onset,
             lambda s: s.speech_end + TRAILING_SILENCE_S,
-            parley_decider(params),
+            parley_decider(params, lm),
         ),
         "stock": (STOCK_VAD, lambda s: s.eos, lambda s: s.pred_at, stock_decider),
         # LiveKit's turn handling fed by the same early-final STT as Parley: the turn-handling share alone
         "stock_early_stt": (STOCK_VAD, lambda s: s.silence_onset, lambda s: s.pred_at, stock_decider),
+        # the VAD's silence alone, with Parley's VAD and early-final STT: the knob is the silence timeout
+        "vad_only": (params.vad, lambda s: s.silence_onset, lambda s: None, vad_only_decider),
+        # Pipecat's Smart Turn v3.2 with its default timing (benchmarks/smart_turn.py), same early-final STT
+        "smart_turn": (
+            SMART_TURN_VAD,
+            lambda s: s.silence_onset,
+            lambda s: s.speech_end + smart_turn.VAD_STOP_S,
+            smart_turn_decider,
+        ),
     }
     if only:
         pipelines = {k: v for k, v in pipelines.items() if k in only}
+    predictors: dict[str, Callable[[np.ndarray], float]] = {}
+    if "smart_turn" in pipelines:
+        try:
+            predictors["smart_turn"] = smart_turn.SmartTurn().predict
+        except smart_turn.SmartTurnError as e:
+            raise BenchError(str(e)) from None
     for name, (vad, request, audio_at, decider) in pipelines.items():
         per_case: list[CaseResult] = []
         per_noise: list[CaseResult] = []
@@ -535,9 +599,13 @@ async def run_benchmark(
                 audio_at=audio_at,
                 decider=decider,
                 prefix_s=vad.prefix_padding_duration,
+                predict=predictors.get(name),
             )
             (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits, held))
         out[name] = summarise(per_case, per_noise)
+        knobs = turn_sweep.VAD_ONLY_DELAYS_S if name == "vad_only" else turn_sweep.SCALES
+        last_ends = {c.file: c.last_end for c in cases if c.last_end is not None}
+        out[name]["tradeoff"] = turn_sweep.summary(turn_sweep.curve(out[name]["cases"], last_ends, knobs))
     transcriber.save()
     parley = out["parley"]
     decode = transcriber.decode_s[1:] or transcriber.decode_s
@@ -551,6 +619,9 @@ async def run_benchmark(
         "split": sorted({c.split for c in cases if c.split}),
         "stock": out.get("stock"),
         "stock_early_stt": out.get("stock_early_stt"),
+        "vad_only": out.get("vad_only"),
+        "smart_turn": out.get("smart_turn"),
+        "lm_eot": None if lm is None else {"url": lm.opts.base, "query_ms": _pct(lm.query_ms)},
     }
 
 
@@ -668,7 +739,8 @@ async def run_session_benchmark(cases: list[Case], noise: list[Case], profile: P
 
 def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
     rows = [("parley", result)]
-    for name, key in (("stock", "stock"), ("stock+es", "stock_early_stt")):
+    others = (("stock", "stock"), ("stock+es", "stock_early_stt"), ("smart-turn", "smart_turn"))
+    for name, key in (*others, ("vad-only", "vad_only")):
         if result.get(key) is not None:
             rows.append((name, result[key]))
     print(
@@ -689,6 +761,9 @@ def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
     for name, r in rows:
         if r.get("by_case"):
             print_breakdown(name, r)
+    print_tradeoff(rows)
+    if result.get("lm_eot"):
+        print(f"\nLM end-of-turn scorer {result['lm_eot']['url']}: query ms {result['lm_eot']['query_ms']}")
     if not per_file:
         return
     print()
@@ -709,6 +784,37 @@ def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
             for m in c["held"] + c["commits"]
         )
         print(f"{c['file']:<18}{fmt(c):>11}{fmt(s):>10}  {why}")
+
+
+def print_tradeoff(rows: list[tuple[str, dict[str, Any]]]) -> None:
+    """Each pipeline's trade-off as its delay knob sweeps (benchmarks/turn_sweep.py)."""
+    rows = [(n, r) for n, r in rows if r.get("tradeoff")]
+    if not rows:
+        return
+
+    def fmt(x: float | None, pct: bool = False) -> str:
+        if x is None:
+            return "-"
+        return f"{x * 100:.1f}%" if pct else f"{x:.0f} ms"
+
+    print(f"\n{'trade-off':<10}{'endpoint p50 at 5 % open cut-offs':>36}{'open cut-offs at 400 ms':>26}")
+    for name, r in rows:
+        t = r["tradeoff"]
+        print(
+            f"{name:<10}{fmt(t['endpoint_p50_at_5pct_cutoffs_ms']):>36}{fmt(t['cutoffs_at_400ms'], True):>26}"
+        )
+
+
+def plot_tradeoff(result: dict[str, Any], out: Path) -> None:
+    names = {"parley": result, "stock": result.get("stock"), "vad-only": result.get("vad_only")}
+    names["smart-turn"] = result.get("smart_turn")
+    curves = {
+        n: [turn_sweep.CurvePoint(**p) for p in r["tradeoff"]["curve"]]
+        for n, r in names.items()
+        if r and r.get("tradeoff")
+    }
+    split = ",".join(result.get("split") or []) or "fixtures"
+    turn_sweep.plot(curves, out, f"{split} / {result['profile']}: cut-offs vs latency as each knob sweeps")
 
 
 def print_breakdown(name: str, r: dict[str, Any]) -> None:
@@ -733,6 +839,31 @@ def print_breakdown(name: str, r: dict[str, Any]) -> None:
         )
 
 
+@contextlib.contextmanager
+def eot_lm(spec: str, profile: Profile) -> Iterator[LmEotScorer | None]:
+    """The scorer the parley pipeline asks: none, a given server, or the embedded SmolLM2 started here."""
+    if spec == "off":
+        yield None
+        return
+    if spec != "embedded":
+        try:
+            yield LmEotScorer(LmEotOptions(url=spec, request_timeout_s=10.0))
+        except ValueError as e:
+            raise BenchError(str(e)) from None
+        return
+    from worker.llm_server import EmbeddedLLM, EmbeddedLLMError, EmbeddedLLMOptions
+
+    server = EmbeddedLLM(EmbeddedLLMOptions(n_parallel=1, n_ctx=1024))
+    try:
+        url = server.start()
+    except EmbeddedLLMError as e:
+        raise BenchError(f"cannot start the embedded LLM for the end-of-turn scorer: {e}") from None
+    try:
+        yield LmEotScorer(LmEotOptions(url=url, request_timeout_s=10.0))  # virtual clock: never give up
+    finally:
+        server.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.turns", description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True, type=Path, help="folder with WAVs + labels.json")
@@ -753,9 +884,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only",
         action="append",
-        choices=["parley", "stock", "stock_early_stt"],
-        help="run only these pipelines (repeatable; default all three)",
+        choices=["parley", "stock", "stock_early_stt", "smart_turn", "vad_only"],
+        help="run only these pipelines (repeatable; default all)",
     )
+    ap.add_argument(
+        "--eot-lm",
+        default="embedded",
+        help="the language-model end-of-turn scorer for parley: 'embedded' (start the SmolLM2 server, "
+        "default), 'off', or the URL of a llama.cpp-compatible server",
+    )
+    ap.add_argument("--plot", type=Path, help="write the trade-off curves here (PNG)")
     ap.add_argument(
         "--transcript-cache",
         type=Path,
@@ -781,19 +919,23 @@ def main(argv: list[str] | None = None) -> int:
             if args.session:
                 result = asyncio.run(run_session_benchmark(cases, noise, Profile(args.profile)))
             else:
-                result = asyncio.run(
-                    run_benchmark(
-                        cases,
-                        noise,
-                        Profile(args.profile),
-                        latency,
-                        only=args.only,
-                        transcript_cache=args.transcript_cache,
+                with eot_lm(args.eot_lm, Profile(args.profile)) as lm:
+                    result = asyncio.run(
+                        run_benchmark(
+                            cases,
+                            noise,
+                            Profile(args.profile),
+                            latency,
+                            only=args.only,
+                            transcript_cache=args.transcript_cache,
+                            lm=lm,
+                        )
                     )
-                )
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.plot:
+        plot_tradeoff(result, args.plot)
     print_table(result, per_file=not args.no_files)
     if args.json:
         try:

@@ -1,7 +1,8 @@
 """Parley's turn detector: plugs into AgentSession as `turn_handling["turn_detection"]`.
 
 It implements LiveKit's text turn-detector protocol (`predict_end_of_turn(chat_ctx)`), which the session
-calls once the VAD says the caller stopped and a final transcript exists. The answer blends text cues with
+calls once the VAD says the caller stopped and a final transcript exists. The answer blends text cues, a
+language model's end-of-sentence score (lm_eot.py, asked on every interim so it is ready by then) and
 LiveKit's local audio end-of-turn model into a probability and a delay after the last speech. LiveKit itself
 only knows two delays (endpointing min/max, picked by `probability < unlikely_threshold`), so for the range in
 between the detector holds its answer until `last speech + delay`; the session then commits at once. A caller
@@ -17,6 +18,7 @@ from typing import Any
 
 from .audio_eot import TRAILING_SILENCE_S, load_model, predict_window
 from .endpoint_policy import EndpointDecision, decide
+from .lm_eot import LmEotScorer
 from .session_hooks import TurnHooks
 from .text_cues import detect_language, text_cue
 
@@ -40,14 +42,21 @@ def _last_user_text(chat_ctx: Any) -> str:
 class ParleyTurnDetector:
     """Local end-of-turn detector (text + LiveKit v1-mini audio model + VAD silence). No network."""
 
-    def __init__(self, hooks: TurnHooks, *, audio_model: Any | None = None) -> None:
+    def __init__(
+        self, hooks: TurnHooks, *, audio_model: Any | None = None, lm_scorer: LmEotScorer | None = None
+    ) -> None:
         self._hooks = hooks
         self._opts = hooks.params.endpoint
         self._model = audio_model
         self._model_loaded = audio_model is not None or not hooks.options.use_audio_model
+        self._lm = lm_scorer if self._opts.lm_weight > 0.0 else None
         self.last_decision: EndpointDecision | None = None
         self._prefetched: tuple[float, asyncio.Task[float | None]] | None = None
+        self._turn_prefix: tuple[int, str] = (-1, "")
+        """(reply count, the caller's earlier words of this turn) when a decision was held."""
         hooks.speech_end_listeners.append(self._prefetch)
+        if self._lm is not None:
+            hooks.transcript_listeners.append(self._prefetch_lm)
 
     @property
     def model(self) -> str:
@@ -78,6 +87,29 @@ class ParleyTurnDetector:
         except RuntimeError:  # no running loop (unit tests driving the hooks by hand)
             return
         self._prefetched = (speech_end, task)
+
+    def turn_text(self, utterance: str) -> str:
+        """The whole turn's words once `utterance` is final: the words of the held decisions before it
+        (the same turn: no reply has started since) and the utterance."""
+        replies, prefix = self._turn_prefix
+        if prefix and replies == self._hooks.replies_started:
+            return f"{prefix} {utterance}".strip()
+        return utterance.strip()
+
+    def _prefetch_lm(self, ev: Any) -> None:
+        """Score each interim/preflight/final transcript as it comes, so the FINAL's score is cached."""
+        if self._lm is None or not getattr(ev, "alternatives", None):
+            return
+        text = ev.alternatives[0].text
+        if text and text.strip():
+            self._lm.prefetch(self.turn_text(text))
+
+    async def lm_probability(self, text: str) -> float | None:
+        """The language model's score of the turn's text, or None when it does not answer by the deadline
+        (the policy then decides on text cues and audio: a slow scorer never delays the endpoint more)."""
+        if self._lm is None:
+            return None
+        return await self._lm.wait(text)
 
     async def _audio_probability_for(self, speech_end: float) -> float | None:
         if self._prefetched is not None and self._prefetched[0] == speech_end:
@@ -112,9 +144,12 @@ class ParleyTurnDetector:
             except TimeoutError:
                 self._hooks.give_up_on_finals()
         text = _last_user_text(chat_ctx)
+        self._turn_prefix = (self._hooks.replies_started, text)
         lang = detect_language(text, self._hooks.options.language)
-        audio_p = await self._audio_probability_for(speech_end)
-        decision = decide(text_cue(text, lang), audio_p, self._opts, lang)
+        audio_p, lm_p = await asyncio.gather(
+            self._audio_probability_for(speech_end), self.lm_probability(text)
+        )
+        decision = decide(text_cue(text, lang), audio_p, self._opts, lang, lm_p)
         self.last_decision = decision
         logger.debug(
             "end of turn decision",
@@ -122,6 +157,7 @@ class ParleyTurnDetector:
                 "p": round(decision.probability, 3),
                 "delay": round(decision.delay, 3),
                 "audio_p": audio_p,
+                "lm_p": None if lm_p is None else round(lm_p, 4),
                 "reason": decision.reason,
             },
         )

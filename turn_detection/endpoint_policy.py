@@ -1,13 +1,19 @@
 """Endpoint policy: how long to keep listening after the caller goes quiet.
 
-Two signals meet here — how finished the transcript reads (text cues) and LiveKit's local audio end-of-turn
-model v1-mini (prosody: falling pitch, drawn-out syllables) — and become one end-of-turn probability and one
-delay, counted from the end of the last speech: short when the turn is clearly complete, long on hesitation.
+Three signals meet here — how finished the transcript reads (text cues), how likely a small language model
+thinks the sentence is over (lm_eot.py), and LiveKit's local audio end-of-turn model v1-mini (prosody:
+falling pitch, drawn-out syllables) — and become one end-of-turn probability and one delay, counted from the
+end of the last speech: short when the turn is clearly complete, long on hesitation.
 
 The audio model is read the way LiveKit reads it: against its own per-language "unlikely" threshold
 (livekit-agents `inference/eot/languages.py`), so a score at the threshold is neutral evidence. Both signals
 are added as log-odds; neither overrides the other, but strong text evidence (a trailing "the") outweighs a
-confident audio model and the reverse. Pure logic: no livekit, no model.
+confident audio model and the reverse. The language model's score is one more log-odds term, calibrated on
+the corpus's dev split (`lm_weight`, `lm_center`); for the cue kinds where dev showed the model reads the
+transcript better than the word table (`lm_replaces`), the table's term steps aside when the model answered.
+The model alone (text and audio not reading the turn as unlikely) holds a turn at most `hesitation_delay`.
+After a sequence (digits, spelled letters, a list) the hold is the model's: `sequence_delay` times its
+probability that more is coming. Pure logic: no livekit, no model.
 """
 
 from __future__ import annotations
@@ -49,6 +55,12 @@ class EndpointOptions:
     the audio model less: v1-mini was trained on wideband audio)."""
     sequence_delay: float = 1.0
     """Least delay after a digit group, spelled letters or an open list: callers read them out in chunks."""
+    lm_weight: float = 0.0
+    """Slope of the language model's log-odds (0 = not used); chosen on dev (scripts/tune_lm_eot.py)."""
+    lm_center: float = 0.1
+    """The language model's end-of-sentence probability that is neutral evidence (log-odds 0)."""
+    lm_replaces: frozenset[str] = frozenset()
+    """Text-cue reasons whose table term the language model replaces when it answered (chosen on dev)."""
     final_wait: float = 1.0
     """How long after the speech to wait for the STT's final text of it before judging the older text
     (a cough or a word the STT drops never brings one)."""
@@ -64,6 +76,10 @@ class EndpointOptions:
             raise ValueError("audio_weight must be within [0, 3]")
         if not 0.0 <= self.sequence_delay <= self.max_delay:
             raise ValueError("sequence_delay must be within [0, max_delay]")
+        if not 0.0 <= self.lm_weight <= 5.0:
+            raise ValueError("lm_weight must be within [0, 5]")
+        if not 0.0 < self.lm_center < 1.0:
+            raise ValueError("lm_center must be within (0, 1)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,8 @@ class EndpointDecision:
     probability: float
     delay: float
     reason: str
+    lm_probability: float | None = None
+    """The language model's raw end-of-sentence probability (None: not asked, or not in time)."""
 
 
 def _logit(p: float) -> float:
@@ -87,15 +105,45 @@ def audio_evidence(audio_probability: float, threshold: float) -> float:
     return 0.5 + 0.5 * (a - threshold) / (1.0 - threshold)
 
 
+def lm_log_odds(lm_probability: float, opts: EndpointOptions) -> float:
+    """The language model's evidence: log-odds, 0 at `lm_center`, scaled by `lm_weight`."""
+    return opts.lm_weight * (_logit(lm_probability) - _logit(opts.lm_center))
+
+
+def _uses_lm(lm_probability: float | None, opts: EndpointOptions) -> bool:
+    return lm_probability is not None and opts.lm_weight > 0.0
+
+
 def combine(
-    cue: TextCue, audio_probability: float | None, opts: EndpointOptions, language: str | None = None
+    cue: TextCue,
+    audio_probability: float | None,
+    opts: EndpointOptions,
+    language: str | None = None,
+    lm_probability: float | None = None,
 ) -> float:
-    """One end-of-turn probability: text and (when available) audio evidence added as log-odds."""
-    if audio_probability is None or opts.audio_weight == 0.0:
+    """One end-of-turn probability: text, language-model and audio evidence added as log-odds."""
+    use_lm = _uses_lm(lm_probability, opts)
+    if not use_lm and (audio_probability is None or opts.audio_weight == 0.0):
         return cue.completeness
-    evidence = audio_evidence(audio_probability, v1_mini_threshold(language))
-    z = _logit(cue.completeness) + opts.audio_weight * _logit(evidence)
+    z = 0.0 if use_lm and cue.reason in opts.lm_replaces else _logit(cue.completeness)
+    if use_lm:
+        assert lm_probability is not None
+        z += lm_log_odds(lm_probability, opts)
+    if audio_probability is not None and opts.audio_weight > 0.0:
+        evidence = audio_evidence(audio_probability, v1_mini_threshold(language))
+        z += opts.audio_weight * _logit(evidence)
     return 1.0 / (1.0 + math.exp(-z))
+
+
+def sequence_hold(lm_probability: float | None, opts: EndpointOptions) -> float:
+    """Least delay after a digit group, spelled letters or an open list. Without the language model, the
+    fixed `sequence_delay`; with it, `sequence_delay` times the model's probability that more is coming, so
+    a finished phone number or a sentence that merely holds numbers is not held."""
+    if not _uses_lm(lm_probability, opts):
+        return opts.sequence_delay
+    assert lm_probability is not None
+    more = 1.0 / (1.0 + math.exp(lm_log_odds(lm_probability, opts)))
+    return opts.sequence_delay * more
 
 
 def delay_for(probability: float, opts: EndpointOptions) -> float:
@@ -109,10 +157,18 @@ def delay_for(probability: float, opts: EndpointOptions) -> float:
 
 
 def decide(
-    cue: TextCue, audio_probability: float | None, opts: EndpointOptions, language: str | None = None
+    cue: TextCue,
+    audio_probability: float | None,
+    opts: EndpointOptions,
+    language: str | None = None,
+    lm_probability: float | None = None,
 ) -> EndpointDecision:
-    p = combine(cue, audio_probability, opts, language)
+    p = combine(cue, audio_probability, opts, language, lm_probability)
     delay = delay_for(p, opts)
+    if _uses_lm(lm_probability, opts) and combine(cue, audio_probability, opts, language) >= opts.unlikely_p:
+        # the language model alone never holds a turn past hesitation_delay: on dev, letting it reach
+        # max_delay held a quarter of the finished turns over 1.5 s
+        delay = min(delay, opts.hesitation_delay)
     if cue.sequence:
-        delay = max(delay, opts.sequence_delay)
-    return EndpointDecision(probability=p, delay=delay, reason=cue.reason)
+        delay = max(delay, sequence_hold(lm_probability, opts))
+    return EndpointDecision(probability=p, delay=delay, reason=cue.reason, lm_probability=lm_probability)

@@ -46,6 +46,8 @@ class TurnHooks:
         self.audio = AudioTurnBuffer()
         self.last_speech_end: float | None = None
         self.agent_speaking = False
+        self.replies_started = 0
+        """Agent replies begun so far: a new one means the caller's previous turn is over."""
         self.overlapping = False
         """True while the caller's current utterance started over the agent's speech."""
         self.backchannels_ignored = 0
@@ -76,7 +78,7 @@ class TurnHooks:
 
     def on_user_state(self, ev: Any) -> None:
         if ev.new_state == "speaking":
-            self.overlapping = self.agent_speaking
+            self.overlapping = self.agent_speaking or self._reply_held()
             self.pending_finals += 1
             self.final_arrived.clear()
         elif ev.old_state == "speaking":
@@ -85,6 +87,14 @@ class TurnHooks:
             self._flush_stt()
             for listener in self.speech_end_listeners:
                 listener(self.last_speech_end)
+
+    def _reply_held(self) -> bool:
+        """A reply is on air but paused by the caller's voice (the agent state is not "speaking" then): a
+        second backchannel inside the pause is still said over the agent."""
+        handle = self._session.current_speech if self._session is not None else None
+        return (
+            handle is not None and not handle.interrupted and not handle.done() and self.replies_started > 0
+        )
 
     def _flush_stt(self) -> None:
         """Ask a manual-flush STT for its FINAL as soon as the VAD says the caller stopped.
@@ -104,6 +114,9 @@ class TurnHooks:
 
     def on_agent_state(self, ev: Any) -> None:
         self.agent_speaking = ev.new_state == "speaking"
+        busy = ("thinking", "speaking")
+        if ev.new_state in busy and getattr(ev, "old_state", None) not in busy:
+            self.replies_started += 1
 
     @property
     def awaiting_final(self) -> bool:
@@ -177,6 +190,25 @@ class TurnHooks:
         except (RuntimeError, TimeoutError) as e:  # a reply that disallows interruptions, a slow playout
             logger.debug("could not end the paused reply early: %s", e)
 
+    def resume_paused_reply(self) -> bool:
+        """The caller's voice paused the reply and its words turned out to be only a backchannel: resume
+        now instead of after the session's false-interruption timeout (the gap in the agent's sentence
+        shrinks by that timeout). Uses livekit-agents 1.8.9's own resume path (private API: on any change
+        the session still resumes after its timeout)."""
+        session = self._session
+        if session is None or self.agent_speaking or not self.overlapping:
+            return False
+        try:
+            activity = session._activity
+            if activity is None or activity._paused_speech is None:
+                return False
+            activity._start_false_interruption_timer(0.0)
+            logger.debug("backchannel over a paused reply: resuming it now")
+            return True
+        except Exception as e:
+            logger.debug("could not resume the paused reply early: %s", e)
+            return False
+
     async def tap_audio(self, audio: AsyncIterable[rtc.AudioFrame]) -> AsyncIterator[rtc.AudioFrame]:
         """Pass frames through unchanged, copying them (mono int16) into the end-of-turn audio buffer."""
         async for frame in audio:
@@ -201,6 +233,8 @@ class TurnHooks:
             if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
                 self.on_final()  # the STT finished an utterance, whether we pass it on or not
             if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
+                if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
+                    self.resume_paused_reply()
                 if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
                     yield _cleared(ev)
                 continue

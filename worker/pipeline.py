@@ -21,6 +21,7 @@ from livekit.agents.voice.agent_session import SessionConnectOptions
 from caches import FillerController, FillerControllerOptions, FillerOptions, FillerPolicy, PhraseCache
 from turn_detection import Profile, TurnOptions, build_turn_handling, load_vad, params_for
 from turn_detection.audio_eot import load_model as load_eot_model
+from turn_detection.lm_eot import LmEotOptions, LmEotScorer
 
 from . import livekit_patches
 from .agent import AgentOptions, ParleyAgent
@@ -49,6 +50,7 @@ class Components:
     llm_base_url: str = ""
     llm_client: Any = None  # shared by the per-call LLMs
     llm_slots: SlotPool | None = None  # embedded LLM only: one KV-cache slot per call
+    eot_lm: LmEotScorer | None = None  # the language-model end-of-turn scorer, shared by every call
 
 
 def load_stt(settings: Settings) -> stt.STT:
@@ -260,6 +262,7 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
         llm_base_url=llm_base_url,
         llm_client=client,
         llm_slots=llm_slot_pool(settings, llm_base_url, llm_slots),
+        eot_lm=load_eot_lm(settings, llm_base_url, slot=llm_slots or settings.max_calls),
         voice=voice,
         phrases=phrases,
         live={
@@ -269,6 +272,22 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
             "language": settings.language,
         },
     )
+
+
+def load_eot_lm(settings: Settings, llm_base_url: str, slot: int) -> LmEotScorer | None:
+    """The end-of-turn scorer: `PARLEY_EOT_LM_URL`, else the embedded SmolLM2 server when it is the LLM.
+
+    On the embedded server the scorer gets a slot of its own, `slot` = the one after the calls' slots
+    (whoever starts the server serves one more), so its short prompts never evict a call's conversation."""
+    from .llm_server import MODEL_ALIAS
+
+    if not settings.turn_use_lm:
+        return None
+    if settings.eot_lm_url:
+        return LmEotScorer(LmEotOptions(url=settings.eot_lm_url))
+    if settings.llm_model == MODEL_ALIAS and llm_base_url:
+        return LmEotScorer(LmEotOptions(url=llm_base_url, extra_body={"id_slot": slot}))
+    return None
 
 
 def turn_options(settings: Settings) -> TurnOptions:
@@ -315,7 +334,9 @@ def build_call(
     """
     settings = _served(settings)
     prof = resolve_profile(settings, profile)
-    turns = build_turn_handling(turn_options(settings), prof, vad=comp.vads[prof], audio_model=comp.eot_model)
+    turns = build_turn_handling(
+        turn_options(settings), prof, vad=comp.vads[prof], audio_model=comp.eot_model, lm_scorer=comp.eot_lm
+    )
     handling = dict(turns.session_kwargs["turn_handling"])
     handling["preemptive_generation"] = {"enabled": True, "preemptive_tts": False}
     on_close: list[Callable[[Any], None]] = []

@@ -220,7 +220,8 @@ def _start_embedded_llm(settings: Settings) -> Any:
             port=settings.llm_embedded_port,
             threads=settings.llm_embedded_threads,
             batch_threads=settings.llm_embedded_batch_threads,
-            n_parallel=settings.max_calls,  # one slot per call (worker/llm_slots.py)
+            # one slot per call (worker/llm_slots.py), one more for the end-of-turn scorer
+            n_parallel=settings.max_calls + (1 if settings.turn_use_lm and not settings.eot_lm_url else 0),
             log_path=settings.llm_embedded_log,
         )
     )

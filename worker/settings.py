@@ -139,6 +139,8 @@ class Settings(BaseSettings):
     turn_delay_scale: float = Field(1.0, ge=0.25, le=4.0)  # >1 waits longer before answering, <1 snappier
     turn_ignore_backchannels: bool = True  # "mm-hmm", "yeah", "okay" over the agent do not interrupt it
     turn_use_audio_model: bool = True  # blend in LiveKit's bundled v1-mini audio end-of-turn model
+    turn_use_lm: bool = True  # blend in the language model's end-of-sentence score (turn_detection/lm_eot.py)
+    eot_lm_url: str = ""  # llama.cpp-compatible server for that score; empty = the embedded LLM when it runs
 
     # Telephony (LiveKit SIP)
     sip_goodbye: str = "Thank you for calling. Goodbye!"
@@ -181,7 +183,7 @@ class Settings(BaseSettings):
             raise ValueError(f"must start with ws://, wss://, http:// or https:// (got {v!r})")
         return v
 
-    @field_validator("llm_base_url")
+    @field_validator("llm_base_url", "eot_lm_url")
     @classmethod
     def _http_url(cls, v: str) -> str:
         if v and not v.startswith(("http://", "https://")):

@@ -63,7 +63,9 @@ def test_hesitation_held_past_the_pause_is_not_a_cutoff() -> None:
     case = _case("pause", [(0.2, 1.6), (2.4, 3.5)])
     segs = [_seg(0.2, 1.6), _seg(2.4, 3.5)]
     texts = [(2.0, "I'd like a table for"), (9.0, "I'd like a table for four.")]
-    commits = _run(case, segs, texts, lambda text, p: (0.1, 2.0 if text.endswith("for") else 0.2, "x", None))
+    commits = _run(
+        case, segs, texts, lambda text, p: (0.1, 2.0 if text.endswith("for") else 0.2, "x", None, None)
+    )
     res = score(case, "t", commits)
     assert not res.false_cutoff and not res.missed
     # transcript requested 30 ms after the speech, 300 ms to decode: the turn ends 330 ms after the words
@@ -74,7 +76,7 @@ def test_hesitation_held_past_the_pause_is_not_a_cutoff() -> None:
 def test_committing_inside_the_pause_is_a_false_cutoff() -> None:
     case = _case("pause", [(0.2, 1.6), (2.4, 3.5)])
     segs = [_seg(0.2, 1.6), _seg(2.4, 3.5)]
-    commits = _run(case, segs, [(9.0, "words.")], lambda text, p: (0.9, 0.2, "x", None))
+    commits = _run(case, segs, [(9.0, "words.")], lambda text, p: (0.9, 0.2, "x", None, None))
     res = score(case, "t", commits)
     assert res.false_cutoff and res.endpoint_delay_ms is None
 
@@ -122,5 +124,7 @@ def test_separability_compares_a_finished_turns_last_decision_with_a_hesitations
         decided("done", (0.2, 0.1, 0.9), (0.9, 0.8, 0.9)),  # only its last decision counts: 0.9 / 0.8 / 0.9
         decided("pause", (0.5, 0.8, 0.1), (0.99, 0.99, 0.99)),  # only its first: 0.5 / 0.8 / 0.1
     ]
-    assert separability(results) == {"text": 1.0, "audio": 0.5, "combined": 1.0}
-    assert separability([decided("done", (0.9, 0.9, 0.9))]) == {"text": None, "audio": None, "combined": None}
+    assert separability(results) == {"text": 1.0, "audio": 0.5, "lm": None, "combined": 1.0}
+    assert separability([decided("done", (0.9, 0.9, 0.9))]) == dict.fromkeys(
+        ("text", "audio", "lm", "combined")
+    )

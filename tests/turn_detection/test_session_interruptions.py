@@ -114,7 +114,8 @@ async def test_backchannels_do_not_interrupt_the_agent(voice: CpuVoice) -> None:
     script = [ScriptLine("yeah", "Yeah."), ScriptLine("okay", "Okay.")]
     r = await run_call(track, script, TurnOptions())
     assert not r["interrupted"]
-    assert r["pauses"] == 0
+    # the caller's voice ducks the agent at once (barge-in within 300 ms); each backchannel resumes it
+    assert r["resumes"] >= 1 and r["false_interruptions"] and all(r["false_interruptions"])
     assert r["finished"][-1][1] is False and r["finished"][-1][0] == pytest.approx(AGENT_SPEECH_S, abs=0.3)
     assert r["user_turns"] == []
     assert r["ignored"] == 2
@@ -147,14 +148,15 @@ async def test_a_barge_in_ends_the_paused_reply_before_the_session_hears_its_wor
     assert r["user_turns"] == ["Could we do Thursday instead?"]
 
 
-async def test_background_voice_without_words_does_not_pause_the_greeting(voice: CpuVoice) -> None:
+async def test_background_voice_without_words_does_not_cut_the_greeting(voice: CpuVoice) -> None:
     # reversed speech: the VAD hears a voice (a TV, a colleague) but the STT gets no words out of it
     speech = caller_track(voice, [(0.0, "I would like to hear about the opening hours please.")], 3.0)
     track = np.zeros(int(9.0 * MIC_RATE), dtype=np.int16)
     track[int(1.2 * MIC_RATE) : int(4.2 * MIC_RATE)] = speech[::-1]
     r = await run_call(track, [ScriptLine("", "")], TurnOptions())
     assert "speaking" in r["user_states"]  # the VAD did fire: the policy, not the VAD, kept the agent talking
-    assert not r["interrupted"] and r["pauses"] == 0
+    assert not r["interrupted"] and r["resumes"] >= 1  # ducked for the voice, resumed: no words
+    assert r["finished"][-1][1] is False
     assert r["user_turns"] == []
 
 
@@ -163,7 +165,7 @@ async def test_false_interruption_resumes_the_agent(voice: CpuVoice) -> None:
     track = caller_track(voice, [(1.2, "Yeah, right. Okay.")])
     r = await run_call(track, [ScriptLine("so the", "Yeah, right.")], TurnOptions())
     assert r["pauses"] >= 1 and r["resumes"] >= 1
-    assert r["false_interruptions"] == [True]
+    assert r["false_interruptions"] and all(r["false_interruptions"])  # every pause taken back
     assert not r["interrupted"]
     assert r["finished"][-1][1] is False and r["finished"][-1][0] == pytest.approx(AGENT_SPEECH_S, abs=0.3)
     assert r["user_turns"] == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -52,7 +53,7 @@ async def test_session_kwargs_pin_every_mode_to_local_models() -> None:
 def test_profiles_differ_and_delay_scale_applies() -> None:
     web, tel = params_for(Profile.WEB, TurnOptions()), params_for(Profile.TELEPHONY, TurnOptions())
     assert tel.vad.activation_threshold > web.vad.activation_threshold
-    assert tel.endpoint.max_delay >= web.endpoint.max_delay
+    assert tel.endpoint.min_delay >= web.endpoint.min_delay
     slow = params_for(Profile.WEB, TurnOptions(delay_scale=2.0))
     assert slow.endpoint.hesitation_delay == pytest.approx(2 * web.endpoint.hesitation_delay)
     with pytest.raises(ValueError):
@@ -93,7 +94,10 @@ async def test_trailing_conjunction_returns_below_the_unlikely_threshold() -> No
 
 
 async def test_ambiguous_turn_is_held_until_speech_end_plus_delay() -> None:
-    det, hooks = _detector()
+    web = params_for(Profile.WEB, TurnOptions())
+    wide = replace(web, endpoint=replace(web.endpoint, confident_p=0.7, unlikely_p=0.3))  # 0.6 in between
+    hooks = TurnHooks(TurnOptions(use_audio_model=False), wide)
+    det = ParleyTurnDetector(hooks)
     hooks.last_speech_end = time.time()
     p = await det.predict_end_of_turn(_ctx("I need two tickets"))
     decision = det.last_decision

@@ -1,0 +1,213 @@
+"""Tune the language-model end-of-turn term on the corpus's DEV split (never on test).
+
+    python scripts/tune_lm_eot.py --result out/bench/lm0_dev_web.json --labels out/corpus/dev/web/labels.json
+
+Reads a `benchmarks.turns --json` result of the parley pipeline (every decision it made, with the text cue's
+completeness, v1-mini's score and the LM's score) and reports two things:
+
+1. The log-loss fit. The LM term of endpoint_policy by logistic regression, the text and audio terms held as
+   they are (an offset): log-odds(turn over) = text + audio_weight * audio + lm_weight * (logit(lm_p) -
+   logit(lm_center)). A decision is labelled "turn over" when it was made after the caller's last speech
+   segment, "more to come" when the caller spoke again after it. Per text-cue reason (the word table's case
+   types), whether dropping the table's term for the LM lowers that reason's log-loss.
+2. The trade-off grid (what the profiles use). Each candidate (lm_weight, lm_center, confident_p,
+   unlikely_p, hesitation_delay, lm_replaces) re-decides every recorded decision and the delay knob sweeps
+   (benchmarks/turn_sweep.py); the candidate with the fewest open-clause cut-offs wins among those whose
+   finished-turn p50 stays within `--budget-ms`, with at most 2 % missed and at most `--max-held` of the
+   finished turns held over 1.5 s. The log-loss fit alone is not used: on dev it gave a weight of 0.13
+   whose term mostly shifted every decision, which the trade-off measures as worse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import json
+import math
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import turn_sweep
+from turn_detection.endpoint_policy import EndpointOptions, audio_evidence, decide, v1_mini_threshold
+from turn_detection.options import PROFILES, Profile
+from turn_detection.text_cues import TextCue
+
+MIN_SAMPLES = 6
+
+
+@dataclass(frozen=True)
+class Sample:
+    reason: str
+    text_logit: float
+    audio_logit: float
+    lm_logit: float
+    over: bool
+
+
+def _logit(p: float) -> float:
+    p = min(1 - 1e-4, max(1e-4, p))
+    return math.log(p / (1 - p))
+
+
+def load_samples(result: dict, labels: list[dict], audio_weight: float) -> list[Sample]:
+    last_end = {lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels}
+    out: list[Sample] = []
+    for case in result["cases"]:
+        if case["kind"] not in ("pause", "done") or case["file"] not in last_end:
+            continue
+        for d in case["commits"] + case["held"]:
+            if d.get("lm_p") is None or d.get("text_p") is None or d.get("speech_end") is None:
+                continue
+            audio = 0.0
+            if d.get("audio_p") is not None and audio_weight > 0:
+                audio = audio_weight * _logit(audio_evidence(d["audio_p"], v1_mini_threshold("en")))
+            out.append(
+                Sample(
+                    reason=d["reason"],
+                    text_logit=_logit(d["text_p"]),
+                    audio_logit=audio,
+                    lm_logit=_logit(d["lm_p"]),
+                    over=d["speech_end"] >= last_end[case["file"]] - 0.3,
+                )
+            )
+    return out
+
+
+def fit(samples: list[Sample], replaces: frozenset[str], iters: int = 50) -> tuple[float, float]:
+    """(slope, intercept) of the LM term by Newton's method, the other terms as an offset."""
+    x = np.array([s.lm_logit for s in samples])
+    off = np.array([(0.0 if s.reason in replaces else s.text_logit) + s.audio_logit for s in samples])
+    y = np.array([1.0 if s.over else 0.0 for s in samples])
+    w = np.zeros(2)
+    design = np.stack([x, np.ones_like(x)], axis=1)
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-(design @ w + off)))
+        grad = design.T @ (y - p) - 1e-3 * w
+        hess = (design * (p * (1 - p))[:, None]).T @ design + 1e-3 * np.eye(2)
+        w += np.linalg.solve(hess, grad)
+    return float(w[0]), float(w[1])
+
+
+def log_loss(samples: list[Sample], slope: float, icept: float, replaces: frozenset[str]) -> float:
+    total = 0.0
+    for s in samples:
+        z = (0.0 if s.reason in replaces else s.text_logit) + s.audio_logit + slope * s.lm_logit + icept
+        p = 1 / (1 + math.exp(-z))
+        total -= math.log(p if s.over else 1 - p + 1e-12)
+    return total / max(1, len(samples))
+
+
+def calibrate(samples: list[Sample]) -> dict:
+    slope, icept = fit(samples, frozenset())
+    replaces: set[str] = set()
+    per_reason: dict[str, dict] = {}
+    for reason in sorted({s.reason for s in samples}):
+        rs = [s for s in samples if s.reason == reason]
+        labels = {s.over for s in rs}
+        keep = log_loss(rs, slope, icept, frozenset())
+        drop = log_loss(rs, slope, icept, frozenset({reason}))
+        per_reason[reason] = {
+            "n": len(rs),
+            "over": sum(s.over for s in rs),
+            "log_loss_table": round(keep, 3),
+            "log_loss_lm": round(drop, 3),
+        }
+        if len(rs) >= MIN_SAMPLES and len(labels) == 2 and drop < keep:
+            replaces.add(reason)
+    slope, icept = fit(samples, frozenset(replaces))
+    center = 1 / (1 + math.exp(icept / slope)) if slope > 0 else 0.5
+    return {
+        "lm_weight": round(slope, 3),
+        "lm_center": round(center, 4),
+        "lm_replaces": sorted(replaces),
+        "samples": len(samples),
+        "per_reason": per_reason,
+        "log_loss": round(log_loss(samples, slope, icept, frozenset(replaces)), 4),
+    }
+
+
+def redecide(result: dict, opts: EndpointOptions) -> list[dict[str, Any]]:
+    """The run's cases with every decision re-made under `opts` (its recorded text cue, audio and LM)."""
+    cases = copy.deepcopy([c for c in result["cases"] if c["kind"] != "noise"])
+    for c in cases:
+        for d in c["commits"] + c["held"]:
+            if d.get("text_p") is None:
+                continue
+            x = decide(TextCue(d["text_p"], d["reason"]), d.get("audio_p"), opts, "en", d.get("lm_p"))
+            d["delay"], d["probability"] = x.delay, x.probability
+    return cases
+
+
+def best_point(
+    result: dict, last: dict[str, float], opts: EndpointOptions, budget_ms: float, max_held: float
+) -> turn_sweep.CurvePoint | None:
+    pts = turn_sweep.curve(redecide(result, opts), last, turn_sweep.SCALES)
+    ok = [
+        p
+        for p in pts
+        if p.done_p50_ms is not None
+        and p.open_cutoff_rate is not None
+        and p.done_p50_ms <= budget_ms
+        and p.missed_rate <= 0.02
+        and (p.done_held_over_1500ms_rate or 0.0) <= max_held
+    ]
+    return min(ok, key=lambda p: (p.open_cutoff_rate, p.done_p50_ms)) if ok else None
+
+
+def grid(result: dict, labels: list[dict], base: EndpointOptions, budget_ms: float, max_held: float) -> dict:
+    last = {lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels}
+    without = best_point(result, last, replace(base, lm_weight=0.0), budget_ms, max_held)
+    rows: list[tuple[float, dict]] = []
+    for w, c, cp, up, hd in itertools.product(
+        (0.5, 1.0, 2.0), (0.05, 0.1, 0.2), (0.6, 0.7), (0.3, 0.4, 0.5), (1.0, 1.3)
+    ):
+        if up >= cp:
+            continue
+        opts = replace(base, lm_weight=w, lm_center=c, confident_p=cp, unlikely_p=up, hesitation_delay=hd)
+        p = best_point(result, last, opts, budget_ms, max_held)
+        if p is not None and p.open_cutoff_rate is not None:
+            cand = {"lm_weight": w, "lm_center": c, "confident_p": cp, "unlikely_p": up}
+            rows.append((p.open_cutoff_rate, {**cand, "hesitation_delay": hd, "point": p.__dict__}))
+    rows.sort(key=lambda r: r[0])
+    return {"without_lm": None if without is None else without.__dict__, "best": [r[1] for r in rows[:5]]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--result", type=Path, required=True, help="benchmarks.turns --json output (dev split)")
+    ap.add_argument("--labels", type=Path, required=True, help="the same split's labels.json")
+    ap.add_argument("--profile", choices=[p.value for p in Profile], default="web")
+    ap.add_argument("--budget-ms", type=float, default=450.0, help="finished-turn p50 ceiling")
+    ap.add_argument("--max-held", type=float, default=0.05, help="share of finished turns held over 1.5 s")
+    a = ap.parse_args(argv)
+    try:
+        result = json.loads(a.result.read_text())
+        labels = json.loads(a.labels.read_text())
+    except (OSError, ValueError) as e:
+        print(f"error: cannot read the inputs: {e}", file=sys.stderr)
+        return 2
+    if "test" in (result.get("split") or []):
+        print("error: calibrate on the dev split only; this result holds test files", file=sys.stderr)
+        return 2
+    base = PROFILES[Profile(a.profile)].endpoint
+    samples = load_samples(result, labels, base.audio_weight)
+    if len(samples) < 20:
+        print(f"error: only {len(samples)} decisions with an LM score; run benchmarks.turns with --eot-lm")
+        return 2
+    report = {
+        "log_loss_fit": calibrate(samples),
+        "trade_off": grid(result, labels, base, a.budget_ms, a.max_held),
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

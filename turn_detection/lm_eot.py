@@ -1,0 +1,245 @@
+"""Language-model end-of-turn score: how likely a small chat model thinks the caller's sentence is over.
+
+Why: the word tables (text_cues.py) only know closed word classes, and the audio model cannot hear a
+hesitation in synthetic or noisy speech. A language model reads any phrasing. LiveKit's own text turn
+detector is a fine-tuned SmolLM2-135M; this is the zero-shot form of the same idea, served by the llama.cpp
+server Parley already embeds (worker/llm_server.py) or by any llama.cpp-compatible `/completion` endpoint
+(`PARLEY_EOT_LM_URL`).
+
+The transcript, lower-cased and without punctuation (the recogniser's full stop is what we want to predict,
+not read), goes after `<|im_start|>user\\n`; the score is the probability that the next token ends the
+sentence (`.`, `?`, `!`, `<|im_end|>`), read from `n_probs`. The system prefix is the same for every query,
+so llama.cpp's prompt cache reads only the transcript.
+
+The scorer is asked on every interim and preflight transcript (`prefetch`), so the answer for the final text
+is usually cached by the time the VAD ends the speech; `wait` gives up at a deadline and the endpoint policy
+then decides without it. The math that turns the score into log-odds lives in endpoint_policy.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+import time
+import urllib.error
+import urllib.request
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger("parley.turns")
+
+END_TOKENS: frozenset[str] = frozenset({".", "?", "!", "<|im_end|>", "...", "?!", "!!", "??", ".\n"})
+"""Next tokens that end the caller's sentence (SmolLM2's tokenizer; stripped of spaces before matching)."""
+
+_KEEP = re.compile(r"[^\w\s'’-]", re.UNICODE)
+_SPACES = re.compile(r"\s+")
+
+
+class LmEotError(RuntimeError):
+    """The scorer's server answered something we cannot read (one line, no transcript in it)."""
+
+
+@dataclass(frozen=True)
+class LmEotOptions:
+    url: str
+    """Base URL of a llama.cpp-compatible server (`http://127.0.0.1:PORT`; a trailing `/v1` is dropped)."""
+    system_prompt: str = "You are a helpful assistant."
+    max_words: int = 32
+    """Only the transcript's last words are read: the end of a turn is decided by its last clause, and a
+    short prompt keeps each query ~20-40 tokens."""
+    n_probs: int = 64
+    """How many of the most likely next tokens the server returns; end tokens outside them count as the
+    least likely of them (an upper bound, so a missing token never reads as certainty of more to come)."""
+    request_timeout_s: float = 2.0
+    """HTTP timeout of one query (the caller never waits this long: see `deadline_s`)."""
+    deadline_s: float = 0.12
+    """How long a decision waits for an answer that is not cached yet; past it the policy goes without."""
+    cache_size: int = 512
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Added to every request (e.g. `id_slot` to keep the scorer off the call slots)."""
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"eot LM url must start with http:// or https://, got {self.url!r}")
+        if not 0.0 <= self.deadline_s <= 2.0:
+            raise ValueError("eot LM deadline_s must be within [0, 2] seconds")
+        if self.max_words < 1 or self.n_probs < 1 or self.cache_size < 1:
+            raise ValueError("eot LM max_words, n_probs and cache_size must be positive")
+
+    @property
+    def base(self) -> str:
+        base = self.url.rstrip("/")
+        return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def normalise(text: str, max_words: int = 32) -> str:
+    """Lower-case, punctuation out (apostrophes and in-word hyphens kept), the last `max_words` words."""
+    cleaned = _KEEP.sub(" ", text.lower().replace("’", "'"))
+    words = [w.strip("-") for w in _SPACES.split(cleaned) if w.strip("-")]
+    return " ".join(words[-max_words:])
+
+
+def build_prompt(words: str, opts: LmEotOptions) -> str:
+    """ChatML as SmolLM2-Instruct was trained on it, cut right after the caller's words."""
+    return f"<|im_start|>system\n{opts.system_prompt}<|im_end|>\n<|im_start|>user\n{words}"
+
+
+def request_body(words: str, opts: LmEotOptions) -> dict[str, Any]:
+    return {
+        "prompt": build_prompt(words, opts),
+        "n_predict": 1,
+        "n_probs": opts.n_probs,
+        "temperature": 0.0,
+        "cache_prompt": True,
+        **opts.extra_body,
+    }
+
+
+def end_probability(reply: dict[str, Any]) -> float:
+    """P(next token ends the sentence) from a llama.cpp `/completion` reply with `n_probs`.
+
+    Reads `completion_probabilities[0].top_logprobs` (llama.cpp since 2025) or the older `probs` form."""
+    try:
+        first = reply["completion_probabilities"][0]
+        if "top_logprobs" in first:
+            cands = [(str(c["token"]), math.exp(float(c["logprob"]))) for c in first["top_logprobs"]]
+        else:
+            cands = [(str(c["tok_str"]), float(c["prob"])) for c in first["probs"]]
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise LmEotError(f"eot LM reply has no next-token probabilities ({type(e).__name__}: {e})") from e
+    if not cands:
+        raise LmEotError("eot LM reply has an empty next-token list")
+    found = {tok.strip(" ") for tok, _ in cands}
+    p = sum(prob for tok, prob in cands if tok.strip(" ") in END_TOKENS)
+    if not found & END_TOKENS:
+        p = min(prob for _, prob in cands)  # below every listed token: bounded by the least of them
+    return min(1.0, max(1e-6, p))
+
+
+class LmEotScorer:
+    """Cached, deduplicated queries against one llama.cpp server. One per process; shared by calls."""
+
+    def __init__(self, opts: LmEotOptions) -> None:
+        self.opts = opts
+        self._cache: OrderedDict[str, float] = OrderedDict()
+        self._inflight: dict[str, asyncio.Future[float | None]] = {}
+        self.query_ms: list[float] = []
+        """Wall time of each query that reached the server (cost accounting, benchmarks)."""
+        self.failures = 0
+        self._warned = False
+
+    # -- cache ---------------------------------------------------------------------------------------------
+    def cached(self, text: str) -> float | None:
+        key = normalise(text, self.opts.max_words)
+        return self._cache.get(key) if key else None
+
+    def _store(self, key: str, p: float) -> None:
+        self._cache[key] = p
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.opts.cache_size:
+            self._cache.popitem(last=False)
+
+    # -- async (the worker) --------------------------------------------------------------------------------
+    def prefetch(self, text: str) -> None:
+        """Start scoring `text` now (an interim or preflight transcript) without waiting for it."""
+        key = normalise(text, self.opts.max_words)
+        if not key or key in self._cache or key in self._inflight:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        fut: asyncio.Future[float | None] = loop.create_future()
+        self._inflight[key] = fut
+        loop.create_task(self._run(key, fut))
+
+    async def wait(self, text: str, deadline_s: float | None = None) -> float | None:
+        """The score of `text`, or None when it is not there within the deadline (the query goes on and
+        its answer is cached for the next decision about the same words)."""
+        key = normalise(text, self.opts.max_words)
+        if not key:
+            return None
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        self.prefetch(text)
+        fut = self._inflight.get(key)
+        if fut is None:
+            return None
+        timeout = self.opts.deadline_s if deadline_s is None else deadline_s
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout=max(0.0, timeout))
+        except TimeoutError:
+            return None
+
+    async def _run(self, key: str, fut: asyncio.Future[float | None]) -> None:
+        p: float | None = None
+        try:
+            p = await self._query_async(key)
+            self._store(key, p)
+        except Exception as e:  # the server, aiohttp's ClientError family, a bad reply: never break a call
+            self._failed(e)
+        finally:
+            self._inflight.pop(key, None)
+            if not fut.done():
+                fut.set_result(p)
+
+    async def _query_async(self, words: str) -> float:
+        import aiohttp
+
+        # one short-lived session per query: the scorer is shared by the calls of a process and must not
+        # hold a connection pool bound to one event loop (a loopback connect costs well under a millisecond)
+        start = time.perf_counter()
+        timeout = aiohttp.ClientTimeout(total=self.opts.request_timeout_s)
+        url = f"{self.opts.base}/completion"
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(url, json=request_body(words, self.opts)) as r,
+        ):
+            if r.status != 200:
+                raise LmEotError(f"eot LM server answered HTTP {r.status}")
+            reply = await r.json(content_type=None)
+        self.query_ms.append((time.perf_counter() - start) * 1000)
+        return end_probability(reply)
+
+    def _failed(self, e: BaseException) -> None:
+        self.failures += 1
+        if not self._warned:  # one line per process, then quiet: the policy works without the score
+            self._warned = True
+            logger.warning(
+                "end-of-turn LM unavailable; deciding without it",
+                extra={"url": self.opts.base, "error": f"{type(e).__name__}: {str(e)[:160]}"},
+            )
+
+    async def aclose(self) -> None:
+        """Wait for the queries still in flight (nothing else is held open)."""
+        if self._inflight:
+            await asyncio.gather(*self._inflight.values(), return_exceptions=True)
+
+    # -- sync (benchmarks, scripts) ------------------------------------------------------------------------
+    def score_sync(self, text: str) -> float | None:
+        """Blocking form for offline tools; cached like the async path. None when the server fails."""
+        key = normalise(text, self.opts.max_words)
+        if not key:
+            return None
+        if key in self._cache:
+            return self._cache[key]
+        body = json.dumps(request_body(key, self.opts)).encode()
+        req = urllib.request.Request(
+            f"{self.opts.base}/completion", body, {"Content-Type": "application/json"}
+        )
+        start = time.perf_counter()
+        try:
+            with urllib.request.urlopen(req, timeout=self.opts.request_timeout_s) as r:
+                reply = json.loads(r.read())
+            p = end_probability(reply)
+        except (LmEotError, OSError, ValueError) as e:
+            self._failed(e)
+            return None
+        self.query_ms.append((time.perf_counter() - start) * 1000)
+        self._store(key, p)
+        return p
