@@ -61,7 +61,7 @@ def parse_pipelines(text: str) -> list[str]:
 # --- offline ---------------------------------------------------------------------------------------------
 
 
-async def _warm_stt(stt_model: Any, sample: Path) -> None:
+async def warm_stt(stt_model: Any, sample: Path) -> None:
     """One decode before the call so no pipeline pays the cold first decode inside a turn."""
     from simulator.offline import load_turn
 
@@ -115,7 +115,7 @@ async def run_one(
     session, agent, stt_model = OfflineBuilder(settings, llm_url).build(name)
     first = turns[0] if isinstance(turns[0], Path) else turns[0].path
     if stt_model is not None:
-        await _warm_stt(stt_model, first)
+        await warm_stt(stt_model, first)
     return await run_call(name, session, agent, turns)
 
 
@@ -150,7 +150,7 @@ async def run_offline(
                 for call, plan in calls.items():
                     session, agent, stt_model = builder.build(name)
                     if stt_model is not None:
-                        await _warm_stt(stt_model, plan[0].path)
+                        await warm_stt(stt_model, plan[0].path)
                     res = await run_call(name, session, agent, plan)
                     out.append((name, call, r, res))
                     if on_run:

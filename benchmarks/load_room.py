@@ -289,6 +289,7 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
     silent reply, and the worker's own apology / repeat / hold lines); `apologies` are the ones the LLM
     wrote itself (the embedded 135M model's content: reported, not failures)."""
     from simulator.call_plan import worker_failures
+
     from .report import pct, turn_errors
 
     heard = list(state.errors)

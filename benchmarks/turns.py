@@ -342,7 +342,7 @@ Decider = Callable[[str, float | None], Decision]
 """(text, v1-mini score) -> Decision"""
 
 
-def _simulate(
+def simulate_turn(
     case: Case,
     segments: list[VadSegment],
     transcriber: Transcriber,
@@ -589,7 +589,7 @@ async def run_benchmark(
         per_noise: list[CaseResult] = []
         for case in cases + noise:
             segs = await vad_segments(case.audio, vad)
-            commits, held = _simulate(
+            commits, held = simulate_turn(
                 case,
                 segs,
                 transcriber,

@@ -12,12 +12,12 @@ from benchmarks.turns import (
     CaseResult,
     Commit,
     VadSegment,
-    _simulate,
     load_noise_cases,
     main,
     make_noise_files,
     score,
     separability,
+    simulate_turn,
     stock_decider,
     summarise,
 )
@@ -45,7 +45,7 @@ def _seg(start: float, end: float, eos_after: float = 0.2) -> VadSegment:
 
 
 def _run(case: Case, segs: list[VadSegment], texts: list[tuple[float, str]], decider) -> list[Commit]:  # type: ignore[no-untyped-def]
-    commits, _ = _simulate(
+    commits, _ = simulate_turn(
         case,
         segs,
         FixedTranscriber(texts, 0.3),  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.call import OfflineBuilder, _warm_stt
+from benchmarks.call import OfflineBuilder, warm_stt
 from simulator.offline import run_call
 from worker.settings import load_settings
 from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
@@ -32,7 +32,7 @@ async def test_engine_killed_as_the_caller_starts_speaking(
         )
         turns = sorted((speech_audio / "conversation").glob("*.wav"))[:2]
         session, agent, stt_model = OfflineBuilder(settings, embedded_llm_url).build("parley")
-        await _warm_stt(stt_model, turns[0])
+        await warm_stt(stt_model, turns[0])
         killed: list[int] = []
 
         def on_user_state(ev: Any) -> None:
