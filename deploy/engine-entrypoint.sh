@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."  # /app in the image, the repository root elsewhere
 cache="${PARLEY_MODEL_CACHE:-/models}"
 key="${PARLEY_ENGINE_KEY:-default}"
 max_batch="${PARLEY_ENGINE_MAX_STREAMS:-32}"
-socket="${PARLEY_ENGINE_SOCKET:-/run/parley/orpheus.sock}"
+socket="${PARLEY_ENGINE_SOCKET:-/run/parley/engine/orpheus.sock}"
 http_port="${PARLEY_ENGINE_HTTP_PORT:-9101}"
 runtime="${PARLEY_TRTLLM_RUNTIME:-pytorch}"
 backend="${PARLEY_ORPHEUS_BACKEND:-trtllm}"
