@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 
+from benchmarks.cli import emit
 from benchmarks.turns import (
     RATE,
     BenchError,
@@ -210,13 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  {t['file']:<24}{t['case']:<14}{'CUT' if t['stopped'] else 'kept':<6}"
             f"stop {t['stop_ms']}  paused {t['paused_ms']} ms  {' | '.join(t['heard'])}"
         )
-    if args.json:
-        try:
-            args.json.write_text(json.dumps(result, indent=2))
-        except OSError as e:
-            print(f"error: cannot write {args.json}: {e}", file=sys.stderr)
-            return 2
-    return 0
+    return emit(result, lambda _r: None, args.json)  # the table is printed above
 
 
 if __name__ == "__main__":

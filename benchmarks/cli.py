@@ -8,19 +8,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+Table = Callable[[dict[str, Any]], None]
+
 
 def write_json(path: str | Path, report: dict[str, Any]) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(report, indent=2))
 
 
-def emit(
-    report: dict[str, Any], print_table: Callable[[dict[str, Any]], None], json_path: str | None
-) -> None:
-    """Print the readable table and, with `--json PATH`, write the report there."""
+def emit(report: dict[str, Any], print_table: Table, json_path: str | Path | None) -> int:
+    """Print the readable table and, with `--json PATH`, write the report there; the exit code (2 when the
+    JSON cannot be written, said in one line)."""
     print_table(report)
     if json_path:
-        write_json(json_path, report)
+        try:
+            write_json(json_path, report)
+        except OSError as e:
+            return fail(OSError(f"cannot write {json_path}: {e.strerror or e}"), 2)
+    return 0
+
+
+def print_json(report: dict[str, Any]) -> None:
+    """The table of a benchmark whose report is its table."""
+    print(json.dumps(report, indent=2))
 
 
 def fail(err: BaseException, code: int = 1) -> int:

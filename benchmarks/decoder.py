@@ -180,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         report = run(args.snac_dir, args.utterances, args.seed)
     except (OSError, ValueError) as e:
         return fail(e, 1)
-    emit(report, print_table, args.json)
-    return 0
+    return emit(report, print_table, args.json)
 
 
 if __name__ == "__main__":

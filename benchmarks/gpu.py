@@ -518,8 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmarks.gpu: --batches and --compare-sdpa take comma-separated integers", file=sys.stderr)
         return 2
     result = run(o)
-    emit(result, print_table, args.json)
-    return 0
+    return emit(result, print_table, args.json)
 
 
 if __name__ == "__main__":

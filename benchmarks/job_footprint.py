@@ -14,14 +14,15 @@ forkserver: what each costs if it stays per process.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import resource
 import statistics
+import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+from benchmarks.cli import emit, print_json
 
 
 def _cpu_s() -> float:
@@ -180,11 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     preload = None if a.preload is None else [m for m in a.preload.split(",") if m]
     report = run(a.repeat, [p for p in a.parts.split(",") if p], preload)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(text)
+    sys.exit(emit(report, print_json, a.json))
 
 
 if __name__ == "__main__":

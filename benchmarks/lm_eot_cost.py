@@ -14,7 +14,6 @@ JSON: `query_ms` {p50, p95}, `cpu_ms_per_query`, `cpu_share_at_calls` (0-1 of on
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.cli import emit
 from turn_detection.lm_eot import LmEotOptions, LmEotScorer
 
 
@@ -93,9 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{r['cpu_ms_per_query']} ms per query -> {share:.1f} % of one core at {r['calls']} calls with one "
         "interim per second each"
     )
-    if a.json:
-        a.json.write_text(json.dumps(r, indent=2))
-    return 0
+    return emit(r, lambda _r: None, a.json)  # the summary is printed above
 
 
 if __name__ == "__main__":

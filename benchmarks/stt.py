@@ -379,8 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         report = asyncio.run(run(args))
     except (WhisperModelError, WhisperConfigError, BenchmarkInputError) as e:
         return fail(e, 2)
-    emit(report, print_table, args.json)
-    return 0
+    return emit(report, print_table, args.json)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.cli import emit, print_json
 from plugins.whisper.engine_client import SpeechClientOptions, SpeechEngineClient
 from plugins.whisper.model import PRIORITY_FINAL, PRIORITY_PARTIAL, SAMPLE_RATE, DecodeRequest
 
@@ -157,11 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         audio_dir=a.audio,
     )
     report = run(o)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(text)
+    sys.exit(emit(report, print_json, a.json))
 
 
 if __name__ == "__main__":

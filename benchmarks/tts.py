@@ -322,8 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if engine is not None:
             engine.stop()
-    emit(report, print_table, args.json)
-    return 0
+    return emit(report, print_table, args.json)
 
 
 if __name__ == "__main__":

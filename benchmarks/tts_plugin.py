@@ -219,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if engine is not None:
             engine.stop()
-    emit(report, print_table, args.json)
-    return 0 if report["errors"] == 0 else 1
+    code = emit(report, print_table, args.json)
+    return code or (0 if report["errors"] == 0 else 1)
 
 
 if __name__ == "__main__":

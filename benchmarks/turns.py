@@ -50,6 +50,7 @@ from livekit import rtc
 from livekit.agents.voice import io
 
 from benchmarks import smart_turn, turn_sweep
+from benchmarks.cli import emit
 from turn_detection.audio_eot import TRAILING_SILENCE_S, load_model, predict_window
 from turn_detection.endpoint_policy import decide
 from turn_detection.lm_eot import LmEotOptions, LmEotScorer
@@ -936,14 +937,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.plot:
         plot_tradeoff(result, args.plot)
-    print_table(result, per_file=not args.no_files)
-    if args.json:
-        try:
-            args.json.write_text(json.dumps(result, indent=2))
-        except OSError as e:
-            print(f"error: cannot write {args.json}: {e}", file=sys.stderr)
-            return 2
-    return 0
+    return emit(result, lambda r: print_table(r, per_file=not args.no_files), args.json)
 
 
 if __name__ == "__main__":
