@@ -366,7 +366,7 @@ def _decimal(m: re.Match[str]) -> str:
 
 
 def _cardinal(m: re.Match[str]) -> str:
-    """Plain numbers. Whisper writes codes said digit by digit ("eight two four six") as "8246": a bare
+    """Plain numbers. Whisper writes codes said digit by digit ("three one nine seven") as "3197": a bare
     run of 4+ digits is read digit by digit, except round thousands and years (1900-2099)."""
     raw = m.group(0)
     n = int(raw.replace(",", ""))

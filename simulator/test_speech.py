@@ -33,13 +33,13 @@ VOICE = "heart"
 
 # Numbers are written as words, the way they are spoken; the tests normalise Whisper's digits to match.
 ASR = [
-    "I would like to order two large pizzas for delivery tonight.",
-    "Could you help me change the email address on my account?",
-    "Please send twenty five dollars to my checking account.",
-    "Can I book a meeting with my manager on Thursday at four?",
+    "Please bring two large pizzas to the office by noon.",
+    "Can you help me change the email linked to my profile?",
+    "Send forty dollars from my checking to my savings.",
+    "Can I meet with my manager on Thursday at four?",
     "Which bus goes from the train station to the airport?",
-    "I want to cancel the order I placed yesterday morning.",
-    "Do you have a table for two people this Saturday night?",
+    "Cancel the order I placed yesterday morning, please.",
+    "Is the restaurant open for dinner this Saturday night?",
     "My phone stopped working and I need a new charger.",
     "Please move my dentist visit to the third of June.",
     "Turn left at the bank and walk for about two blocks.",
