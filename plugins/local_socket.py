@@ -15,6 +15,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 SECRET_ENV = "PARLEY_ENGINE_SECRET"
 
@@ -75,3 +76,11 @@ def secrets_match(given: object, expected: str) -> bool:
     return hmac.compare_digest(
         given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
     )
+
+
+def handshake_refusal(msg: dict[str, Any], secret: str) -> dict[str, Any] | None:
+    """An engine connection's first message must be `hello` with the secret: None when it is, else the
+    `unauthorized` error to send before closing (both engines answer a bad client the same way)."""
+    if msg.get("op") == "hello" and secrets_match(msg.get("secret", ""), secret):
+        return None
+    return {"op": "error", "id": msg.get("id"), "code": "unauthorized", "message": "bad or missing secret"}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from plugins.local_socket import default_address, prepare_socket_dir, secrets_match
+from plugins.local_socket import default_address, handshake_refusal, prepare_socket_dir
 from plugins.orpheus import protocol
 from plugins.orpheus.engine.core import EngineFull, EngineStream, OrpheusEngine
 from plugins.orpheus.engine.text import TextError
@@ -63,19 +63,12 @@ class _Conn(ABC):
     def handle(self, msg: dict[str, Any]) -> None:
         op = msg.get("op")
         if not self.authed:
-            if op == "hello" and secrets_match(msg.get("secret", ""), self.server.options.secret):
-                self.authed = True
-            else:
-                self.send_json(
-                    {
-                        "op": "error",
-                        "id": msg.get("id"),
-                        "code": "unauthorized",
-                        "message": "bad or missing secret",
-                    }
-                )
+            refusal = handshake_refusal(msg, self.server.options.secret)
+            if refusal is not None:
+                self.send_json(refusal)
                 self.abort()
                 return
+            self.authed = True
         engine = self.server.engine
         if op == "hello":
             self.send_json({"op": "hello", "id": msg.get("id"), "ok": True, "capacity": engine.capacity()})

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from plugins import wire
-from plugins.local_socket import default_address, prepare_socket_dir, secrets_match
+from plugins.local_socket import default_address, handshake_refusal, prepare_socket_dir
 
 from .engine import DecodeDropped, EngineJob, SpeechEngine
 from .model import SAMPLE_RATE, DecodeRequest, DecodeResult
@@ -132,21 +132,14 @@ class _Conn:
     def on_json(self, msg: dict[str, Any]) -> None:
         op = msg.get("op")
         if not self.authed:
-            if op == "hello" and secrets_match(msg.get("secret", ""), self.server.options.secret):
-                self.authed = True
-            else:
-                self.send(
-                    {
-                        "op": "error",
-                        "id": msg.get("id"),
-                        "code": "unauthorized",
-                        "message": "bad or missing secret",
-                    }
-                )
+            refusal = handshake_refusal(msg, self.server.options.secret)
+            if refusal is not None:
+                self.send(refusal)
                 self._flush()
                 self.lost()
                 self.writer.close()
                 return
+            self.authed = True
         engine = self.server.engine
         if op == "hello":
             self.send({"op": "hello", "id": msg.get("id"), "ok": True, **self.server.describe()})
