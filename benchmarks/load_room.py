@@ -15,6 +15,7 @@ own share apart (real callers are not on the host).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -55,6 +56,8 @@ class RoomLoad:
     cpu: list[dict[int, tuple[str, float]]] = field(default_factory=list)  # {pid: (group, CPU s)} per sample
     seconds: float = 0.0
     host_busy_cores: float | None = None
+    audits: list[dict[str, int]] = field(default_factory=list)
+    """Each ended call's open-stream counts, from the worker's "call ended" log lines."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -281,7 +284,26 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str
         host1 = psutil.cpu_times()
         busy = (sum(host1) - host1.idle - host1.iowait) - (sum(host0) - host0.idle - host0.iowait)
         state.host_busy_cores = round(busy / state.seconds, 2)
+        worker_log = next(p.log_path for p in stack.procs if p.name == "worker")
+    # the stack is closed: every job process has ended its call and written its audit line
+    state.audits = stream_audits(worker_log.read_text(errors="replace"))
     return report(state, calls, minutes)
+
+
+def stream_audits(worker_log: str) -> list[dict[str, int]]:
+    """The open-stream counts every job process logs when its call ends (worker/server.py
+    `audit_open_streams`)."""
+    audits = []
+    for line in worker_log.splitlines():
+        if '"call ended"' not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("message") == "call ended" and "open_stt_streams" in rec:
+            audits.append({k: int(rec.get(k, 0)) for k in ("open_stt_streams", "open_tts_streams")})
+    return audits
 
 
 def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
@@ -318,7 +340,9 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "underrun_gaps_ms": sorted(round(g * 1000) for g in gaps)[-20:],
         "voice_pauses_ms": sorted(round(g * 1000) for g in state.pauses)[-20:],
         "v2v_ms": {"p50": pct(v2v, 50), "p95": pct(v2v, 95), "p99": pct(v2v, 99)},
-        "leaked_streams": None,  # inside the job processes; the offline run counts them
+        # streams still open when a call ended, summed over every call the worker audited (None: no audit)
+        "leaked_streams": sum(sum(a.values()) for a in state.audits) if state.audits else None,
+        "calls_audited": len(state.audits),
         "rss_mb_max": round(max(per_pid.values()), 1) if per_pid else None,
         "rss_mb_per_call_max": round(max(per_pid.values()), 1) if per_pid else None,
         "uss_mb_per_call_max": round(max(state.uss.values()), 1) if state.uss else None,

@@ -77,6 +77,7 @@ async def entrypoint(ctx: JobContext) -> None:
     metrics.attach(session)
     ctx.add_shutdown_callback(metrics.aclose)
     ctx.add_shutdown_callback(_hand_back_memory)
+    ctx.add_shutdown_callback(lambda: audit_open_streams(session, comp))
     if phone:
         dtmf = DtmfHandler(
             ctx.room,
@@ -132,6 +133,27 @@ async def stock_entrypoint(ctx: JobContext, settings: Settings) -> None:
     log.info("call started", extra={"room": ctx.room.name, "pipeline": settings.pipeline})
     await session.start(agent, room=ctx.room, record=settings.record_audio)
     marks.attach_output(session)
+
+
+def open_streams(comp: Any) -> dict[str, int]:
+    """Speech streams of the process's shared STT and TTS that are still open."""
+    return {
+        "open_stt_streams": int(getattr(comp.stt, "open_streams", 0)),
+        "open_tts_streams": int(getattr(comp.tts, "active_streams", 0)),
+    }
+
+
+async def audit_open_streams(session: Any, comp: Any) -> None:
+    """When a call ends, every STT and TTS stream it opened must be closed: a job process may serve many
+    calls, so one left open would accumulate. The line is read by `benchmarks.load --livekit`
+    (`leaked_streams`); a leak is a warning."""
+    try:
+        await session.aclose()  # idempotent: the framework may have closed it already
+    except Exception as e:  # the audit must never fail a shutdown
+        log.debug("session close before the stream audit failed: %s", e)
+    counts = open_streams(comp)
+    level = logging.WARNING if any(counts.values()) else logging.INFO
+    log.log(level, "call ended", extra=counts)
 
 
 async def _hand_back_memory() -> None:

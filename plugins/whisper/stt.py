@@ -113,6 +113,11 @@ class WhisperSTT(stt.STT):
         """A speech-probability function with its own state, for one stream's gate."""
         return self._speech_prob_factory()
 
+    @property
+    def open_streams(self) -> int:
+        """Streams not closed yet: 0 once a call has ended, or a stream leaked."""
+        return len(self._streams)
+
     def forget_stream(self, stream: WhisperStream) -> None:
         self._streams.discard(stream)
 
