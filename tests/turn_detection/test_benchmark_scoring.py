@@ -128,3 +128,47 @@ def test_separability_compares_a_finished_turns_last_decision_with_a_hesitations
     assert separability([decided("done", (0.9, 0.9, 0.9))]) == dict.fromkeys(
         ("text", "audio", "lm", "combined")
     )
+
+
+def test_reference_words_are_the_parts_spoken_in_the_span() -> None:
+    case = Case(
+        "f.wav",
+        "pause",
+        [(0.3, 1.2), (2.5, 3.1), (4.0, 4.6)],
+        np.zeros(16000 * 5, np.float32),
+        parts=["My number is five five five,", "one two three,", "four five six seven."],
+    )
+    assert case.reference_words(0.0, 1.4) == "My number is five five five,"
+    assert case.reference_words(0.0, 3.3) == "My number is five five five, one two three,"
+    # after a commit the next turn starts at the next speech, less the VAD's prefix padding
+    assert case.reference_words(2.2, 4.8) == "one two three, four five six seven."
+    unlabelled = Case("g.wav", "done", [(0.3, 1.2)], np.zeros(16000, np.float32))
+    assert unlabelled.reference_words(0.0, 2.0) is None
+
+
+def test_reference_text_judges_the_corpus_words_not_the_decode() -> None:
+    case = Case(
+        "f.wav",
+        "pause",
+        [(0.3, 1.2), (2.5, 3.1)],
+        np.zeros(16000 * 5, np.float32),
+        parts=["I bought it from", "your shop."],
+    )
+    segs = [VadSegment(0.3, 1.2, 1.4, 1.25, 1.4), VadSegment(2.5, 3.1, 3.3, 3.15, 3.3)]
+    seen: list[str] = []
+
+    def decider(text: str, audio_p: float | None) -> tuple[float, float, str, None, None]:
+        seen.append(text)
+        return 1.0, 0.2, "test", None, None
+
+    kwargs = dict(
+        pipeline="parley",
+        stt_request=lambda s: s.silence_onset,
+        audio_at=lambda s: None,
+        decider=decider,
+        prefix_s=0.3,
+    )
+    decoded = FixedTranscriber([(1.25, "I bought it, Tom."), (3.15, "your shop.")], 0.3)
+    simulate_turn(case, segs, decoded, None, **kwargs)  # type: ignore[arg-type]
+    simulate_turn(case, segs, decoded, None, reference_text=True, **kwargs)  # type: ignore[arg-type]
+    assert seen[0] == "I bought it, Tom." and seen[2] == "I bought it from"
