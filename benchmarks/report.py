@@ -32,6 +32,7 @@ def call_json(res: CallResult) -> dict[str, Any]:
         "turns": turns,
         "v2v_ms": p50_p95([t.v2v_ms for t in res.turns]),
         "first_audible_ms": p50_p95([t.first_audible_ms for t in res.turns]),
+        "agent_stop_ms": p50_p95([t.agent_stop_ms for t in res.turns]),
         "stt_final_ms": p50_p95([t.stt_final_ms for t in res.turns]),
         "llm_ttft_ms": p50_p95([t.llm_ttft_ms for t in res.turns]),
         "llm_to_tts_request_ms": p50_p95([t.llm_to_tts_request_ms for t in res.turns]),
@@ -225,6 +226,8 @@ def summarise(
             "v2v_ms": p50_p95(v2v),
             "v2v_ci95_ms": [round(ci[0], 1), round(ci[1], 1)] if ci else None,
             "first_audible_ms": p50_p95([t["first_audible_ms"] for t in turns]),
+            # turns said over the agent: their first voiced sample -> the agent's last one at the caller
+            "agent_stop_ms": p50_p95([t.get("agent_stop_ms") for t in turns]),
             "greeting_first_audio_ms": pct(greetings, 50),
             "greetings_ms": greetings,
             "errors": errors,

@@ -56,6 +56,9 @@ class TurnResult:
     reply_words: int | None = None
     spoken_s: float | None = None  # voiced seconds of the agent after this turn, before the next
     problem: str = ""  # "apology" | "repeat_request" (both count as errors) | ""
+    agent_stop_ms: float | None = None
+    """A turn said over the agent: its first voiced sample -> the agent's last voiced sample the caller
+    heard before a silence (room runs; None where the agent was not speaking)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,7 @@ class TurnResult:
             "reply_words": self.reply_words,
             "spoken_s": None if self.spoken_s is None else round(self.spoken_s, 2),
             "problem": self.problem,
+            "agent_stop_ms": _r(self.agent_stop_ms),
         }
 
 

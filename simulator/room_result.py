@@ -14,7 +14,14 @@ from typing import Any
 
 from worker.measurement import REPLY_MARKS, USER_MARKS, SpeechReport, UserMark, answer_heard
 
-from .audio_io import Loudspeaker, ScriptedMic, Track, first_voiced_sample, voiced_seconds
+from .audio_io import (
+    Loudspeaker,
+    ScriptedMic,
+    Track,
+    first_voiced_sample,
+    last_voiced_sample,
+    voiced_seconds,
+)
 from .call_plan import agent_fixed_lines, is_filler_text, norm_text, reply_problem
 from .offline import CallResult, Mark, TurnResult
 from .room_caller import FRAME_S, RoomCallRecord, SentTurn, Transcript
@@ -45,6 +52,35 @@ def _first_voiced(track: Track, after: float, before: float, skip: list[tuple[fl
         if idx is not None:
             return start + idx / track.sample_rate
     return None
+
+
+STOP_GAP_S = 0.8
+"""A silence this long in the agent's audio at the caller is the agent having stopped: longer than the voice's
+own pauses between sentences (up to ~0.76 s in the room load's `voice_pauses_ms`)."""
+
+
+def agent_stop_after(track: Track, t0: float, gap_s: float = STOP_GAP_S) -> float | None:
+    """When the agent's audio the caller heard last sounded before its first silence of `gap_s` after `t0`
+    (the caller's first voiced sample of a barge-in). None when the agent was not speaking at `t0`."""
+    last: float | None = None
+    for start, pcm in track.chunks:
+        end = start + len(pcm) / track.sample_rate
+        if end < t0 - gap_s:
+            continue
+        if start >= t0 and (last is None or start - last >= gap_s):
+            break  # silent from before the caller spoke: the agent was not speaking
+        stop = last_voiced_sample(pcm, track.sample_rate)
+        if stop is None:
+            if last is not None and start - last >= gap_s:
+                break
+            continue
+        first = start + (first_voiced_sample(pcm, track.sample_rate) or 0) / track.sample_rate
+        if last is not None and first - last >= gap_s:
+            break  # a new reply after the stop
+        last = start + stop / track.sample_rate
+    if last is None or last < t0 - gap_s:
+        return None
+    return max(last, t0)
 
 
 def _metric_ms(msg: dict[str, Any] | None, key: str) -> float | None:
@@ -146,6 +182,10 @@ def to_call_result(
         end = spoken_end(sent)
         tr = TurnResult(file=sent.file, speech_start=sent.start, speech_end=end, start=sent.start_mode)
         marks += [Mark("speech_start", sent.start, sent.file), Mark("speech_end", end, sent.file)]
+        if sent.start_mode == "during_reply":
+            spoke = _first_voiced(record.mic, sent.start, end + 0.01, [])
+            stopped = agent_stop_after(record.agent, spoke) if spoke is not None else None
+            tr.agent_stop_ms = (stopped - spoke) * 1000 if stopped is not None and spoke is not None else None
         audible = _first_voiced(record.agent, end, hi, [])
         tr.first_audible_ms = (audible - end) * 1000 if audible is not None else None
         finals = [

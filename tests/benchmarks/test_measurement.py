@@ -338,3 +338,36 @@ def test_cpu_cores_counts_each_process_from_when_it_was_first_seen() -> None:
     ]
     cores = cpu_cores(samples, seconds=4.0)
     assert cores == {"callers": 1.5, "jobs": 1.25, "livekit-server": 2.0}
+
+
+def _agent_track(voiced: list[tuple[float, float]], until: float, rate: int = 24_000) -> Track:
+    """10 ms chunks from t=0 to `until`, a tone inside the voiced spans, digital silence elsewhere."""
+    from simulator.audio_io import Track
+
+    track = Track(rate)
+    n = rate // 100
+    tone = (0.2 * 32767 * np.sin(2 * np.pi * 220 * np.arange(n) / rate)).astype(np.int16)
+    for k in range(int(until * 100)):
+        t = k / 100
+        on = any(a <= t < b for a, b in voiced)
+        track.add(t, tone.copy() if on else np.zeros(n, np.int16))
+    return track
+
+
+def test_agent_stop_is_its_last_voiced_sample_before_a_real_silence() -> None:
+    from simulator.room_result import agent_stop_after
+
+    # the agent speaks 0-1.0 s, pauses 0.4 s between sentences, speaks 1.4-2.35 s, is cut, answers at 4 s
+    track = _agent_track([(0.0, 1.0), (1.4, 2.35), (4.0, 5.0)], until=5.5)
+    stop = agent_stop_after(track, 2.0)  # the caller's first voiced sample at 2.0 s
+    assert stop is not None and abs(stop - 2.35) < 0.011  # the sentence pause at 1.0 s is not a stop
+    early = agent_stop_after(track, 0.5)
+    assert early is not None and abs(early - 2.35) < 0.011
+    assert agent_stop_after(track, 3.3) is None  # the agent was silent when the caller spoke
+
+
+def test_an_agent_that_stopped_before_the_caller_spoke_counts_zero() -> None:
+    from simulator.room_result import agent_stop_after
+
+    track = _agent_track([(0.0, 1.0)], until=3.0)
+    assert agent_stop_after(track, 1.3) == 1.3  # its last sound was 0.3 s before: within the gap, stop = t0
