@@ -7,6 +7,11 @@ streaming WER.
 No-speech inputs: every file whose .txt is empty, `--noise DIR`, plus generated silence/noise files.
 
     python -m benchmarks.stt --data "$(python -m simulator.test_speech)/asr" --json out/stt.json
+    python scripts/make_korean_corpus.py && python -m benchmarks.stt --language ko --data out/corpus-ko/test
+
+`cer` (characters, spaces and punctuation removed) is reported beside `wer`: it is the figure for Korean,
+where a word split is a matter of spelling. The model defaults to the language's (tiny.en for English, the
+multilingual base otherwise).
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ from livekit import rtc
 from livekit.agents import stt as lkstt
 
 from benchmarks.cli import emit, fail
-from plugins.spoken_words import compare_form, wer
+from plugins.spoken_words import cer, compare_form, wer
 from plugins.whisper.model import (
     PRIORITY_PARTIAL,
     SAMPLE_RATE,
     DecodeRequest,
     ModelOptions,
     WhisperModelError,
+    default_model,
     shared_runner,
 )
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
@@ -207,7 +213,7 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
 async def run(args: argparse.Namespace) -> dict[str, object]:
     options = WhisperSTTOptions(
         model=ModelOptions(
-            model=args.model,
+            model=args.model or default_model(args.language),
             device=args.device,
             compute_type=args.compute_type,
             cpu_threads=args.cpu_threads,
@@ -232,24 +238,32 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     tmp = tempfile.TemporaryDirectory(prefix="parley-stt-noise-")
     if not args.no_generated_noise:
         noise_wavs += make_noise_files(Path(tmp.name))
+    if args.whole_file_only:
+        noise_wavs = []
 
+    whole_language = None if args.language == "auto" else args.language
+    whole_decode_s: list[float] = []
     load_before = round(os.getloadavg()[0], 2)
     results: list[FileResult] = []
     whole_refs: list[str] = []
     whole_hyps: list[str] = []
+    marks: dict[str, float]
+    names: list[str]
     for path in wavs + noise_wavs:
         txt = path.with_suffix(".txt")
         ref = txt.read_text().strip() if txt.exists() else ""
         pcm = load_audio(path)
         flushes = await vad_flush_times(pcm) if args.fragments else None
-        text, marks, names = await stream_file(
-            stt,
-            pcm,
-            speed=args.speed,
-            frame_ms=args.frame_ms,
-            flush_delay_s=args.flush_delay_ms / 1000,
-            flush_at_s=flushes,
-        )
+        text, marks, names = "", {}, []  # --whole-file-only: nothing streamed
+        if not args.whole_file_only:
+            text, marks, names = await stream_file(
+                stt,
+                pcm,
+                speed=args.speed,
+                frame_ms=args.frame_ms,
+                flush_delay_s=args.flush_delay_ms / 1000,
+                flush_at_s=flushes,
+            )
         r = FileResult(file=path.name, ref=ref, hyp=text, speech=bool(ref), events=names)
         r.interims = names.count("interim_transcript")
         if "final" in marks and ref:
@@ -260,13 +274,17 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         results.append(r)
         if ref:
             whole = runner.decode(
-                pcm.astype(np.float32) / 32768.0, DecodeRequest(language="en", beam_size=args.final_beam)
+                pcm.astype(np.float32) / 32768.0,
+                DecodeRequest(language=whole_language, beam_size=args.final_beam),
             )
+            whole_decode_s.append(whole.decode_s)
             whole_refs.append(ref)
             whole_hyps.append(whole.text)
+            if args.whole_file_only:
+                r.hyp = whole.text
         if not args.quiet:
             delay = f"{r.final_delay_ms:7.0f} ms" if r.final_delay_ms is not None else "      - "
-            print(f"{path.name:28s} final {delay}  {compare_form(text)[:60]!r}", file=sys.stderr)
+            print(f"{path.name:28s} final {delay}  {compare_form(r.hyp)[:60]!r}", file=sys.stderr)
     tmp.cleanup()
 
     settle = [st for st in runner.recent if st.priority != PRIORITY_PARTIAL]
@@ -275,13 +293,18 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     delays = [r.final_delay_ms for r in speech if r.final_delay_ms is not None]
     after_flush = [r.final_after_flush_ms for r in speech if r.final_after_flush_ms is not None]
     runner.close()
+    refs, hyps = [r.ref for r in speech], [r.hyp for r in speech]
+    streamed = not args.whole_file_only
     return {
-        "wer": round(wer([r.ref for r in speech], [r.hyp for r in speech]), 4),
+        "wer": round(wer(refs, hyps), 4) if streamed else None,
         "whole_file_wer": round(wer(whole_refs, whole_hyps), 4),
+        "cer": round(cer(refs, hyps, args.language), 4) if streamed else None,
+        "whole_file_cer": round(cer(whole_refs, whole_hyps, args.language), 4),
+        "whole_file_decode_ms": percentiles([d * 1000 for d in whole_decode_s]),
         "final_delay_ms": percentiles(delays),
         "final_after_flush_ms": percentiles(after_flush),
         "preflight_before_flush_rate": round(sum(r.preflight_before_flush for r in speech) / len(speech), 3)
-        if speech
+        if speech and streamed
         else None,
         "noise_transcripts": sum(1 for r in results if not r.speech and compare_form(r.hyp)),
         "noise_files": sum(1 for r in results if not r.speech),
@@ -293,6 +316,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "flushes": "at each VAD end of speech (web profile)" if args.fragments else "once per file",
         "speed": args.speed,
         "model": runner.model_name,
+        "language": args.language,
+        "cpu_threads": args.cpu_threads,
         "files": [
             {
                 "file": r.file,
@@ -314,13 +339,20 @@ def _pair(p: object) -> str:
     return f"{p['p50']} / {p['p95']} ms"
 
 
+def _rate(value: object) -> str:
+    return "-" if value is None else f"{float(value) * 100:.1f} %"  # type: ignore[arg-type]
+
+
 def print_table(report: dict[str, object]) -> None:
     fd = report["final_delay_ms"]
     ff = report["final_after_flush_ms"]
     assert isinstance(fd, dict) and isinstance(ff, dict)
     rows = [
-        ("streaming WER", f"{float(report['wer']) * 100:.1f} %"),  # type: ignore[arg-type]
-        ("whole-file WER (same model)", f"{float(report['whole_file_wer']) * 100:.1f} %"),  # type: ignore[arg-type]
+        ("streaming WER", _rate(report["wer"])),
+        ("whole-file WER (same model)", _rate(report["whole_file_wer"])),
+        ("streaming CER", _rate(report["cer"])),
+        ("whole-file CER (same model)", _rate(report["whole_file_cer"])),
+        ("whole-file decode p50 / p95", _pair(report["whole_file_decode_ms"])),
         ("end of speech -> FINAL p50 / p95", f"{fd['p50']} / {fd['p95']} ms"),
         ("flush -> FINAL p50 / p95", f"{ff['p50']} / {ff['p95']} ms"),
         ("PREFLIGHT before flush", f"{report['preflight_before_flush_rate']}"),
@@ -340,12 +372,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the report here")
     p.add_argument("--noise", help="extra folder of no-speech *.wav files")
     p.add_argument("--no-generated-noise", action="store_true", help="skip the generated silence/noise files")
-    p.add_argument("--model", default="tiny.en")
+    p.add_argument("--model", help="default: tiny.en for --language en, the multilingual base otherwise")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     p.add_argument("--compute-type", default="default")
     p.add_argument("--cpu-threads", type=int, default=0, help="threads per decode (0 = cores, at most 4)")
     p.add_argument("--workers", type=int, default=2, help="decodes that may run at once")
-    p.add_argument("--language", default="en")
+    p.add_argument("--language", default="en", choices=["en", "ko", "auto"])
     p.add_argument("--final-beam", type=int, default=1)
     p.add_argument(
         "--partial-interval", type=float, default=0.5, help="seconds of new audio between partials"
@@ -369,6 +401,11 @@ def main(argv: list[str] | None = None) -> int:
         "--fragments",
         action="store_true",
         help="flush at each VAD end of speech, as calls do (a hesitation splits a turn into fragments)",
+    )
+    p.add_argument(
+        "--whole-file-only",
+        action="store_true",
+        help="skip streaming: decode each speech file once, whole (a quick comparison of models)",
     )
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)

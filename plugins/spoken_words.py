@@ -9,6 +9,9 @@ keyed. Three jobs, one set of number rules, so "$25" is "twenty five dollars" fo
 - `compare_form(text)` and `wer`: Whisper writes "$25", "3.30" and "12th" where references say "twenty five
   dollars", "three thirty" and "twelfth". Both sides go through `compare_form` (lower case, numbers written
   out, punctuation stripped) before words are compared, so WER counts recognition errors, not formatting.
+  `cer` compares characters instead (Korean has no agreed word split: "예약할게요" or "예약 할게요"):
+  spaces and punctuation removed, Unicode-normalised, numbers written out (Korean: Sino-Korean readings,
+  native ones before counters, phone numbers digit by digit).
 - `phrase_key(text)`: the canonical form of a cached phrase, so "Sure." and " sure " hit the same audio. Case,
   width, quote style, spacing and a trailing full stop do not change how a phrase is spoken; a question or
   exclamation mark does, so those are kept.
@@ -404,7 +407,7 @@ def compare_form(text: str) -> str:
 
 
 def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
-    """Word-level Levenshtein distance (substitutions + deletions + insertions)."""
+    """Levenshtein distance (substitutions + deletions + insertions) over words, or characters of a str."""
     prev = list(range(len(hyp) + 1))
     for i, r in enumerate(ref, 1):
         cur = [i] + [0] * len(hyp)
@@ -424,6 +427,58 @@ def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
         edits += edit_distance(r, h)
         words += len(r)
     return edits / words if words else 0.0
+
+
+_KO_NATIVE_ONES = ["", "한", "두", "세", "네", "다섯", "여섯", "일곱", "여덟", "아홉"]
+_KO_NATIVE_TENS = ["", "열", "스물", "서른", "마흔", "쉰", "예순", "일흔", "여든", "아흔"]
+_KO_NATIVE_COUNTERS = ("시", "명", "개", "살", "마리", "잔", "병", "장", "그릇")
+
+
+def korean_native_number(n: int) -> str:
+    """Native Korean reading of 1-99 as said before a counter ("세 시", "두 명", "스무 살")."""
+    tens, ones = divmod(n, 10)
+    if n == 20:
+        return "스무"
+    return _KO_NATIVE_TENS[tens] + _KO_NATIVE_ONES[ones]
+
+
+_KO_DIGIT_RUN = re.compile(r"\d[\d,]*")
+
+
+def _ko_compare_number(m: re.Match[str]) -> str:
+    """Digits as a Korean caller says them: phone and account numbers digit by digit ("010-1234" =
+    공일공 일이삼사: a leading zero or a hyphen beside the run), 1-99 before a counter natively ("3시" =
+    세 시), anything else as a Sino-Korean number ("5만" = 오만, "15일" = 십오일)."""
+    raw, text = m.group(0), m.string
+    beside_hyphen = text[m.start() - 1 : m.start()] == "-" or text[m.end() : m.end() + 1] == "-"
+    if "," not in raw and (beside_hyphen or (raw.startswith("0") and len(raw) > 1)):
+        return "".join("공" if d == "0" else _KO_DIGITS[int(d)] for d in raw)
+    n = int(raw.replace(",", ""))
+    if 0 < n < 100 and text[m.end() :].lstrip().startswith(_KO_NATIVE_COUNTERS):
+        return korean_native_number(n)
+    return korean_number(n)
+
+
+def cer_form(text: str, language: str = "en") -> str:
+    """The characters a CER compares: NFKC, numbers written out, case folded, no spaces or punctuation."""
+    t = unicodedata.normalize("NFKC", text)
+    if language == "ko":
+        t = _KO_DIGIT_RUN.sub(_ko_compare_number, t.replace("%", "퍼센트"))
+    elif language == "en":
+        t = compare_form(t)
+    return re.sub(r"[\W_]+", "", t.casefold())
+
+
+def cer(refs: Sequence[str], hyps: Sequence[str], language: str = "en") -> float:
+    """Corpus character error rate (total character edits / total reference characters) on `cer_form`."""
+    if len(refs) != len(hyps):
+        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    edits = chars = 0
+    for ref, hyp in zip(refs, hyps, strict=True):
+        r, h = cer_form(ref, language), cer_form(hyp, language)
+        edits += edit_distance(r, h)
+        chars += len(r)
+    return edits / chars if chars else 0.0
 
 
 # --- how cached phrases are keyed -------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """`python worker.py download-files`: fetch every model the configured pipeline needs, with progress bars.
 
 Registered as a LiveKit plugin so the framework's own `download-files` command runs it. On a machine with no
-model hub this is a no-op that says so in one line: the embedded defaults (bundled tiny.en, the hibari voice,
-SmolLM2) ship inside their Python packages.
+model hub this is a no-op that says so in one line: the embedded defaults (Whisper tiny.en and the
+multilingual base, the hibari voice, SmolLM2) ship inside their Python packages.
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ class ParleyModels(Plugin):
 
 
 def _whisper(settings: Settings) -> object:
-    from plugins.whisper import BUNDLED_MODEL, download_model
+    from plugins.whisper.weights import download_model, is_offline_model
 
-    if settings.stt_model == BUNDLED_MODEL:
-        print(f"parley: whisper {BUNDLED_MODEL} is bundled with the package; nothing to download")
-        return None
-    return download_model(settings.stt_model, progress=True)
+    name = settings.effective_stt_model
+    path = download_model(name, progress=True)  # a packaged model is joined into its cache folder now
+    if is_offline_model(name):
+        print(f"parley: whisper {name} comes from installed packages or a local folder; nothing to download")
+    return path
 
 
 def _fetchers() -> list[tuple[str, Callable[[Settings], object]]]:

@@ -61,7 +61,7 @@ def load_stt(settings: Settings) -> stt.STT:
     return WhisperSTT(
         WhisperSTTOptions(
             model=ModelOptions(
-                model=settings.stt_model,
+                model=settings.effective_stt_model,
                 device=settings.stt_device,
                 compute_type=settings.stt_compute_type or "default",
                 cpu_threads=settings.stt_cpu_threads,
@@ -267,7 +267,7 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
         phrases=phrases,
         live={
             "llm": f"{settings.llm_model} @ {llm_base_url}",
-            "stt": f"faster-whisper:{settings.stt_model}/{settings.stt_device}",
+            "stt": f"faster-whisper:{settings.effective_stt_model}/{settings.stt_device}",
             "tts": tts_live,
             "language": settings.language,
         },

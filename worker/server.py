@@ -266,7 +266,7 @@ def live_line(settings: Settings) -> str:
     engine = f", host engine {settings.stt_engine_address}" if settings.stt_engine_address else ""
     return (
         f"parley live: llm={settings.llm_model} @ {settings.llm_base_url or 'embedded'}; "
-        f"stt=faster-whisper:{settings.stt_model} ({settings.stt_device}{engine}); tts={tts}; "
+        f"stt=faster-whisper:{settings.effective_stt_model} ({settings.stt_device}{engine}); tts={tts}; "
         f"language={settings.language}; agent={settings.agent_name}; livekit={settings.livekit_url}"
     )
 
@@ -295,7 +295,7 @@ def check_stt_loads(settings: Settings) -> None:
 
     runner = WhisperModelRunner(
         ModelOptions(
-            model=settings.stt_model,
+            model=settings.effective_stt_model,
             device=settings.stt_device,
             compute_type=settings.stt_compute_type or "default",
             cpu_threads=1,
@@ -312,15 +312,15 @@ def check_stt_loads(settings: Settings) -> None:
 
 def preflight(settings: Settings) -> None:
     """Fail before registering with LiveKit, in one line, when a configured model cannot work."""
+    lang = settings.effective_stt_language
+    if settings.effective_stt_model.endswith(".en") and lang != "en":
+        raise SettingsError(
+            f"PARLEY_STT_MODEL: {settings.effective_stt_model} is English-only but the language is {lang!r}; "
+            "leave it unset (the multilingual base is the default) or set PARLEY_LANGUAGE=en"
+        )
     check_stt_loads(settings)
     if settings.llm_base_url:
         check_llm_reachable(settings.llm_base_url, settings.llm_api_key.get_secret_value())
-    lang = settings.effective_stt_language
-    if settings.stt_model.endswith(".en") and lang != "en":
-        raise SettingsError(
-            f"PARLEY_STT_MODEL: {settings.stt_model} is English-only but the language is {lang!r}; "
-            "use a multilingual model (e.g. small) or PARLEY_LANGUAGE=en"
-        )
 
 
 def check_audio_devices() -> None:

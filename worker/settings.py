@@ -81,7 +81,9 @@ class Settings(BaseSettings):
     context_max_chars: int = Field(8000, ge=500)
 
     # STT (faster-whisper)
-    stt_model: str = "tiny.en"  # a name, a local CTranslate2 dir, or tiny.en = the bundled offline model
+    # tiny.en (English only) or base (multilingual), both offline from Python packages; a local CTranslate2
+    # dir; or a name fetched by download-files. None = the language's default (`effective_stt_model`)
+    stt_model: str | None = None
     stt_device: Literal["cpu", "cuda", "auto"] = "cpu"
     stt_compute_type: str = "default"  # default = int8 on CPU, float16 on CUDA
     stt_cpu_threads: int = Field(0, ge=0)  # threads per decode; 0 = auto (plugins/whisper/model.py)
@@ -221,6 +223,14 @@ class Settings(BaseSettings):
     @property
     def effective_stt_language(self) -> str:
         return self.stt_language or self.language
+
+    @property
+    def effective_stt_model(self) -> str:
+        """The model set, else tiny.en for English and the multilingual base for any other language: an
+        agent whose file says `language: ko` must not get an English-only model by default."""
+        from plugins.whisper.weights import default_model
+
+        return self.stt_model or default_model(self.effective_stt_language)
 
     @property
     def idle_processes(self) -> int:

@@ -208,7 +208,9 @@ def load_stock_components(settings: Settings, llm_base_url: str, opts: StockOpti
 
     from .pipeline import agent_options, load_llm
 
-    stt_model = PlainWhisperSTT(str(resolve_model_path(settings.stt_model)), beam_size=opts.whisper_beam_size)
+    stt_model = PlainWhisperSTT(
+        str(resolve_model_path(settings.effective_stt_model)), beam_size=opts.whisper_beam_size
+    )
     # one decode now: a process serves many calls, so the cold first decode is not a per-call cost
     stt_model.transcribe(np.zeros(STT_RATE // 2, np.float32))
     tts_model = PlainHibariTTS(

@@ -22,7 +22,7 @@ def engine_transcriber(settings: Settings) -> Any:
             settings.stt_engine_address,
             secret=settings.stt_engine_secret.get_secret_value(),
             wait_s=settings.stt_engine_wait_s,
-            model_name=settings.stt_model,
+            model_name=settings.effective_stt_model,
         )
     )
     try:
@@ -44,7 +44,7 @@ def start_host_engine(settings: Settings) -> Any:
         return None
     engine = HostSpeechEngine(
         HostSpeechEngineOptions(
-            model=settings.stt_model,
+            model=settings.effective_stt_model,
             device=settings.stt_device,
             compute_type=settings.stt_compute_type,
             cpu_threads=settings.stt_cpu_threads,

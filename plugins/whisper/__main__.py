@@ -2,6 +2,7 @@
 
     python -m plugins.whisper serve --address unix:///run/parley/engine/stt.sock --device cpu
     python -m plugins.whisper serve --device cuda --max-batch 64      # a GPU host
+    python -m plugins.whisper serve --model base                      # multilingual (Korean)
 
 Prints `READY <address>` once the model is loaded and the socket listens. The secret, if any, comes from
 PARLEY_STT_ENGINE_SECRET (never the command line, where `ps` shows it). SIGTERM/SIGINT close it cleanly.
@@ -22,7 +23,13 @@ from plugins.local_socket import default_address
 
 from .engine import SpeechEngine, SpeechEngineOptions
 from .engine_server import SpeechServer, SpeechServerOptions
-from .model import BUNDLED_MODEL, ModelOptions, WhisperModelError, WhisperModelRunner
+from .model import ModelOptions, WhisperModelError, WhisperModelRunner
+from .weights import default_model
+
+
+def _language() -> str:
+    """The worker's language settings, read the same way (the engine image carries no worker code)."""
+    return os.environ.get("PARLEY_STT_LANGUAGE") or os.environ.get("PARLEY_LANGUAGE") or "en"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--address", default=os.environ.get("PARLEY_STT_ENGINE_ADDRESS") or default_address("stt.sock")
     )
-    s.add_argument("--model", default=os.environ.get("PARLEY_STT_MODEL", BUNDLED_MODEL))
+    s.add_argument(
+        "--model",
+        default=os.environ.get("PARLEY_STT_MODEL") or default_model(_language()),
+        help="tiny.en, base (multilingual), a CTranslate2 folder or a downloaded name; default: "
+        "PARLEY_STT_MODEL, else the language's default (tiny.en for English, base otherwise)",
+    )
     s.add_argument(
         "--device", choices=("cpu", "cuda", "auto"), default=os.environ.get("PARLEY_STT_DEVICE", "cpu")
     )

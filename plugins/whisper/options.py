@@ -79,6 +79,6 @@ def check_language(language: str, *, multilingual: bool, model_name: str) -> str
     if language != "en" and not multilingual:
         raise WhisperConfigError(
             f"STT model {model_name!r} is English-only but the language is {language!r}; "
-            "use a multilingual model (e.g. 'small') or language 'en'"
+            "use a multilingual model (e.g. 'base') or language 'en'"
         )
     return None if language == "auto" else language

@@ -179,6 +179,12 @@ def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
     assert s.sip_goodbye == "Thanks for calling Bright Smile Dental. See you soon!"
 
 
+def test_a_korean_agent_gets_a_multilingual_whisper_by_default() -> None:
+    spec = load_agent_file(ROOT / "examples/korean_clinic.yaml")
+    assert apply_agent(load_settings(), spec).effective_stt_model == "base"  # never tiny.en (English only)
+    assert apply_agent(load_settings(stt_model="/models/small"), spec).effective_stt_model == "/models/small"
+
+
 def test_agent_flag_becomes_the_setting(monkeypatch) -> None:
     monkeypatch.setenv("PARLEY_AGENT", "")  # so monkeypatch puts it back after pop_agent_flag sets it
     argv = pop_agent_flag(["worker.py", "dev", "--agent", "examples/dental_clinic.yaml", "--log-level", "x"])

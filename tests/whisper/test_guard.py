@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from plugins.whisper.guard import clean_text, phrase_key
+import pytest
+
+from plugins.whisper.guard import clean_text, cut_loop, phrase_key
 from plugins.whisper.model import DecodeResult, Segment
 
 
@@ -105,3 +107,52 @@ def test_a_decode_that_only_repeats_its_prompt_is_dropped() -> None:
         clean_text(result((" She can't hear very well.", 0.02, -0.2, 1.1)), speech_s=1.0)
         == "She can't hear very well."
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "4-4-4-4-4-4-4-4-4-4",
+        "그가, 그가, 그가, 그가, 그가,",
+        "the the the",
+        "Thank you. Thank you. Thank you.",
+        "ㅋㅋㅋㅋㅋㅋㅋㅋ",
+        "감사합니다감사합니다감사합니다",
+        "谢谢谢谢谢谢",
+        "예약 예약 예약 예약",
+        "1, 1, 1, 1, 1, 1, 1, 1",
+    ],
+)
+def test_repetition_loops_are_dropped_in_any_language(text: str) -> None:
+    assert cut_loop(text) == ""
+    r = DecodeResult((Segment(f" {text}", 0.0, 2.0, 0.05, -0.2, 1.5),), "ko", 2.0, 0.1)
+    assert clean_text(r, speech_s=2.0) == ""  # the compression ratio alone let these through
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "010-1234-5678",
+        "010-1111-2222",
+        "My PIN is 1, 1, 1, 1.",
+        "yes yes",
+        "네 네",
+        "네네",
+        "하하하",
+        "반짝반짝",
+        "100000000원입니다",
+        "Mississippi",
+        "예약을 내일 오후 세 시로 바꾸고 싶어요.",
+        "Can you help me reset the password?",
+        "我想预约明天下午三点。",
+    ],
+)
+def test_real_repeats_and_numbers_are_kept(text: str) -> None:
+    assert cut_loop(text) == text
+
+
+def test_the_words_before_a_loop_are_kept() -> None:
+    assert cut_loop("I need to book for 4-4-4-4-4-4-4-4") == "I need to book for"
+    assert cut_loop("예약하고 싶은데요, 그가, 그가, 그가, 그가") == "예약하고 싶은데요"
+    r = korean((" 예약하고 싶은데요 그가 그가 그가 그가 그가", 0.02, -0.3, 1.6))
+    assert clean_text(r, speech_s=2.0) == "예약하고 싶은데요"

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.spoken_words import compare_form, edit_distance, number_words, ordinal_words, wer
+from plugins.spoken_words import (
+    cer,
+    cer_form,
+    compare_form,
+    edit_distance,
+    number_words,
+    ordinal_words,
+    wer,
+)
 
 
 @pytest.mark.parametrize(
@@ -63,3 +71,32 @@ def test_wer_counts_substitutions_deletions_insertions() -> None:
     assert wer([], []) == 0.0
     with pytest.raises(ValueError):
         wer(["a"], [])
+
+
+def test_cer_ignores_spaces_punctuation_and_unicode_forms() -> None:
+    assert cer(["예약을 바꾸고 싶어요."], ["예약을 바꾸고싶어요"], "ko") == 0.0  # Korean word splits vary
+    assert cer(["ＡＢＣ"], ["abc"]) == 0.0  # NFKC: full-width letters are the same letters
+    assert cer(["abcd"], ["abxd"]) == pytest.approx(0.25)
+    assert cer(["한글"], [""], "ko") == 1.0
+    assert cer([], []) == 0.0
+    with pytest.raises(ValueError):
+        cer(["a"], [])
+
+
+@pytest.mark.parametrize(
+    ("written", "spoken"),
+    [
+        ("010-1234-5678", "공일공 일이삼사 오육칠팔"),
+        ("5만 원", "오만 원"),
+        ("50,000원", "오만 원"),
+        ("3시 30분", "세 시 삼십 분"),
+        ("2명", "두 명"),
+        ("90년 3월 15일", "구십 년 삼월 십오일"),
+    ],
+)
+def test_korean_cer_reads_digits_as_said(written: str, spoken: str) -> None:
+    assert cer_form(written, "ko") == cer_form(spoken, "ko")
+
+
+def test_english_cer_writes_numbers_out() -> None:
+    assert cer(["Send twenty five dollars."], ["send $25"]) == 0.0

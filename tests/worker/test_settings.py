@@ -47,6 +47,14 @@ def test_bad_setting_is_one_line_naming_the_variable(
     assert "\n" not in msg
 
 
+def test_stt_model_follows_the_language_unless_set() -> None:
+    assert load_settings().effective_stt_model == "tiny.en"
+    assert load_settings(language="ko").effective_stt_model == "base"
+    assert load_settings(language="ko", stt_language="en").effective_stt_model == "tiny.en"
+    assert load_settings(language="ko", stt_model="tiny.en").effective_stt_model == "tiny.en"  # refused later
+    assert load_settings(stt_model="base").effective_stt_model == "base"
+
+
 def test_orpheus_backend_needs_an_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARLEY_TTS_BACKEND", "orpheus")
     with pytest.raises(SettingsError, match="PARLEY_ENGINE_ADDRESS"):
@@ -67,7 +75,7 @@ def _run_worker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
     [
         ({"PARLEY_LANGUAGE": "xx"}, "PARLEY_LANGUAGE"),
         ({"PARLEY_STT_MODEL": "/no/such/model"}, "PARLEY_STT_MODEL"),
-        ({"PARLEY_LANGUAGE": "ko"}, "English-only"),
+        ({"PARLEY_LANGUAGE": "ko", "PARLEY_STT_MODEL": "tiny.en"}, "English-only"),
         ({"PARLEY_LLM_BASE_URL": "http://127.0.0.1:9/v1"}, "no LLM answers"),
     ],
 )
