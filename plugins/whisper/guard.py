@@ -112,11 +112,12 @@ def _segment_ok(seg: Segment, opts: GuardOptions) -> bool:
 
 _TOKEN = re.compile(r"[^\W_]+")
 _INNER_LOOP = re.compile(r"(\w{1,8}?)\1{2,}")
-LOOP_REPEATS = 3
-"""A stretch of one to `LOOP_MAX_WORDS` words said this many times in a row is a loop. Whisper's loops run
-to the token budget (8 or more repeats); three already reads as one ("the the the", "그가, 그가, 그가"),
-while twice is how people talk ("yes yes", "네 네"). A caller's own "no, no, no" is lost with them: the
-words are the same, and a transcript that loops misleads the LLM more than a missing one."""
+LOOP_REPEATS = 4
+"""A stretch of one to `LOOP_MAX_WORDS` words said this many times in a row, running to the end of the
+decode, is a loop. Whisper does not come back from a loop: it runs to the token budget, so the stretch ends
+the text ("the the the the", "그가, 그가, 그가, 그가, 그가"). People repeat too, but fewer times or with
+more words after ("no, no, no, that's not what I said", "thank you, thank you, thank you so much"):
+those are kept whole."""
 LOOP_MAX_WORDS = 4
 DIGIT_LOOP_REPEATS = 6
 """Digits said one by one repeat for real ("my PIN is 1, 1, 1, 1"), so a digit-only stretch needs more."""
@@ -137,8 +138,10 @@ def _word_loop_start(words: list[re.Match[str]]) -> int | None:
             repeats = 1
             while keys[i + repeats * n : i + (repeats + 1) * n] == unit:
                 repeats += 1
+            rest = keys[i + repeats * n :]
+            runs_to_end = len(rest) < n and rest == unit[: len(rest)]  # a loop may stop mid-stretch
             need = DIGIT_LOOP_REPEATS if all(k.isdigit() for k in unit) else LOOP_REPEATS
-            if repeats >= need:
+            if repeats >= need and runs_to_end:
                 return words[i].start()
     return None
 
