@@ -5,6 +5,7 @@ figures are measured with `make load`, not asserted here."""
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,20 @@ from simulator.call_plan import worker_failures
 pytestmark = pytest.mark.slow
 
 
-async def test_two_calls_for_half_a_minute(
+async def test_two_calls_at_once(
     embedded_llm_url: str, speech_audio: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PARLEY_LLM_BASE_URL", embedded_llm_url)
+    turns = tmp_path / "turns"  # the conversation's first two turns: two calls at once is the point
+    turns.mkdir()
+    for wav in sorted((speech_audio / "conversation").glob("*.wav"))[:2]:
+        shutil.copy(wav, turns / wav.name)
     args = argparse.Namespace(
-        calls=2, minutes=0.5, data=str(speech_audio / "conversation"), out=str(tmp_path)
+        # each call starts one conversation within the 6 s and plays it to its end
+        calls=2,
+        minutes=0.1,
+        data=str(turns),
+        out=str(tmp_path),
     )
     report = await main_async(args)
     assert report["conversations"] >= 2, report
@@ -34,7 +43,7 @@ async def test_two_calls_for_half_a_minute(
     assert report["leaked_tasks"] == 0, report["leaked_task_names"]
     assert report["v2v_ms"]["p50"] is not None
     assert report["rss_mb_max"] > 0 and report["rss_curve_mb"]
-    # half a minute is short for a slope, so only a gross leak fails here (make load measures it properly)
+    # one conversation is short for a slope, so only a gross leak fails here (make load measures it properly)
     assert report["rss_slope_mb_per_min"] is None or report["rss_slope_mb_per_min"] < 100, report[
         "rss_curve_mb"
     ]
