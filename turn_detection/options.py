@@ -73,10 +73,12 @@ WEB = ProfileParams(
         lm_weight=1.0,
         lm_center=0.1,
     ),
-    # barge-in within 300 ms: the caller's voice pauses (ducks) the agent after 0.2 s of speech; a
+    # barge-in within 300 ms: the caller's voice pauses (ducks) the agent after 0.1 s of speech; a
     # backchannel's FINAL resumes it at once (TurnHooks.resume_paused_reply), noise after the timeout.
-    # dev (out/corpus/dev/bargein): stop p50 263 ms / p95 357 ms, backchannels ignored 87.5 %, noise 100 %.
-    interrupt_min_speech_s=0.2,
+    # dev (out/corpus/dev/bargein), 0.2 s -> 0.1 s: stop p50 / p95 255 / 358 -> 153 / 264 ms, backchannels
+    # ignored 87.5 % both, noise ignored 100 % and never paused both; a backchannel's gap p50 802 -> 902 ms.
+    # Through a room the caller hears ~180 ms more (benchmarks/RESULTS.md, "Barge-in").
+    interrupt_min_speech_s=0.1,
     interrupt_min_words=0,
     false_interruption_timeout_s=1.0,
     aec_warmup_s=0.5,
