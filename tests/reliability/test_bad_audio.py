@@ -32,9 +32,9 @@ async def _call(llm_url: str, turns: list[Path], **opt: object):
 
 async def test_noise_and_silence_make_no_turns(embedded_llm_url: str, tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
-    hiss = (rng.normal(0, 0.01, 16_000 * 4) * 32767).astype(np.int16)  # -40 dBFS white noise
-    hum = (0.02 * np.sin(2 * np.pi * 50 * np.arange(16_000 * 3) / 16_000) * 32767).astype(np.int16)
-    silence = np.zeros(16_000 * 3, np.int16)
+    hiss = (rng.normal(0, 0.01, 16_000 * 2) * 32767).astype(np.int16)  # -40 dBFS white noise
+    hum = (0.02 * np.sin(2 * np.pi * 50 * np.arange(16_000 * 2) / 16_000) * 32767).astype(np.int16)
+    silence = np.zeros(16_000 * 2, np.int16)
     turns = [
         _write(tmp_path / f"{n}.wav", x) for n, x in (("hiss", hiss), ("hum", hum), ("silence", silence))
     ]
