@@ -34,8 +34,8 @@ VOICE = "heart"
 # Numbers are written as words, the way they are spoken; the tests normalise Whisper's digits to match.
 ASR = [
     "Please bring two large pizzas to the office by noon.",
-    "Can you help me change the email linked to my profile?",
-    "Send forty dollars from my checking to my savings.",
+    "Could the email address on my account be updated?",
+    "Please move forty dollars out of checking and into savings.",
     "Can I meet with my manager on Thursday at four?",
     "Which bus goes from the train station to the airport?",
     "Cancel the order I placed yesterday morning, please.",
