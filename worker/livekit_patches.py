@@ -7,11 +7,18 @@ process's event loop per 0.1 s of reply audio. A reply piece arrives faster than
 blocked the loop for 100–240 ms at the very moment the reply started (the loop monitor named it), delaying
 playout, VAD and the next turn. The replacement computes the same number (same window, hop and scale) with
 one batched FFT, ~8x cheaper.
+
+When the caller talks over the agent, the session pauses the room's audio output. LiveKit then drops the
+output's queued audio (up to 200 ms) only when its forwarding loop next wakes, up to one 50 ms frame later, so
+that much more of the agent reached the caller after the pause. The patched pause drops the queue at once,
+with the same bookkeeping LiveKit does (the dropped audio counts as discarded, the playhead stays where it
+stopped), so a resumed reply goes on exactly where it would have.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -45,8 +52,56 @@ _patched.parley_patch = True  # type: ignore[attr-defined]
 
 
 def install() -> bool:
-    """Swap in the batched speaking-rate estimate; False (and one log line) when this LiveKit has no such
-    method, so an upgrade degrades to LiveKit's own code instead of failing the call."""
+    """Apply every patch; False (and one log line each) when this LiveKit lacks what a patch replaces, so an
+    upgrade degrades to LiveKit's own code instead of failing the call."""
+    rate = _install_speaking_rate()
+    pause = _install_pause_drop()
+    return rate and pause
+
+
+def drop_queued_audio(output: Any) -> float:
+    """Discard what the room output's audio source still holds, as LiveKit's forwarding loop does when it
+    finds the output paused; returns the seconds dropped."""
+    source = output._audio_source
+    queued = float(source.queued_duration)
+    if queued <= 0.0:
+        return 0.0
+    output._source_discarded_duration += queued
+    output._report_run(
+        offset=output._source_pushed_duration - queued,
+        ended_at=time.time(),
+        resumes_at=output._source_pushed_duration,
+    )
+    source.clear_queue()
+    return queued
+
+
+def _install_pause_drop() -> bool:
+    try:
+        from livekit.agents.voice.room_io._output import _ParticipantAudioOutput
+    except ImportError:
+        log.warning("livekit room audio output not found; a paused reply drains its queue as LiveKit does")
+        return False
+    current = getattr(_ParticipantAudioOutput, "pause", None)
+    needed = ("_report_run", "_source_discarded_duration", "_source_pushed_duration", "_audio_source")
+    probe = _ParticipantAudioOutput.__init__.__code__.co_names + tuple(vars(_ParticipantAudioOutput))
+    if current is None or not all(name in probe for name in needed):
+        log.warning("livekit room audio output changed; a paused reply drains its queue as LiveKit does")
+        return False
+    if getattr(current, "parley_patch", False):
+        return True
+    replaced.setdefault("_ParticipantAudioOutput.pause", current)
+
+    def pause(self: Any) -> None:
+        current(self)
+        drop_queued_audio(self)
+
+    pause.parley_patch = True  # type: ignore[attr-defined]
+    _ParticipantAudioOutput.pause = pause  # type: ignore[method-assign]
+    return True
+
+
+def _install_speaking_rate() -> bool:
     try:
         from livekit.agents.voice.transcription import _speaking_rate
     except ImportError:

@@ -31,3 +31,31 @@ def test_install_swaps_the_method_once() -> None:
     method = _speaking_rate.SpeakingRateStream._spectral_flux
     assert getattr(method, "parley_patch", False)
     assert method(None, np.zeros(24_000, dtype=np.float32), 24_000) == 0.0
+
+
+async def test_pause_drops_the_queued_reply_at_once() -> None:
+    """A paused room output holds no audio: what was queued is discarded (not played after the caller spoke)
+    and a resumed reply goes on past it, as LiveKit's own forwarding loop leaves it."""
+    from livekit import rtc
+    from livekit.agents.voice.room_io._output import _ParticipantAudioOutput
+
+    assert livekit_patches.install()
+    out = _ParticipantAudioOutput(
+        None,  # type: ignore[arg-type]  # the queue needs no room
+        sample_rate=24_000,
+        num_channels=1,
+        track_publish_options=rtc.TrackPublishOptions(),
+    )
+    frame = rtc.AudioFrame(b"\x10\x00" * 1200, 24_000, 1, 1200)  # 50 ms
+    for _ in range(3):
+        await out._audio_source.capture_frame(frame)
+        out._source_pushed_duration += frame.duration
+    queued = out._audio_source.queued_duration
+    assert queued > 0.1
+    out.pause()
+    assert out._audio_source.queued_duration == 0.0
+    assert out._source_discarded_duration == pytest.approx(queued, abs=0.02)
+    assert out._run_offset == pytest.approx(0.15)  # the next run starts past the dropped audio
+    out.pause()  # nothing left to drop
+    assert out._source_discarded_duration == pytest.approx(queued, abs=0.02)
+    await out._audio_source.aclose()
