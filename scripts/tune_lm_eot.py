@@ -140,7 +140,8 @@ def redecide(result: dict, opts: EndpointOptions) -> list[dict[str, Any]]:
         for d in c["commits"] + c["held"]:
             if d.get("text_p") is None:
                 continue
-            x = decide(TextCue(d["text_p"], d["reason"]), d.get("audio_p"), opts, "en", d.get("lm_p"))
+            cue = TextCue(d["text_p"], d["reason"])
+            x = decide(cue, d.get("audio_p"), opts, "en", d.get("lm_p"), d.get("confidence"))
             d["delay"], d["probability"] = x.delay, x.probability
     return cases
 
@@ -179,6 +180,31 @@ def grid(result: dict, labels: list[dict], base: EndpointOptions, budget_ms: flo
     return {"without_lm": None if without is None else without.__dict__, "best": [r[1] for r in rows[:5]]}
 
 
+def confidence_grid(
+    result: dict, labels: list[dict], base: EndpointOptions, budget_ms: float, max_held: float
+) -> dict:
+    """The recogniser-confidence term (the LM term as the profile has it): weight, centre and the band."""
+    last = {lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels}
+    without = best_point(result, last, replace(base, confidence_weight=0.0), budget_ms, max_held)
+    rows: list[tuple[float, float, dict]] = []
+    for w, c, cp, up, hd in itertools.product(
+        (0.25, 0.5, 1.0, 2.0), (0.2, 0.3, 0.4, 0.5, 0.6), (0.6, 0.7), (0.3, 0.4, 0.5), (1.0, 1.15, 1.3)
+    ):
+        if up >= cp:
+            continue
+        opts = replace(
+            base, confidence_weight=w, confidence_center=c, confident_p=cp, unlikely_p=up, hesitation_delay=hd
+        )
+        p = best_point(result, last, opts, budget_ms, max_held)
+        if p is not None and p.open_cutoff_rate is not None and p.done_p50_ms is not None:
+            cand = {"confidence_weight": w, "confidence_center": c, "confident_p": cp, "unlikely_p": up}
+            rows.append(
+                (p.open_cutoff_rate, p.done_p50_ms, {**cand, "hesitation_delay": hd, "point": p.__dict__})
+            )
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return {"without": None if without is None else without.__dict__, "best": [r[2] for r in rows[:8]]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--result", type=Path, required=True, help="benchmarks.turns --json output (dev split)")
@@ -186,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", choices=[p.value for p in Profile], default="web")
     ap.add_argument("--budget-ms", type=float, default=450.0, help="finished-turn p50 ceiling")
     ap.add_argument("--max-held", type=float, default=0.05, help="share of finished turns held over 1.5 s")
+    ap.add_argument(
+        "--confidence", action="store_true", help="grid the recogniser-confidence term instead of the LM's"
+    )
     a = ap.parse_args(argv)
     try:
         result = json.loads(a.result.read_text())
@@ -197,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         print("error: calibrate on the dev split only; this result holds test files", file=sys.stderr)
         return 2
     base = PROFILES[Profile(a.profile)].endpoint
+    if a.confidence:
+        print(json.dumps(confidence_grid(result, labels, base, a.budget_ms, a.max_held), indent=2))
+        return 0
     samples = load_samples(result, labels, base.audio_weight)
     if len(samples) < 20:
         print(f"error: only {len(samples)} decisions with an LM score; run benchmarks.turns with --eot-lm")

@@ -16,6 +16,8 @@ import logging
 import time
 from typing import Any
 
+from livekit.agents import stt
+
 from .audio_eot import TRAILING_SILENCE_S, load_model, predict_window
 from .endpoint_policy import EndpointDecision, decide
 from .lm_eot import LmEotScorer
@@ -54,7 +56,10 @@ class ParleyTurnDetector:
         self._prefetched: tuple[float, asyncio.Task[float | None]] | None = None
         self._turn_prefix: tuple[int, str] = (-1, "")
         """(reply count, the caller's earlier words of this turn) when a decision was held."""
+        self._confidence: float | None = None
+        """The recogniser's confidence in the newest FINAL (None: unknown)."""
         hooks.speech_end_listeners.append(self._prefetch)
+        hooks.transcript_listeners.append(self._note_confidence)
         if self._lm is not None:
             hooks.transcript_listeners.append(self._prefetch_lm)
 
@@ -95,6 +100,13 @@ class ParleyTurnDetector:
         if prefix and replies == self._hooks.replies_started:
             return f"{prefix} {utterance}".strip()
         return utterance.strip()
+
+    def _note_confidence(self, ev: Any) -> None:
+        """Keep the newest FINAL's confidence: the words the decision judges (0 means not reported)."""
+        if getattr(ev, "type", None) != stt.SpeechEventType.FINAL_TRANSCRIPT or not ev.alternatives:
+            return
+        confidence = float(getattr(ev.alternatives[0], "confidence", 0.0) or 0.0)
+        self._confidence = confidence if 0.0 < confidence <= 1.0 else None
 
     def _prefetch_lm(self, ev: Any) -> None:
         """Score each interim/preflight/final transcript as it comes, so the FINAL's score is cached."""
@@ -149,7 +161,7 @@ class ParleyTurnDetector:
         audio_p, lm_p = await asyncio.gather(
             self._audio_probability_for(speech_end), self.lm_probability(text)
         )
-        decision = decide(text_cue(text, lang), audio_p, self._opts, lang, lm_p)
+        decision = decide(text_cue(text, lang), audio_p, self._opts, lang, lm_p, self._confidence)
         self.last_decision = decision
         logger.debug(
             "end of turn decision",
@@ -158,6 +170,7 @@ class ParleyTurnDetector:
                 "delay": round(decision.delay, 3),
                 "audio_p": audio_p,
                 "lm_p": None if lm_p is None else round(lm_p, 4),
+                "confidence": None if self._confidence is None else round(self._confidence, 3),
                 "reason": decision.reason,
             },
         )

@@ -13,7 +13,10 @@ the corpus's dev split (`lm_weight`, `lm_center`); for the cue kinds where dev s
 transcript better than the word table (`lm_replaces`), the table's term steps aside when the model answered.
 The model alone (text and audio not reading the turn as unlikely) holds a turn at most `hesitation_delay`.
 After a sequence (digits, spelled letters, a list) the hold is the model's: `sequence_delay` times its
-probability that more is coming. Pure logic: no livekit, no model.
+probability that more is coming. The recogniser's own confidence in the words (Whisper's mean token
+probability) is one more term: a cut-short clause is often decoded as a garbled but finished-looking
+sentence ("the bus war."), so words it is unsure of are weaker evidence that the caller is done. Pure logic:
+no livekit, no model.
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ class EndpointOptions:
     """The language model's end-of-sentence probability that is neutral evidence (log-odds 0)."""
     lm_replaces: frozenset[str] = frozenset()
     """Text-cue reasons whose table term the language model replaces when it answered (chosen on dev)."""
+    confidence_weight: float = 0.0
+    """Slope of the recogniser's confidence in log-odds (0 = not used); chosen on dev like the LM's."""
+    confidence_center: float = 0.5
+    """The confidence (mean token probability) that is neutral evidence."""
     final_wait: float = 1.0
     """How long after the speech to wait for the STT's final text of it before judging the older text
     (a cough or a word the STT drops never brings one)."""
@@ -80,6 +87,10 @@ class EndpointOptions:
             raise ValueError("lm_weight must be within [0, 5]")
         if not 0.0 < self.lm_center < 1.0:
             raise ValueError("lm_center must be within (0, 1)")
+        if not 0.0 <= self.confidence_weight <= 5.0:
+            raise ValueError("confidence_weight must be within [0, 5]")
+        if not 0.0 < self.confidence_center < 1.0:
+            raise ValueError("confidence_center must be within (0, 1)")
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,8 @@ class EndpointDecision:
     reason: str
     lm_probability: float | None = None
     """The language model's raw end-of-sentence probability (None: not asked, or not in time)."""
+    confidence: float | None = None
+    """The recogniser's confidence in the words judged (None: unknown)."""
 
 
 def _logit(p: float) -> float:
@@ -114,18 +127,29 @@ def _uses_lm(lm_probability: float | None, opts: EndpointOptions) -> bool:
     return lm_probability is not None and opts.lm_weight > 0.0
 
 
+def confidence_log_odds(confidence: float | None, opts: EndpointOptions) -> float:
+    """The recogniser's confidence as evidence: 0 at `confidence_center`, negative below (unknown: 0)."""
+    if confidence is None or opts.confidence_weight == 0.0:
+        return 0.0
+    return opts.confidence_weight * (_logit(confidence) - _logit(opts.confidence_center))
+
+
 def combine(
     cue: TextCue,
     audio_probability: float | None,
     opts: EndpointOptions,
     language: str | None = None,
     lm_probability: float | None = None,
+    confidence: float | None = None,
 ) -> float:
-    """One end-of-turn probability: text, language-model and audio evidence added as log-odds."""
+    """One end-of-turn probability: text, language-model, recogniser-confidence and audio evidence added as
+    log-odds."""
     use_lm = _uses_lm(lm_probability, opts)
-    if not use_lm and (audio_probability is None or opts.audio_weight == 0.0):
+    trust = confidence_log_odds(confidence, opts)
+    if not use_lm and trust == 0.0 and (audio_probability is None or opts.audio_weight == 0.0):
         return cue.completeness
-    z = 0.0 if use_lm and cue.reason in opts.lm_replaces else _logit(cue.completeness)
+    z = trust
+    z += 0.0 if use_lm and cue.reason in opts.lm_replaces else _logit(cue.completeness)
     if use_lm:
         assert lm_probability is not None
         z += lm_log_odds(lm_probability, opts)
@@ -162,13 +186,17 @@ def decide(
     opts: EndpointOptions,
     language: str | None = None,
     lm_probability: float | None = None,
+    confidence: float | None = None,
 ) -> EndpointDecision:
-    p = combine(cue, audio_probability, opts, language, lm_probability)
+    p = combine(cue, audio_probability, opts, language, lm_probability, confidence)
     delay = delay_for(p, opts)
-    if _uses_lm(lm_probability, opts) and combine(cue, audio_probability, opts, language) >= opts.unlikely_p:
-        # the language model alone never holds a turn past hesitation_delay: on dev, letting it reach
-        # max_delay held a quarter of the finished turns over 1.5 s
+    models = _uses_lm(lm_probability, opts) or confidence_log_odds(confidence, opts) != 0.0
+    if models and combine(cue, audio_probability, opts, language) >= opts.unlikely_p:
+        # the language model and the confidence never hold a turn past hesitation_delay on their own: on
+        # dev, letting the model reach max_delay held a quarter of the finished turns over 1.5 s
         delay = min(delay, opts.hesitation_delay)
     if cue.sequence:
         delay = max(delay, sequence_hold(lm_probability, opts))
-    return EndpointDecision(probability=p, delay=delay, reason=cue.reason, lm_probability=lm_probability)
+    return EndpointDecision(
+        probability=p, delay=delay, reason=cue.reason, lm_probability=lm_probability, confidence=confidence
+    )

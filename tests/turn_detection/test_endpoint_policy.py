@@ -84,8 +84,32 @@ def test_probability_at_the_unlikely_threshold_matches_livekit_rule() -> None:
         {"unlikely_p": 0.8, "confident_p": 0.7},
         {"audio_weight": 3.5},
         {"sequence_delay": 3.0},
+        {"confidence_weight": -1.0},
+        {"confidence_center": 1.0},
     ],
 )
 def test_bad_options_are_rejected(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         EndpointOptions(**kwargs)
+
+
+def test_recogniser_confidence_is_neutral_at_its_center_and_unknown_is_no_evidence() -> None:
+    opts = EndpointOptions(confidence_weight=1.0, confidence_center=0.4)
+    cue = TextCue(0.6, "statement")
+    base = combine(cue, None, opts)
+    assert combine(cue, None, opts, confidence=0.4) == pytest.approx(base)
+    assert combine(cue, None, opts, confidence=None) == pytest.approx(base)
+    assert combine(cue, None, opts, confidence=0.1) < base < combine(cue, None, opts, confidence=0.9)
+    off = EndpointOptions(confidence_weight=0.0)
+    assert combine(cue, None, off, confidence=0.05) == pytest.approx(combine(cue, None, off))
+
+
+def test_garbled_words_wait_longer_but_never_past_the_hesitation_delay() -> None:
+    """A finished-looking sentence the recogniser is unsure of ("the bus war.") is weaker evidence."""
+    opts = EndpointOptions(confidence_weight=2.0, confidence_center=0.5, hesitation_delay=1.0, max_delay=2.5)
+    cue = TextCue(0.8, "closed_sentence")
+    sure = decide(cue, None, opts, confidence=0.8)
+    unsure = decide(cue, None, opts, confidence=0.05)
+    assert sure.delay == opts.min_delay
+    assert opts.min_delay < unsure.delay <= opts.hesitation_delay
+    assert unsure.confidence == 0.05

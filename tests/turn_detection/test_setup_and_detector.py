@@ -285,3 +285,22 @@ async def test_finals_that_never_come_do_not_hold_later_turns() -> None:
     assert hooks.pending_finals == 0 and not hooks.text_is_stale
     hooks.on_final()  # a late or extra FINAL never makes the count negative
     assert hooks.pending_finals == 0
+
+
+async def test_the_finals_confidence_reaches_the_decision() -> None:
+    hooks = TurnHooks(TurnOptions(use_audio_model=False), params_for(Profile.WEB, TurnOptions()))
+    det = ParleyTurnDetector(hooks)  # no LM scorer given: the decision is text and confidence
+    final = stt.SpeechEvent(
+        type=stt.SpeechEventType.FINAL_TRANSCRIPT,
+        alternatives=[stt.SpeechData(language=LanguageCode("en"), text="The bus war.", confidence=0.31)],
+    )
+    for listener in hooks.transcript_listeners:
+        listener(final)
+    hooks.last_speech_end = time.time()
+    await det.predict_end_of_turn(_ctx("The bus war."))
+    assert det.last_decision is not None and det.last_decision.confidence == pytest.approx(0.31)
+    unreported = replace(final, alternatives=[replace(final.alternatives[0], confidence=0.0)])
+    for listener in hooks.transcript_listeners:
+        listener(unreported)  # 0 = the recogniser gave none: unknown, not "very unsure"
+    await det.predict_end_of_turn(_ctx("The bus war."))
+    assert det.last_decision is not None and det.last_decision.confidence is None
