@@ -131,9 +131,14 @@ def _noise_trials() -> list[tuple[str, np.ndarray]]:
 
 
 async def run_benchmark(
-    data: Path, limit: int | None, *, min_words: int | None = None, min_speech_s: float | None = None
+    data: Path,
+    limit: int | None,
+    *,
+    min_words: int | None = None,
+    min_speech_s: float | None = None,
+    stt_prompt: str = "",
 ) -> dict[str, Any]:
-    from plugins.whisper import WhisperSTT
+    from plugins.whisper import StreamingOptions, WhisperSTT, WhisperSTTOptions
     from turn_detection import Profile, TurnOptions, params_for
 
     params = params_for(Profile.WEB, TurnOptions())
@@ -145,7 +150,7 @@ async def run_benchmark(
     if not cases:
         raise BenchError(f"no backchannel/interruption files in {data} (scripts/make_turn_corpus.py)")
     cases = cases[:limit] if limit else cases
-    stt = WhisperSTT()
+    stt = WhisperSTT(WhisperSTTOptions(streaming=StreamingOptions(style_prompt=stt_prompt)))
     stt.prewarm()
     sounds = [
         (c.file, c.case, c.audio[: int((c.segments[-1][1] + 0.3) * RATE)], c.segments[0][0]) for c in cases
@@ -186,12 +191,19 @@ def main(argv: list[str] | None = None) -> int:
         "--min-words", type=int, help="words needed before the agent pauses (default: the web profile's)"
     )
     ap.add_argument("--min-speech", type=float, help="seconds of speech before the agent pauses")
+    ap.add_argument("--stt-prompt", default="", help="Whisper style prompt in front of every decode")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
         result = asyncio.run(
-            run_benchmark(args.data, args.limit, min_words=args.min_words, min_speech_s=args.min_speech)
+            run_benchmark(
+                args.data,
+                args.limit,
+                min_words=args.min_words,
+                min_speech_s=args.min_speech,
+                stt_prompt=args.stt_prompt,
+            )
         )
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -92,6 +92,7 @@ class Settings(BaseSettings):
     input_frame_ms: int = Field(20, ge=10, le=100)  # room audio handed to VAD/STT in frames this long
     stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode
     stt_settle_s: float = Field(0.064, gt=0)  # gate silence that starts the whole-utterance decode
+    stt_prompt: str = Field("", max_length=200)  # style prompt in front of every decode (empty: none)
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
     # host = one speech engine per host serves every job process (worker/speech_engine.py); process = each
     # job process loads its own Whisper (the offline harness and tests without a worker)

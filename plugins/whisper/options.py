@@ -46,6 +46,10 @@ class StreamingOptions:
     settle_s: float = 0.064
     """Silence after speech that starts the speculative whole-utterance decode (its text becomes PREFLIGHT at
     the gate's pause and FINAL at the flush if the caller says nothing more)."""
+    style_prompt: str = ""
+    """Text in front of every decode's prompt. Whisper writes what it hears in the style of its prompt: one
+    with fillers and backchannels ("Um, uh, mm-hmm.") keeps them instead of dropping or mishearing them.
+    Empty (default): measured on dev, no prompt tried was a clear gain (benchmarks/RESULTS.md)."""
     context_gap_s: float = 0.0
     """An utterance starting within this long after the previous FINAL is one turn with it (a hesitation
     split it): its settle/final decode takes the previous utterance's audio in front, and only the words

@@ -232,6 +232,11 @@ class WhisperStream(stt.RecognizeStream):
         if gate.length - self._last_decode_len >= interval * SAMPLE_RATE:
             self._start("partial")
 
+    def _prompt(self) -> str | None:
+        """The style prompt, then the end of this utterance's committed sentences (long turns)."""
+        context = " ".join(self._committed)[-200:]
+        return " ".join(p for p in (self._opts.style_prompt.strip(), context) if p) or None
+
     def _start(self, kind: str) -> _Decode:
         gate = self._gate
         audio = gate.audio()
@@ -243,7 +248,7 @@ class WhisperStream(stt.RecognizeStream):
             language=self._language,
             beam_size=self._opts.partial_beam_size if partial else self._opts.final_beam_size,
             with_timestamps=partial and len(audio) >= self._opts.commit_after_s * SAMPLE_RATE,
-            initial_prompt=" ".join(self._committed)[-200:] or None,
+            initial_prompt=self._prompt(),
             priority={"final": PRIORITY_FINAL, "settle": PRIORITY_PAUSE}.get(kind, PRIORITY_PARTIAL),
             window_s=self._opts.partial_window_s if partial else self._opts.final_window_s,
             stream_id=f"{id(self):x}",

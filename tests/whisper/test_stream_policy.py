@@ -307,3 +307,26 @@ async def test_an_utterance_soon_after_a_final_is_decoded_behind_that_audio() ->
     assert partials(second) and max(partials(second)) < 1.3  # partials stay cheap
     assert settles(third) and max(settles(third)) < 1.3
     assert all(r.initial_prompt is None for _, r in first + second + third)
+
+
+async def test_style_prompt_leads_every_decode_and_committed_text_follows_it() -> None:
+    model = ScriptedModel(delay_s=0.005)
+    stream = make_stt(model, style_prompt=" Um, mm-hmm. ", commit_after_s=3.0, max_utterance_s=6.0).stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    speech = np.concatenate([sentence_audio(k, 1.0) for k in range(6)])
+    await push(stream, np.concatenate([speech, silence(0.5)]), pause_s=0.003)
+    stream.flush()
+    stream.end_input()
+    await asyncio.wait_for(reader, 10)
+    prompts = [r.initial_prompt for _, r in model.requests]
+    assert prompts and all(p is not None and p.startswith("Um, mm-hmm.") for p in prompts)
+    assert any(p is not None and p.startswith("Um, mm-hmm. Sentence 0.") for p in prompts)  # after a commit
+    unprompted = ScriptedModel(delay_s=0.005)
+    stream = make_stt(unprompted).stream()
+    reader = asyncio.create_task(collect(stream, []))
+    await push(stream, np.concatenate([sentence_audio(1, 1.0), silence(0.5)]))
+    stream.flush()
+    stream.end_input()
+    await asyncio.wait_for(reader, 5)
+    assert all(r.initial_prompt is None for _, r in unprompted.requests)
