@@ -225,6 +225,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             partial_interval_s=args.partial_interval,
             settle_s=args.settle_ms / 1000,
             context_gap_s=args.context_gap,
+            style_prompt=args.prompt,
         ),
     )
     stt = WhisperSTT(options)
@@ -275,7 +276,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         if ref:
             whole = runner.decode(
                 pcm.astype(np.float32) / 32768.0,
-                DecodeRequest(language=whole_language, beam_size=args.final_beam),
+                DecodeRequest(
+                    language=whole_language, beam_size=args.final_beam, initial_prompt=args.prompt or None
+                ),
             )
             whole_decode_s.append(whole.decode_s)
             whole_refs.append(ref)
@@ -394,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         default=StreamingOptions.context_gap_s,
         help="an utterance this soon after a FINAL is decoded behind its audio (0 = off, the default)",
     )
+    p.add_argument("--prompt", default="", help="Whisper style prompt in front of every decode")
     p.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = real time)")
     p.add_argument("--frame-ms", type=int, default=20)
     p.add_argument("--flush-delay-ms", type=float, default=550.0, help="last voiced sample -> flush")
