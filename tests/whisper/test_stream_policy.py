@@ -202,16 +202,22 @@ async def test_silence_and_noise_produce_no_transcript_and_no_decode() -> None:
     assert texts(events, E.FINAL_TRANSCRIPT) == [""]
 
 
-async def test_long_turn_commits_sentences_and_keeps_decodes_bounded() -> None:
-    model = ScriptedModel(delay_s=0.005)
-    stream = make_stt(model, commit_after_s=3.0, max_utterance_s=6.0).stream()
+async def speak_sentences(model: ScriptedModel, count: int, **streaming: object) -> list[stt.SpeechEvent]:
+    """`count` one-second sentences in one utterance, then a flush; long turns commit after 3 s."""
+    stream = make_stt(model, commit_after_s=3.0, max_utterance_s=6.0, **streaming).stream()
     events: list[stt.SpeechEvent] = []
     reader = asyncio.create_task(collect(stream, events))
-    speech = np.concatenate([sentence_audio(k, 1.0) for k in range(10)])
+    speech = np.concatenate([sentence_audio(k, 1.0) for k in range(count)])
     await push(stream, np.concatenate([speech, silence(0.5)]), pause_s=0.003)
     stream.flush()
     stream.end_input()
     await asyncio.wait_for(reader, 10)
+    return events
+
+
+async def test_long_turn_commits_sentences_and_keeps_decodes_bounded() -> None:
+    model = ScriptedModel(delay_s=0.005)
+    events = await speak_sentences(model, 10)
     expected = " ".join(f"Sentence {k}." for k in range(10))
     assert texts(events, E.FINAL_TRANSCRIPT) == [expected]
     assert any(r.with_timestamps for _, r in model.requests)
@@ -311,14 +317,7 @@ async def test_an_utterance_soon_after_a_final_is_decoded_behind_that_audio() ->
 
 async def test_style_prompt_leads_every_decode_and_committed_text_follows_it() -> None:
     model = ScriptedModel(delay_s=0.005)
-    stream = make_stt(model, style_prompt=" Um, mm-hmm. ", commit_after_s=3.0, max_utterance_s=6.0).stream()
-    events: list[stt.SpeechEvent] = []
-    reader = asyncio.create_task(collect(stream, events))
-    speech = np.concatenate([sentence_audio(k, 1.0) for k in range(6)])
-    await push(stream, np.concatenate([speech, silence(0.5)]), pause_s=0.003)
-    stream.flush()
-    stream.end_input()
-    await asyncio.wait_for(reader, 10)
+    await speak_sentences(model, 6, style_prompt=" Um, mm-hmm. ")
     prompts = [r.initial_prompt for _, r in model.requests]
     assert prompts and all(p is not None and p.startswith("Um, mm-hmm.") for p in prompts)
     assert any(p is not None and p.startswith("Um, mm-hmm. Sentence 0.") for p in prompts)  # after a commit
