@@ -34,7 +34,7 @@ VOICE = "heart"
 # Numbers are written as words, the way they are spoken; the tests normalise Whisper's digits to match.
 ASR = [
     "Please bring two large pizzas to the office by noon.",
-    "Could the email address on my account be updated?",
+    "Could you change the email address you have for me?",
     "Please move forty dollars out of checking and into savings.",
     "Can I meet with my manager on Thursday at four?",
     "Which bus goes from the train station to the airport?",
@@ -45,10 +45,10 @@ ASR = [
     "Turn left at the bank and walk for about two blocks.",
 ]
 CONVERSATION = [
-    "Hello, I would like to book a teeth cleaning for next week, please.",
-    "Wednesday at nine in the morning works best for me.",
-    "Sorry, could we make that Friday at two in the afternoon instead?",
-    "Yes, Friday at two is perfect. Thank you very much.",
+    "Hello, I want to set up a teeth cleaning for next week, please.",
+    "Wednesday works best for me, before lunch if you can.",
+    "Sorry, can we move it to Friday afternoon instead?",
+    "Yes, Friday afternoon suits me. Thank you very much.",
 ]
 SETS: dict[str, tuple[str, list[str], float, float]] = {
     # folder: (file prefix, lines, lead s, tail s)
