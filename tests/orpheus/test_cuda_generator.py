@@ -44,16 +44,23 @@ def _greedy(gen: BatchGenerator, steps: int, join_at: int = 10) -> list[list[int
     return [toks[r] for r in order]
 
 
-def test_flex_greedy_ids_match_the_padded_sdpa_path_exactly() -> None:
-    """Compiled FlexAttention on CPU (inductor's CPU flex kernel honours the block lists, as the GPU one
-    does; eager flex is a dense reference that applies only mask_mod)."""
+def test_compiled_flex_step_matches_the_eager_padded_sdpa_path_exactly() -> None:
+    """The step as CUDA serves it, on CPU: Inductor-compiled (FlexAttention inside it, whose CPU kernel
+    honours the block lists as the GPU one does; eager flex is a dense reference that applies only
+    mask_mod), replayed from start-up captures, admissions through padded prefill graphs. Against the
+    plain eager padded-SDPA step: the same greedy ids."""
     model = OrpheusLlama.random(TINY, torch.float32, "cpu", seed=3)
-    runs = []
-    for attention in ("sdpa", "flex"):
-        gen = BatchGenerator(model, GeneratorOptions(rows=8, max_seq=384, attention=attention))
-        model.set_attention(attention, compile_flex=True)
-        runs.append(_greedy(gen, 150))
+    ref = _greedy(BatchGenerator(model, GeneratorOptions(rows=8, max_seq=384, attention="sdpa")), 150)
+    gen = BatchGenerator(
+        model, GeneratorOptions(rows=8, max_seq=384, attention="flex", compile="on", graph_mode="record")
+    )
+    model.set_attention("flex", compile_flex=True)
+    gen.warm_graphs()
+    gen.mark_ready()
+    assert gen.compiled and not gen.compile_error and 1 not in gen.batch_buckets
+    runs = [ref, _greedy(gen, 150)]
     assert runs[0] == runs[1]
+    assert gen.captures_after_ready == 0
     assert max(len(PROMPTS[4]) + len(t) for t in runs[1][4:]) > 2 * KV_BLOCK  # crossed two block edges
 
 
@@ -83,7 +90,9 @@ def test_graphs_are_all_captured_before_ready_and_replay_like_eager() -> None:
     model = OrpheusLlama.random(TINY, torch.float32, "cpu", seed=4)
     eager = _greedy(BatchGenerator(model, GeneratorOptions(rows=8, max_seq=256, cuda_graphs=False)), 40)
     gen = BatchGenerator(model, GeneratorOptions(rows=8, max_seq=256, graph_mode="record"))
-    assert gen.warm_graphs() == len(gen.batch_buckets) * len(gen.kv_buckets) == gen.captures
+    decode_graphs = len(gen.batch_buckets) * len(gen.kv_buckets)
+    assert gen.prefill_shapes() and (8, 256) in gen.prefill_shapes()
+    assert gen.warm_graphs() == decode_graphs + len(gen.prefill_shapes()) == gen.captures
     gen.mark_ready()
     assert _greedy(gen, 40) == eager
     assert gen.captures_after_ready == 0
@@ -108,7 +117,7 @@ def test_capture_warm_up_leaves_a_row_at_the_last_position_in_place() -> None:
     allowed = torch.zeros(4, model.cache_len, dtype=torch.bool)
     allowed[0, 10] = allowed[1, 63] = allowed[2, 0] = allowed[3, 0] = True  # each row's own next position
     for (k, _), k0 in zip(model.caches, kv_before, strict=True):
-        written = (k != k0).any(dim=3).any(dim=1)  # (rows, positions)
+        written = (k[:4] != k0[:4]).any(dim=3).any(dim=1)  # (rows, positions); row 4: admission padding
         assert not (written & ~allowed).any(), written.nonzero().tolist()  # no warm-up wrote a step ahead
     r = gen.step()  # the real step: row 1 writes position 63, then ends there (no room left)
     assert r.rows.tolist() == [0, 1] and r.finished.tolist() == [False, True]
@@ -173,7 +182,7 @@ async def test_cuda_backend_warms_every_graph_before_ready(test_model: Path) -> 
     )
     await backend.start()
     gen = backend.generator
-    assert gen.ready and gen.captures == len(gen.batch_buckets)
+    assert gen.ready and gen.captures == len(gen.batch_buckets) + len(gen.prefill_shapes())
     prompts = [backend.encode(t) for t in ("Hello there.", "A second voice.", "And a third one!")]
     greedy = Sampling(temperature=0.0, top_p=1.0, repetition_penalty=1.1)
     outs = []
@@ -232,7 +241,7 @@ async def test_gpu_cuda_backend_captures_every_graph_before_ready(test_model: Pa
     )
     await backend.start()
     gen = backend.generator
-    assert gen.ready and gen.captures == len(gen.batch_buckets) and gen.use_graphs
+    assert gen.ready and gen.captures == len(gen.batch_buckets) + len(gen.prefill_shapes()) and gen.use_graphs
     greedy = Sampling(temperature=0.0, top_p=1.0, repetition_penalty=1.1)
     outs = [
         [t async for t in token_stream(backend, backend.encode(text), 60, greedy, slot=i)]

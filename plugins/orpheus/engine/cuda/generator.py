@@ -14,6 +14,11 @@ beyond the copy of the step being collected. Admissions are batched (`admit_many
 for the pass) and their first ids ride along with the next launch's copy. Ids of a row that ended or was
 released after its step was launched are dropped by comparing per-row epochs.
 
+On CUDA the step is compiled with Inductor (`compile`): one decode step is otherwise ~1 600 small kernels (norms,
+RoPE, sampling), whose launch floor alone costs more than the weights' read at small batches. Admission passes
+replay CUDA graphs too, one per (prompts, padded length) bucket: an eager prefill is ~1 500 launches of host
+time, and every running stream waits behind it. Bucket padding goes to a scratch cache row no request owns.
+
 All graphs are captured by `warm_graphs()` before the engine reports ready, in thread-local capture mode;
 `captures_after_ready` counts any capture after `mark_ready()` (there should be none). `graph_mode="record"`
 runs the same capture/warm-up/replay bookkeeping on CPU with eager "graphs" (a test double for the GPU).
@@ -43,6 +48,10 @@ BATCH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320, 384
 # FlexAttention compiles one kernel set per batch shape at start-up: powers of two keep that short, and a
 # padded row costs a GEMM row and one KV block, not its length
 FLEX_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+# admission passes: prompts per pass and padded prompt length, captured where prompts × length ≤ the cap
+PREFILL_ROW_BUCKETS = (1, 2, 4, 8, 16, 32)
+PREFILL_GRAPH_TOKENS = 2048
+COMPILE_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,8 @@ class GeneratorOptions:
     attention: str = "flex"  # "flex" (length-aware) or "sdpa" (padded reference)
     prefill_pad: int = 32  # prompts of one admission pass pad to a multiple of this (few prefill shapes)
     graph_mode: str = "auto"  # "auto": CUDA graphs on CUDA; "record": eager stand-in graphs (CPU tests)
+    compile: str = "auto"  # Inductor-fused decode step: "auto" (on CUDA), "on" (CPU too: tests), "off"
+    prefill_graphs: bool = True  # admission passes as graphs too (wherever decode steps are graphs)
 
 
 @dataclass(frozen=True)
@@ -108,9 +119,12 @@ class BatchGenerator:
         self.model, self.options = model, o
         dev = model.head.weight.device
         self.device = dev
-        model.allocate(o.rows, o.max_seq)
+        if o.compile not in COMPILE_MODES:
+            raise ValueError(f"compile {o.compile!r}: one of {', '.join(COMPILE_MODES)}")
+        self.scratch = o.rows  # one cache row past the requests' rows: admission padding writes there
+        model.allocate(o.rows + 1, o.max_seq)
         model.set_attention(o.attention)
-        n, i64, f32 = o.rows, torch.int64, torch.float32
+        n, i64, f32 = o.rows + 1, torch.int64, torch.float32
         self.tok = torch.full((n,), ids.PAD, dtype=i64, device=dev)  # next input id per row
         self.pos = torch.zeros(n, dtype=i64, device=dev)  # its position
         self.gen = torch.zeros(n, dtype=i64, device=dev)  # ids generated so far (frame position = gen % 7)
@@ -122,8 +136,14 @@ class BatchGenerator:
         self.hist = torch.full((n, o.history), -1, dtype=i64, device=dev)
         self.out = torch.zeros(n, dtype=i64, device=dev)  # the step's ids
         self.first = torch.zeros(n, dtype=i64, device=dev)  # an admission's first id
+        # an admission pass's inputs, static so a captured prefill reads them (padding → the scratch row)
+        self._pf_rows = torch.full((PREFILL_ROW_BUCKETS[-1],), self.scratch, dtype=i64, device=dev)
+        self._pf_tok = torch.full((PREFILL_ROW_BUCKETS[-1], o.max_seq), ids.PAD, dtype=i64, device=dev)
+        self._pf_len = torch.ones(PREFILL_ROW_BUCKETS[-1], dtype=i64, device=dev)
+        self._pf_lim = torch.ones(PREFILL_ROW_BUCKETS[-1], dtype=i64, device=dev)
+        self._pf_f = torch.ones(PREFILL_ROW_BUCKETS[-1], 3, dtype=f32, device=dev)
         pin = dev.type == "cuda"
-        self._bufs = [torch.zeros(2 * n, dtype=i64, pin_memory=pin) for _ in range(3)]
+        self._bufs = [torch.zeros(2 * o.rows, dtype=i64, pin_memory=pin) for _ in range(3)]
         self._buf_i = 0
         # host mirrors, for scheduling and end detection without reading the device
         self.busy = np.zeros(o.rows, dtype=bool)
@@ -133,8 +153,21 @@ class BatchGenerator:
         self.epoch = np.zeros(o.rows, dtype=np.int64)
         self._admitted: list[int] = []  # admitted since the last launch, first ids not yet copied
         self._outstanding = 0  # launched tickets not yet collected
+        self.compiled = o.compile == "on" or (o.compile == "auto" and dev.type == "cuda")
+        self.compile_error = ""
         buckets = FLEX_BATCH_BUCKETS if o.attention == "flex" else BATCH_BUCKETS
+        if self.compiled and o.rows > 1:
+            buckets = tuple(b for b in buckets if b > 1)  # a batch of 1 would be one more (static) compile
         self.batch_buckets = (*(b for b in buckets if b < o.rows), o.rows)
+        self._step_fn: Callable[[int, Any], None] = self._step_body
+        if self.compiled:
+            # one dynamic-batch compile serves every bucket (a batch of 1 would specialise: no bucket of 1);
+            # no graph of its own: the step is captured in the generator's CUDA graphs like the eager one
+            self._step_fn = torch.compile(self._step_body, dynamic=True)
+        pad = o.prefill_pad
+        self.prefill_lengths = tuple(
+            t for t in (pad << k for k in range(12)) if t <= min(o.max_seq, PREFILL_GRAPH_TOKENS)
+        )
         if o.attention == "flex":
             self.kv_buckets: tuple[int, ...] = (o.max_seq,)  # the block mask bounds the reads, not a bucket
         else:
@@ -151,6 +184,7 @@ class BatchGenerator:
         self.use_graphs = bool(self.graph_mode)
         self.stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
         self._graphs: dict[tuple[int, int], Any] = {}
+        self._prefill_graphs: dict[tuple[int, int], Any] = {}
         self._pool: Any = None
         self.ready = False
         self.captures = 0
@@ -186,51 +220,80 @@ class BatchGenerator:
             raise ValueError(f"prompt of {len(a.prompt)} ids does not fit max_seq {self.options.max_seq}")
 
     def admit_many(self, admissions: Sequence[Admission], deliver: bool = True) -> list[int]:
-        """Prefill a pass of prompts in one padded forward into the lowest free rows and sample their first
-        ids on the device; returns the rows. With `deliver`, the first ids come with the next `collect`."""
-        o = self.options
+        """Prefill a pass of prompts into the lowest free rows and sample their first ids on the device
+        (one padded forward per PREFILL_ROW_BUCKETS[-1] prompts); returns the rows. With `deliver`, the
+        first ids come with the next `collect`."""
         for a in admissions:
             self.check(a)
         free = np.flatnonzero(~self.busy)
         if free.size < len(admissions):
             raise RuntimeError(f"{len(admissions)} admissions, {free.size} free cache rows")
         rows = free[: len(admissions)]
-        lengths = np.array([len(a.prompt) for a in admissions], dtype=np.int64)
-        t = min(o.max_seq, -(-int(lengths.max()) // o.prefill_pad) * o.prefill_pad)
-        tokens = np.full((len(admissions), t), ids.PAD, dtype=np.int64)
-        for i, a in enumerate(admissions):
-            tokens[i, : len(a.prompt)] = a.prompt
-        limits = np.array(
-            [max(1, min(a.max_tokens, o.max_seq - len(a.prompt))) for a in admissions], dtype=np.int64
-        )
-        floats = np.array([[a.temperature, a.top_p, a.penalty] for a in admissions], dtype=np.float32)
-        with self._device():
-            d_rows, d_tok, d_len, d_lim = (
-                self._to_device(x) for x in (rows.astype(np.int64), tokens, lengths, limits)
-            )
-            d_f = self._to_device(floats)
-            self.temperature[d_rows] = d_f[:, 0]
-            self.top_p[d_rows] = d_f[:, 1]
-            self.penalty[d_rows] = d_f[:, 2]
-            self.hist[d_rows] = -1
-            logits = self.model.prefill(d_tok, d_rows, d_len)
-            zero = torch.zeros_like(d_rows)
-            z = penalise(restrict(logits, zero), zero, self.hist[d_rows], self.penalty[d_rows])
-            choice = sample(z, self.temperature[d_rows], self.top_p[d_rows])
-            token, column = to_token_ids(choice, zero)
-            self.hist[d_rows, 0] = column
-            self.first[d_rows] = token
-            self.tok[d_rows] = token
-            self.pos[d_rows] = d_len
-            self.gen[d_rows] = 1
-            self.limit[d_rows] = d_lim
-            self.active[d_rows] = (token != ids.END_OF_SPEECH) & (d_lim > 1)
-        self.busy[rows] = True
-        self.epoch[rows] += 1
-        self.pos_h[rows], self.gen_h[rows], self.max_h[rows] = lengths, 1, limits
+        most = PREFILL_ROW_BUCKETS[-1]
+        for i in range(0, len(admissions), most):
+            self._prefill_pass(admissions[i : i + most], rows[i : i + most])
         if deliver:
             self._admitted.extend(rows.tolist())
         return [int(r) for r in rows]
+
+    def _prefill_pass(self, admissions: Sequence[Admission], rows: np.ndarray) -> None:
+        o, n = self.options, len(admissions)
+        lengths = np.array([len(a.prompt) for a in admissions], dtype=np.int64)
+        t = min(o.max_seq, -(-int(lengths.max()) // o.prefill_pad) * o.prefill_pad)
+        graph_key = None
+        if self.use_graphs and o.prefill_graphs:
+            nb = bucket(n, PREFILL_ROW_BUCKETS)
+            tb = next((x for x in self.prefill_lengths if x >= t and nb * x <= PREFILL_GRAPH_TOKENS), 0)
+            if tb:
+                graph_key, n, t = (nb, tb), nb, tb
+        tokens = np.full((n, t), ids.PAD, dtype=np.int64)
+        for i, a in enumerate(admissions):
+            tokens[i, : len(a.prompt)] = a.prompt
+        limits = np.ones(n, dtype=np.int64)
+        limits[: len(admissions)] = [max(1, min(a.max_tokens, o.max_seq - len(a.prompt))) for a in admissions]
+        floats = np.ones((n, 3), dtype=np.float32)
+        floats[: len(admissions)] = [[a.temperature, a.top_p, a.penalty] for a in admissions]
+        d_rows = np.full(n, self.scratch, dtype=np.int64)  # bucket padding: the scratch row
+        d_rows[: len(admissions)] = rows
+        d_len = np.ones(n, dtype=np.int64)
+        d_len[: len(admissions)] = lengths
+        with self._device():
+            self._pf_rows[:n].copy_(self._to_device(d_rows), non_blocking=True)
+            self._pf_tok[:n, :t].copy_(self._to_device(tokens), non_blocking=True)
+            self._pf_len[:n].copy_(self._to_device(d_len), non_blocking=True)
+            self._pf_lim[:n].copy_(self._to_device(limits), non_blocking=True)
+            self._pf_f[:n].copy_(self._to_device(floats), non_blocking=True)
+            if graph_key is None:
+                self._prefill(n, t)
+            else:
+                graph = self._prefill_graphs.get(graph_key)
+                if graph is None:
+                    graph = self._prefill_graphs[graph_key] = self._capture_prefill(*graph_key)
+                graph.replay()
+        self.busy[rows] = True
+        self.epoch[rows] += 1
+        self.pos_h[rows], self.gen_h[rows], self.max_h[rows] = lengths, 1, limits[: len(admissions)]
+
+    def _prefill(self, n: int, t: int) -> None:
+        """The pass on the device, from the static inputs' first n prompts × t ids (graph-capturable)."""
+        d_rows, d_tok, d_len, d_lim = self._pf_rows[:n], self._pf_tok[:n, :t], self._pf_len[:n], self._pf_lim[:n]
+        d_f = self._pf_f[:n]
+        self.temperature[d_rows] = d_f[:, 0]
+        self.top_p[d_rows] = d_f[:, 1]
+        self.penalty[d_rows] = d_f[:, 2]
+        self.hist[d_rows] = -1
+        logits = self.model.prefill(d_tok, d_rows, d_len)
+        zero = torch.zeros_like(d_rows)
+        z = penalise(restrict(logits, zero), zero, self.hist[d_rows], self.penalty[d_rows])
+        choice = sample(z, self.temperature[d_rows], self.top_p[d_rows])
+        token, column = to_token_ids(choice, zero)
+        self.hist[d_rows, 0] = column
+        self.first[d_rows] = token
+        self.tok[d_rows] = token
+        self.pos[d_rows] = d_len
+        self.gen[d_rows] = 1
+        self.limit[d_rows] = d_lim
+        self.active[d_rows] = (token != ids.END_OF_SPEECH) & (d_lim > 1)
 
     def _to_device(self, a: np.ndarray) -> torch.Tensor:
         t = torch.from_numpy(a)
@@ -290,7 +353,7 @@ class BatchGenerator:
                 buf[:b].copy_(self.out[:b], non_blocking=True)
             if admitted.size:
                 n = self.options.rows
-                buf[n : 2 * n].copy_(self.first, non_blocking=True)
+                buf[n : 2 * n].copy_(self.first[:n], non_blocking=True)
             if self.stream is not None:
                 event = torch.cuda.Event()
                 event.record(self.stream)
@@ -375,14 +438,18 @@ class BatchGenerator:
     def close(self) -> None:
         """Drop the graphs and the model's KV cache (a benchmark swapping generators on one model)."""
         self._graphs.clear()
+        self._prefill_graphs.clear()
         self._pool = None
         self.model.caches = []
 
     def _step(self, b: int, kv_len: int) -> None:
         """The whole step on the device: forward, restricted sampling, state advance, and rows that end
         (stop id, or their token limit) switched off (graph-capturable: no host sync)."""
+        self._step_fn(b, self.model.decode_mask(self.pos[:b], kv_len))
+
+    def _step_body(self, b: int, mask: Any) -> None:
         pos, gen, act = self.pos[:b], self.gen[:b], self.active[:b]
-        logits = self.model.decode(self.tok[:b], pos, kv_len)
+        logits = self.model.decode_masked(self.tok[:b], pos, mask)
         framepos = gen % ids.FRAME_TOKENS
         z = penalise(restrict(logits, framepos), framepos, self.hist[:b], self.penalty[:b])
         choice = sample(z, self.temperature[:b], self.top_p[:b])
@@ -407,14 +474,26 @@ class BatchGenerator:
             graph = self._graphs[key] = self._capture(b, kv_len)
         graph.replay()
 
-    def _capture(self, b: int, kv_len: int) -> Any:
-        """Capture one (batch, KV length) step. The warm-up steps (compile, cuBLAS/cuDNN plans) run on the
-        live state, which is restored after EACH of them, so no row's position ever moves past where the
-        real step will write (a row at max_seq - 1 stays there)."""
+    def _count_capture(self, kind: str, a: int, b: int) -> None:
         self.captures += 1
         if self.ready:
             self.captures_after_ready += 1
-            log.warning("cuda graph captured after ready", extra={"batch": b, "kv_len": kv_len})
+            log.warning("cuda graph captured after ready", extra={"kind": kind, "shape": [a, b]})
+
+    def _capture(self, b: int, kv_len: int) -> Any:
+        """Capture one (batch, KV length) decode step."""
+        self._count_capture("decode", b, kv_len)
+        return self._capture_fn(lambda: self._step(b, kv_len))
+
+    def _capture_prefill(self, n: int, t: int) -> Any:
+        """Capture one (prompts, padded length) admission pass over the static inputs."""
+        self._count_capture("prefill", n, t)
+        return self._capture_fn(lambda: self._prefill(n, t))
+
+    def _capture_fn(self, fn: Callable[[], None]) -> Any:
+        """The warm-up runs (compile, cuBLAS/cuDNN plans) run on the live state, which is restored after
+        EACH of them, so no row's position ever moves past where the real step will write (a row at
+        max_seq - 1 stays there)."""
         saved = [t.clone() for t in self._state()]
 
         def restore() -> None:
@@ -423,14 +502,14 @@ class BatchGenerator:
 
         if self.graph_mode == "record":
             for _ in range(2):
-                self._step(b, kv_len)
+                fn()
                 restore()
-            return _RecordedGraph(lambda: self._step(b, kv_len))
+            return _RecordedGraph(fn)
         side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(2):
-                self._step(b, kv_len)
+                fn()
                 restore()
         torch.cuda.current_stream().wait_stream(side)
         if self._pool is None:
@@ -438,22 +517,58 @@ class BatchGenerator:
         graph = torch.cuda.CUDAGraph()
         # thread-local: another thread's CUDA calls (SNAC, pinned copies) cannot invalidate this capture
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
-            self._step(b, kv_len)
+            fn()
         restore()  # capture itself ran nothing; this only guards against a partial warm-up write
         return graph
 
+    def prefill_shapes(self) -> list[tuple[int, int]]:
+        """(prompts, padded length) of every admission pass that replays a graph."""
+        if not (self.use_graphs and self.options.prefill_graphs):
+            return []
+        top = bucket(min(self.options.rows, PREFILL_ROW_BUCKETS[-1]), PREFILL_ROW_BUCKETS)
+        return [
+            (n, t)
+            for n in PREFILL_ROW_BUCKETS
+            if n <= top
+            for t in self.prefill_lengths
+            if n * t <= PREFILL_GRAPH_TOKENS
+        ]
+
     def warm_graphs(self, batches: list[int] | None = None, kv_lens: list[int] | None = None) -> int:
-        """Capture graphs ahead of traffic (largest first, so the shared pool is sized once)."""
+        """Capture graphs ahead of traffic: decode steps (largest first, so the shared pool is sized once),
+        then admission passes (all padding, so they touch only the scratch row). With `compile`, a compile
+        that fails falls back to the eager step (logged, `compile_error`) rather than failing the engine."""
         if not self.use_graphs:
             return 0
+        try:
+            self._warm_decode(batches, kv_lens)
+        except Exception as e:  # noqa: BLE001 - Inductor/Triton failures vary; the eager step still serves
+            if not self.compiled:
+                raise
+            self.compile_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            log.warning("compiled decode step failed; using the eager step", extra={"error": self.compile_error})
+            self.compiled, self._step_fn = False, self._step_body
+            self._graphs.clear()
+            self._warm_decode(batches, kv_lens)
         with self._device():
-            for b in sorted(batches or self.batch_buckets, reverse=True):
+            self._pf_rows.fill_(self.scratch)
+            self._pf_tok.fill_(ids.PAD)
+            self._pf_len.fill_(1)
+            self._pf_lim.fill_(1)
+            self._pf_f.fill_(1.0)
+            for n, t in self.prefill_shapes():
+                if (n, t) not in self._prefill_graphs:
+                    self._prefill_graphs[(n, t)] = self._capture_prefill(n, t)
+        if self.stream is not None:
+            self.stream.synchronize()
+        return len(self._graphs) + len(self._prefill_graphs)
+
+    def _warm_decode(self, batches: list[int] | None, kv_lens: list[int] | None) -> None:
+        with self._device():
+            for b in sorted({bucket(x, self.batch_buckets) for x in batches or self.batch_buckets}, reverse=True):
                 for kv in sorted(kv_lens or self.kv_buckets, reverse=True):
                     if (b, kv) not in self._graphs:
                         self._graphs[(b, kv)] = self._capture(b, kv)
-        if self.stream is not None:
-            self.stream.synchronize()
-        return len(self._graphs)
 
     def mark_ready(self) -> None:
         """From here on a capture is a defect (it would stall live traffic): counted and logged."""

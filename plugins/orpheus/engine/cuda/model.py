@@ -171,7 +171,10 @@ class Attention(nn.Module):
         flex: Any = None,  # the (compiled on CUDA) flex_attention to call with a BlockMask
     ) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, heads, d)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # the query made 4-D by RoPE's own output, not a view: Inductor's CPU flex template reads the
+        # buffer's shape, and an unsqueezed (B, heads, d) buffer fails its lowering
+        q = apply_rope(q.unsqueeze(2), cos.unsqueeze(1), sin.unsqueeze(1))  # (B, heads, 1, d)
+        k = apply_rope(k, cos, sin)
         kc, vc = cache
         heads = self.kv_head_index
         assert heads is not None
@@ -180,11 +183,11 @@ class Attention(nn.Module):
         vc.index_put_(where, v)
         b = x.shape[0]
         if isinstance(mask, BlockMask):  # length-aware: every row reads only its own blocks
-            out = flex(q.unsqueeze(2), kc[:b], vc[:b], block_mask=mask, enable_gqa=True)
+            out = flex(q, kc[:b], vc[:b], block_mask=mask, enable_gqa=True)
         else:
             kv_len = mask.shape[-1]
             keys, vals = kc[:b, :, :kv_len], vc[:b, :, :kv_len]  # (B, kv_heads, L, d): views, no gather
-            out = F.scaled_dot_product_attention(q.unsqueeze(2), keys, vals, attn_mask=mask, enable_gqa=True)
+            out = F.scaled_dot_product_attention(q, keys, vals, attn_mask=mask, enable_gqa=True)
         return self.o_proj(out.reshape(b, self.heads * self.head_dim))
 
     def prefill(
@@ -384,18 +387,23 @@ class OrpheusLlama(nn.Module):
             compute_q_blocks=False,
         )
 
+    def decode_mask(self, pos: torch.Tensor, kv_len: int = 0) -> torch.Tensor | BlockMask:
+        """What each row 0..B-1 may read: flex's block mask, or the padded path's (B, 1, 1, kv_len) bool.
+        Built outside any compiled region (Inductor's CPU flex lowering rejects a traced block mask)."""
+        if self.attention == "flex":
+            return self.block_mask(pos)
+        b, kv_len = pos.shape[0], kv_len or self.max_seq
+        return (torch.arange(kv_len, device=pos.device)[None] <= pos[:, None]).view(b, 1, 1, kv_len)
+
     def decode(self, tokens: torch.Tensor, pos: torch.Tensor, kv_len: int = 0) -> torch.Tensor:
         """One token for each of cache rows 0..B-1 at its own position → head logits (B, 28 673), float32.
         `kv_len` (a bucket ≥ every row's pos + 1) matters only to the padded SDPA path."""
+        return self.decode_masked(tokens, pos, self.decode_mask(pos, kv_len))
+
+    def decode_masked(self, tokens: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | BlockMask) -> torch.Tensor:
         b = tokens.shape[0]
         rows = torch.arange(b, device=tokens.device)
         cos, sin = self._rope(pos)
-        mask: torch.Tensor | BlockMask
-        if self.attention == "flex":
-            mask = self.block_mask(pos)
-        else:
-            kv_len = kv_len or self.max_seq
-            mask = (torch.arange(kv_len, device=tokens.device)[None] <= pos[:, None]).view(b, 1, 1, kv_len)
         x = self.embed_tokens(tokens)
         for block, cache in zip(self.layers, self.caches, strict=True):
             assert isinstance(block, Block)
