@@ -1,6 +1,7 @@
 """Orpheus engine speed on one GPU with the `--backend cuda` generator: how many real-time streams it holds.
 
     python -m benchmarks.gpu [--json out/gpu.json] [--tiny] [--seconds 20] [--fp8] [--attention flex|sdpa]
+                             [--compile auto|on|off] [--no-prefill-graphs]
                              [--batches 1,16,64,128,256] [--compare-sdpa 64,256]
 
 Random weights of the real Orpheus 3B shape (speed does not depend on the weights' values), bf16, the same
@@ -64,6 +65,8 @@ class GpuBenchOptions:
     loads: tuple[float, ...] = (0.5, 0.9)
     prefill_tokens: int = 1024
     attention: str = "flex"
+    compile: str = "auto"  # the generator's Inductor-compiled step ("off": the eager step in graphs)
+    prefill_graphs: bool = True
     compare_sdpa: tuple[int, ...] = (64, 256)  # batches re-measured with the padded SDPA path (GPU)
     fp8: bool = False
     seed: int = 0
@@ -109,7 +112,14 @@ def build_model(o: GpuBenchOptions, device: str) -> Any:
 def build_generator(model: Any, o: GpuBenchOptions, attention: str) -> Any:
     from plugins.orpheus.engine.cuda.generator import BatchGenerator, GeneratorOptions
 
-    return BatchGenerator(model, GeneratorOptions(rows=o.rows, max_seq=o.max_seq, attention=attention))
+    opts = GeneratorOptions(
+        rows=o.rows,
+        max_seq=o.max_seq,
+        attention=attention,
+        compile=o.compile,
+        prefill_graphs=o.prefill_graphs,
+    )
+    return BatchGenerator(model, opts)
 
 
 def build(o: GpuBenchOptions, device: str) -> tuple[Any, Any, dict[str, float]]:
@@ -178,6 +188,40 @@ def steady_step_ms(gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generato
     _release_all(gen)
     a = np.asarray(times) * 1000
     return float(a.mean()), float(np.percentile(a, 90))
+
+
+def step_parts(gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator) -> dict[str, float]:
+    """The steady step split in two: a decode step alone (`b` rows at spread positions, none ending) and
+    one admission pass of 1 and of 8 prompts (wall ms until its first ids are on the device)."""
+    import torch
+
+    from plugins.orpheus.engine.cuda.generator import Admission
+
+    cuda = gen.device.type == "cuda"
+    top = min(o.max_position, o.max_seq - 2)
+    gen.occupy(b, rng.integers(0, top + 1, b).tolist(), 1 << 20)
+    for _ in range(3):
+        gen.step()
+    if cuda:
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(o.steady_steps):
+        gen.step()
+    out = {"decode_ms": (time.perf_counter() - t) * 1000 / o.steady_steps}
+    _release_all(gen)
+    for n in (1, 8):
+        times = []
+        for _ in range(4):
+            t = time.perf_counter()
+            rows = gen.admit_many([Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)])
+            if cuda:
+                torch.cuda.synchronize()
+            times.append((time.perf_counter() - t) * 1000)
+            gen.collect(gen.launch())
+            _release_all(gen)
+            del rows
+        out[f"admit_{n}_ms"] = float(np.median(times[1:]))
+    return {k: round(v, 3) for k, v in out.items()}
 
 
 def kv_ids_read(o: GpuBenchOptions, b: int, seed: int = 0, draws: int = 200) -> dict[str, float]:
@@ -442,6 +486,8 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
         "shape": "tiny" if o.tiny else "orpheus-3b (Llama-3.2-3B, vocab 156 940), random weights",
         "dtype": ("fp8 weights" if o.fp8 else "bf16") if device == "cuda" else "float32",
         "attention_backend": o.attention,
+        "compiled": gen.compiled,
+        "compile_error": gen.compile_error,
         "streams_realtime": capacity,
         "realtime_step_budget_ms": round(REALTIME_STEP_MS / HEADROOM, 3),
         "step_ms": {str(b): round(v, 3) for b, v in step_ms.items()},
@@ -501,11 +547,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=0.0, help="arrival window per load (default 20 s GPU)")
     p.add_argument("--fp8", action="store_true", help="FP8 weights (torch._scaled_mm); Hopper only")
     p.add_argument("--attention", default="flex", choices=["flex", "sdpa"])
+    p.add_argument("--compile", default="auto", choices=["auto", "on", "off"], help="Inductor-compiled step")
+    p.add_argument("--no-prefill-graphs", action="store_true", help="eager admission passes")
     p.add_argument("--batches", default="", help="comma-separated decode batches to measure")
     p.add_argument("--compare-sdpa", default=None, help="batches to re-measure with the other attention")
     args = p.parse_args(argv)
     o = GpuBenchOptions.cpu_tiny() if args.tiny else GpuBenchOptions()
-    o = replace(o, fp8=args.fp8 or o.fp8, attention=args.attention)
+    o = replace(
+        o,
+        fp8=args.fp8 or o.fp8,
+        attention=args.attention,
+        compile=args.compile,
+        prefill_graphs=not args.no_prefill_graphs,
+    )
     if args.seconds > 0:
         o = replace(o, seconds_per_load=args.seconds)
     try:

@@ -6,12 +6,14 @@ The device call that runs it has a hard time limit, so each phase (build, graph 
 per batch, kernels per step, SNAC, capacity, TTFB per load, the padded-SDPA comparison) checks the time left
 first, and DIR/gpu.json is rewritten after each one: a timeout or a crash still leaves every figure measured
 so far, with `partial`, `phases_done` and `errors`. scripts/gpu_check.sh runs this, then the GPU-marked tests.
-Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256.
+Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_EAGER=64,256 (the step
+uncompiled, admissions eager: the first GPU check's path)  COMPARE_SDPA=64,256.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -94,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         o = replace(gpu.GpuBenchOptions.cpu_tiny(), seconds_per_load=1.0, steady_steps=3, loads=(0.5, 0.9))
     st: dict[str, Any] = {}
+    COMPARE_EAGER = tuple(
+        b for b in _ints("COMPARE_EAGER", "64,256" if device == "cuda" else "4") if b <= o.rows
+    )
 
     def env() -> None:
         res["torch"] = torch.__version__
@@ -121,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     def warm() -> None:
         gen = st["gen"]
         res["graphs_warmed"] = gpu.warm(gen, tuple(b for b in gen.batch_buckets if b <= max(o.batches)))
+        res["compiled"], res["compile_error"] = gen.compiled, gen.compile_error
+        res["prefill_graphs"] = len(gen.prefill_shapes())
 
     def steps() -> None:
         rng = np.random.default_rng(o.seed)
@@ -168,6 +175,34 @@ def main(argv: list[str] | None = None) -> int:
         if device == "cuda":
             res["gpu_memory_gb"]["peak"] = round(torch.cuda.max_memory_allocated() / 1e9, 3)
 
+    def parts() -> None:
+        rng = np.random.default_rng(o.seed + 1)
+        res["step_parts"] = {
+            str(b): gpu.step_parts(st["gen"], o, b, rng)
+            for b in sorted({min(64, max(o.batches)), max(o.batches)})
+        }
+
+    def eager() -> None:
+        """The same model, the step uncompiled and admissions eager (the first GPU check's path)."""
+        gen = st.pop("gen")
+        model = gen.model
+        gen.close()
+        del gen
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        oe = replace(o, compile="off", prefill_graphs=False)
+        g2 = gpu.build_generator(model, oe, o.attention)
+        gpu.warm(g2, COMPARE_EAGER)
+        rng = np.random.default_rng(o.seed)
+        res["step_ms_eager"], res["step_parts_eager"] = {}, {}
+        for b in COMPARE_EAGER:
+            mean, _ = gpu.steady_step_ms(g2, oe, b, rng)
+            res["step_ms_eager"][str(b)] = round(mean, 3)
+            res["step_parts_eager"][str(b)] = gpu.step_parts(g2, oe, b, rng)
+            ph.dump()
+        st["gen"] = g2
+
     def sdpa() -> None:
         gen = st.pop("gen")
         _, ms = gpu.compare_sdpa(gen, o)
@@ -182,8 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     ph.run("snac", snac, 10)
     ph.run("capacity", capacity)
     ph.run("ttfb", ttfb, 20)
+    ph.run("step_parts", parts, 15)
+    if COMPARE_EAGER:
+        ph.run("compare_eager", eager, 40)
     if device == "cuda" and o.compare_sdpa:
-        ph.run("compare_sdpa", sdpa, 40)
+        ph.run("compare_sdpa", sdpa, 60)
     res["partial"] = bool(res["errors"])
     ph.dump()
     print(f"[gpu_check] done in {res['seconds']} s; errors: {list(res['errors'])}", flush=True)

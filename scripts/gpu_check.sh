@@ -9,7 +9,9 @@
 # 1. installs the carried wheels (snac, pydantic(-settings), pytest-asyncio, ...) into a private dir, no index;
 # 2. `python -m benchmarks.gpu_check`: the full Orpheus 3B shape with random weights, graphs warmed first,
 #    steady-state steps at BATCHES (positions 0..1500, admissions with prefill), kernels per step, SNAC,
-#    capacity, TTFB at 50/90 % of it, the padded-SDPA comparison; $OUT/gpu.json is rewritten after every phase;
+#    capacity, TTFB at 50/90 % of it, the step split (decode alone, one admission pass), the same batches
+#    with the step uncompiled and admissions eager, the padded-SDPA comparison; $OUT/gpu.json is rewritten
+#    after every phase;
 # 3. `pytest -m gpu tests/orpheus` (collects without the serving extras: tests/orpheus/conftest.py);
 # 4. prints a summary ($OUT/summary.txt).
 # Files in $OUT: gpu.json, bench.log, pytest-gpu.log, pytest-gpu.xml, env.txt, summary.txt.
@@ -93,6 +95,8 @@ except Exception as e:  # noqa: BLE001
     print("gpu.json: none (", type(e).__name__, e, ")")
 if r:
     print("device:", r.get("device"), "| attention:", r.get("attention_backend"), "| partial:", r.get("partial"))
+    print("compiled step:", r.get("compiled"), "| compile error:", r.get("compile_error") or "-",
+          "| prefill graphs:", r.get("prefill_graphs"))
     budget = r.get("realtime_step_budget_ms")
     sm, p90, sd = r.get("step_ms", {}), r.get("step_ms_p90", {}), r.get("step_ms_sdpa", {})
     print(f"{'batch':>6} {'step ms':>9} {'p90':>8} {'sdpa ms':>8}  <= {budget} ms budget")
@@ -107,6 +111,8 @@ if r:
     print("kernels/step:", r.get("kernels_per_step"), "| graphs:", r.get("graphs_warmed"),
           "| captured after ready:", r.get("graphs_captured_after_ready"))
     print("cpu_us_per_token:", r.get("cpu_us_per_token"), "| memory GB:", r.get("gpu_memory_gb"))
+    print("step parts (decode alone, one admission pass of 1 / 8):", r.get("step_parts"))
+    print("eager step (first check's path):", r.get("step_ms_eager"), "| parts:", r.get("step_parts_eager"))
     print("phase s:", r.get("phase_s"))
     for k, v in (r.get("errors") or {}).items():
         print(f"ERROR {k}: {str(v)[:300]}")

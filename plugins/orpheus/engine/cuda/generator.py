@@ -14,10 +14,11 @@ beyond the copy of the step being collected. Admissions are batched (`admit_many
 for the pass) and their first ids ride along with the next launch's copy. Ids of a row that ended or was
 released after its step was launched are dropped by comparing per-row epochs.
 
-On CUDA the step is compiled with Inductor (`compile`): one decode step is otherwise ~1 600 small kernels (norms,
-RoPE, sampling), whose launch floor alone costs more than the weights' read at small batches. Admission passes
-replay CUDA graphs too, one per (prompts, padded length) bucket: an eager prefill is ~1 500 launches of host
-time, and every running stream waits behind it. Bucket padding goes to a scratch cache row no request owns.
+On CUDA the step is compiled with Inductor (`compile`): one decode step is otherwise ~1 600 small kernels
+(norms, RoPE, sampling), whose launch floor alone costs more than the weights' read at small batches.
+Admission passes replay CUDA graphs too, one per (prompts, padded length) bucket: an eager prefill is ~1 500
+launches of host time, and every running stream waits behind it. Bucket padding goes to a scratch cache row
+no request owns.
 
 All graphs are captured by `warm_graphs()` before the engine reports ready, in thread-local capture mode;
 `captures_after_ready` counts any capture after `mark_ready()` (there should be none). `graph_mode="record"`
@@ -155,7 +156,7 @@ class BatchGenerator:
         self._outstanding = 0  # launched tickets not yet collected
         self.compiled = o.compile == "on" or (o.compile == "auto" and dev.type == "cuda")
         self.compile_error = ""
-        buckets = FLEX_BATCH_BUCKETS if o.attention == "flex" else BATCH_BUCKETS
+        buckets: tuple[int, ...] = FLEX_BATCH_BUCKETS if o.attention == "flex" else BATCH_BUCKETS
         if self.compiled and o.rows > 1:
             buckets = tuple(b for b in buckets if b > 1)  # a batch of 1 would be one more (static) compile
         self.batch_buckets = (*(b for b in buckets if b < o.rows), o.rows)
@@ -276,7 +277,12 @@ class BatchGenerator:
 
     def _prefill(self, n: int, t: int) -> None:
         """The pass on the device, from the static inputs' first n prompts × t ids (graph-capturable)."""
-        d_rows, d_tok, d_len, d_lim = self._pf_rows[:n], self._pf_tok[:n, :t], self._pf_len[:n], self._pf_lim[:n]
+        d_rows, d_tok, d_len, d_lim = (
+            self._pf_rows[:n],
+            self._pf_tok[:n, :t],
+            self._pf_len[:n],
+            self._pf_lim[:n],
+        )
         d_f = self._pf_f[:n]
         self.temperature[d_rows] = d_f[:, 0]
         self.top_p[d_rows] = d_f[:, 1]
@@ -542,11 +548,13 @@ class BatchGenerator:
             return 0
         try:
             self._warm_decode(batches, kv_lens)
-        except Exception as e:  # noqa: BLE001 - Inductor/Triton failures vary; the eager step still serves
+        except Exception as e:
             if not self.compiled:
                 raise
             self.compile_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-            log.warning("compiled decode step failed; using the eager step", extra={"error": self.compile_error})
+            log.warning(
+                "compiled decode step failed; using the eager step", extra={"error": self.compile_error}
+            )
             self.compiled, self._step_fn = False, self._step_body
             self._graphs.clear()
             self._warm_decode(batches, kv_lens)
@@ -565,7 +573,9 @@ class BatchGenerator:
 
     def _warm_decode(self, batches: list[int] | None, kv_lens: list[int] | None) -> None:
         with self._device():
-            for b in sorted({bucket(x, self.batch_buckets) for x in batches or self.batch_buckets}, reverse=True):
+            for b in sorted(
+                {bucket(x, self.batch_buckets) for x in batches or self.batch_buckets}, reverse=True
+            ):
                 for kv in sorted(kv_lens or self.kv_buckets, reverse=True):
                     if (b, kv) not in self._graphs:
                         self._graphs[(b, kv)] = self._capture(b, kv)

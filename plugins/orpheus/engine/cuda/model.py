@@ -400,7 +400,9 @@ class OrpheusLlama(nn.Module):
         `kv_len` (a bucket ≥ every row's pos + 1) matters only to the padded SDPA path."""
         return self.decode_masked(tokens, pos, self.decode_mask(pos, kv_len))
 
-    def decode_masked(self, tokens: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | BlockMask) -> torch.Tensor:
+    def decode_masked(
+        self, tokens: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | BlockMask
+    ) -> torch.Tensor:
         b = tokens.shape[0]
         rows = torch.arange(b, device=tokens.device)
         cos, sin = self._rope(pos)
