@@ -65,7 +65,7 @@ class GeneratorOptions:
     attention: str = "flex"  # "flex" (length-aware) or "sdpa" (padded reference)
     prefill_pad: int = 32  # prompts of one admission pass pad to a multiple of this (few prefill shapes)
     graph_mode: str = "auto"  # "auto": CUDA graphs on CUDA; "record": eager stand-in graphs (CPU tests)
-    compile: str = "auto"  # Inductor-fused decode step: "auto" (on CUDA), "on" (CPU too: tests), "off"
+    compile: str = "auto"  # Inductor-fused step: "auto" (CUDA, flex), "on" (any device/attention), "off"
     prefill_graphs: bool = True  # admission passes as graphs too (wherever decode steps are graphs)
 
 
@@ -154,7 +154,11 @@ class BatchGenerator:
         self.epoch = np.zeros(o.rows, dtype=np.int64)
         self._admitted: list[int] = []  # admitted since the last launch, first ids not yet copied
         self._outstanding = 0  # launched tickets not yet collected
-        self.compiled = o.compile == "on" or (o.compile == "auto" and dev.type == "cuda")
+        # "auto" leaves the padded SDPA reference eager: compiled with a dynamic KV length it tripped an
+        # index bounds assertion on the H200 (2026-11-26), which kills the CUDA context
+        self.compiled = o.compile == "on" or (
+            o.compile == "auto" and dev.type == "cuda" and o.attention == "flex"
+        )
         self.compile_error = ""
         buckets: tuple[int, ...] = FLEX_BATCH_BUCKETS if o.attention == "flex" else BATCH_BUCKETS
         if self.compiled and o.rows > 1:
@@ -287,7 +291,7 @@ class BatchGenerator:
         self.temperature[d_rows] = d_f[:, 0]
         self.top_p[d_rows] = d_f[:, 1]
         self.penalty[d_rows] = d_f[:, 2]
-        self.hist[d_rows] = -1
+        self.hist.index_fill_(0, d_rows, -1)  # not `hist[rows] = -1`: a CPU scalar copy, refused in capture
         logits = self.model.prefill(d_tok, d_rows, d_len)
         zero = torch.zeros_like(d_rows)
         z = penalise(restrict(logits, zero), zero, self.hist[d_rows], self.penalty[d_rows])
@@ -297,7 +301,7 @@ class BatchGenerator:
         self.first[d_rows] = token
         self.tok[d_rows] = token
         self.pos[d_rows] = d_len
-        self.gen[d_rows] = 1
+        self.gen.index_fill_(0, d_rows, 1)
         self.limit[d_rows] = d_lim
         self.active[d_rows] = (token != ids.END_OF_SPEECH) & (d_lim > 1)
 
