@@ -171,9 +171,13 @@ class Attention(nn.Module):
         flex: Any = None,  # the (compiled on CUDA) flex_attention to call with a BlockMask
     ) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, heads, d)
-        # the query made 4-D by RoPE's own output, not a view: Inductor's CPU flex template reads the
-        # buffer's shape, and an unsqueezed (B, heads, d) buffer fails its lowering
-        q = apply_rope(q.unsqueeze(2), cos.unsqueeze(1), sin.unsqueeze(1))  # (B, heads, 1, d)
+        b, rep = x.shape[0], self.heads // self.kv_heads
+        # GQA packed as query length: the `rep` query heads sharing a KV head are that head's `rep` query
+        # rows, so attention reads each KV block once per KV head, not once per query head (flex's own GQA
+        # path on a one-id query runs its general kernel, one program per query head). Made 4-D by RoPE's
+        # own output, not a view: Inductor's CPU flex template reads the buffer's shape.
+        q = q.view(b, self.kv_heads, rep, self.head_dim)
+        q = apply_rope(q, cos.unsqueeze(1), sin.unsqueeze(1))  # (B, kv_heads, rep, d)
         k = apply_rope(k, cos, sin)
         kc, vc = cache
         heads = self.kv_head_index
@@ -181,13 +185,13 @@ class Attention(nn.Module):
         where = (rows[:, None], heads[None, :], pos[:, None])  # (B, kv_heads) cells at each row's position
         kc.index_put_(where, k)
         vc.index_put_(where, v)
-        b = x.shape[0]
         if isinstance(mask, BlockMask):  # length-aware: every row reads only its own blocks
-            out = flex(q, kc[:b], vc[:b], block_mask=mask, enable_gqa=True)
+            out = flex(q, kc[:b], vc[:b], block_mask=mask)  # (B, kv_heads, rep, d)
         else:
             kv_len = mask.shape[-1]
             keys, vals = kc[:b, :, :kv_len], vc[:b, :, :kv_len]  # (B, kv_heads, L, d): views, no gather
-            out = F.scaled_dot_product_attention(q, keys, vals, attn_mask=mask, enable_gqa=True)
+            out = F.scaled_dot_product_attention(q, keys, vals, attn_mask=mask)  # every query row: one key
+        # (B, kv_heads, rep, d) → heads in Llama's order: query head h reads KV head h // rep
         return self.o_proj(out.reshape(b, self.heads * self.head_dim))
 
     def prefill(
@@ -383,7 +387,7 @@ class OrpheusLlama(nn.Module):
             full_idx,
             BLOCK_SIZE=KV_BLOCK,
             mask_mod=self._mask_mod,
-            seq_lengths=(1, self.cache_len),
+            seq_lengths=(self.shape.heads // self.shape.kv_heads, self.cache_len),  # packed GQA rows
             compute_q_blocks=False,
         )
 
