@@ -2,7 +2,8 @@
 
 Checks, cheapest first: on each decoded segment the model's own no-speech probability, log-probability and
 gzip compression ratio (long loops compress far too well); on the text, repetition loops (`cut_loop`: short
-loops and scripts whose bytes gzip reads differently slip past the ratio), and a blocklist of the phrases
+loops and scripts whose bytes gzip reads differently slip past the ratio), a sentence written twice in a row
+(`drop_repeated_sentences`), and a blocklist of the phrases
 Whisper is known to produce from nothing (subtitle credits, "thanks for watching", music notes). Phrases a
 caller might really say ("thank you", "bye") are only dropped when the audio evidence is weak.
 """
@@ -171,6 +172,29 @@ def cut_loop(text: str) -> str:
     return text[: min(starts)].rstrip(" ,.;:!?-–—…、。，")
 
 
+_SENTENCE = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
+REPEATED_SENTENCE_MIN_WORDS = 2
+
+
+def drop_repeated_sentences(text: str) -> str:
+    """`text` with a sentence that repeats the one before it word for word (case and punctuation aside)
+    dropped. A primed decode of a short fragment can write its one sentence twice ("Great, thank you. Great,
+    thank you."); a caller who really says a whole sentence twice loses nothing the agent needs. One-word
+    sentences ("No. No.") are kept: they are how people insist."""
+    out: list[str] = []
+    last: list[str] = []
+    for m in _SENTENCE.finditer(text):
+        sentence = m.group(0).strip()
+        if not sentence:
+            continue
+        key = [w.casefold() for w in _TOKEN.findall(sentence)]
+        if len(key) >= REPEATED_SENTENCE_MIN_WORDS and key == last:
+            continue
+        out.append(sentence)
+        last = key
+    return " ".join(out)
+
+
 PROMPT_ECHO_MIN_WORDS = 3
 """A decode that is only a stretch of its prompt this long or longer is Whisper copying its context."""
 
@@ -190,7 +214,7 @@ def clean_text(
     """
     kept = [s for s in result.segments if _segment_ok(s, opts)]
     text = " ".join(_ANNOTATION.sub(" ", s.text).strip() for s in kept)
-    text = cut_loop(" ".join(text.split()))
+    text = drop_repeated_sentences(cut_loop(" ".join(text.split())))
     key = phrase_key(text)
     phantom, weak = _phrase_sets(result.language)
     if not key or key in phantom:

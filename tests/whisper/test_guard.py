@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.whisper.guard import clean_text, cut_loop, phrase_key
+from plugins.whisper.guard import clean_text, cut_loop, drop_repeated_sentences, phrase_key
 from plugins.whisper.model import DecodeResult, Segment
 
 
@@ -162,3 +162,19 @@ def test_the_words_before_a_loop_are_kept() -> None:
     assert cut_loop("예약하고 싶은데요, 그가, 그가, 그가, 그가") == "예약하고 싶은데요"
     r = korean((" 예약하고 싶은데요 그가 그가 그가 그가 그가", 0.02, -0.3, 1.6))
     assert clean_text(r, speech_s=2.0) == "예약하고 싶은데요"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("Great Thank You. Great Thank You. That is all I needed.", "Great Thank You. That is all I needed."),
+        ("I'd like the window seat? i'd like the window seat!", "I'd like the window seat?"),
+        ("No. No. I said Tuesday.", "No. No. I said Tuesday."),  # one-word sentences: insisting
+        ("Thank you, thank you.", "Thank you, thank you."),  # one sentence
+        ("See you then. See you then, okay?", "See you then. See you then, okay?"),  # not word for word
+        ("Two words", "Two words"),
+        ("", ""),
+    ],
+)
+def test_a_sentence_written_twice_in_a_row_is_kept_once(text: str, kept: str) -> None:
+    assert drop_repeated_sentences(text) == kept
