@@ -44,6 +44,7 @@ from benchmarks.turns import (
     make_noise_files,
 )
 from simulator.session_audio import PacedSpeaker
+from worker.settings import ENGLISH_STYLE_PROMPT
 
 AGENT_RATE = 24000
 AGENT_LINE_S = 8.0
@@ -136,7 +137,7 @@ async def run_benchmark(
     *,
     min_words: int | None = None,
     min_speech_s: float | None = None,
-    stt_prompt: str = "",
+    stt_prompt: str = ENGLISH_STYLE_PROMPT,
 ) -> dict[str, Any]:
     from plugins.whisper import StreamingOptions, WhisperSTT, WhisperSTTOptions
     from turn_detection import Profile, TurnOptions, params_for
@@ -191,7 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         "--min-words", type=int, help="words needed before the agent pauses (default: the web profile's)"
     )
     ap.add_argument("--min-speech", type=float, help="seconds of speech before the agent pauses")
-    ap.add_argument("--stt-prompt", default="", help="Whisper style prompt in front of every decode")
+    ap.add_argument(
+        "--stt-prompt",
+        default=ENGLISH_STYLE_PROMPT,
+        help="Whisper style prompt in front of every decode (default: the worker's English one; '' = none)",
+    )
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)

@@ -43,6 +43,7 @@ from plugins.whisper.model import (
 )
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
 from worker.measurement import VOICED_AMPLITUDE
+from worker.settings import ENGLISH_STYLE_PROMPT
 
 
 class BenchmarkInputError(ValueError):
@@ -397,7 +398,11 @@ def main(argv: list[str] | None = None) -> int:
         default=StreamingOptions.context_gap_s,
         help="an utterance this soon after a FINAL is decoded behind its audio (0 = off, the default)",
     )
-    p.add_argument("--prompt", default="", help="Whisper style prompt in front of every decode")
+    p.add_argument(
+        "--prompt",
+        default=None,
+        help="Whisper style prompt before every decode (default: the worker's for --language; '' = none)",
+    )
     p.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = real time)")
     p.add_argument("--frame-ms", type=int, default=20)
     p.add_argument("--flush-delay-ms", type=float, default=550.0, help="last voiced sample -> flush")
@@ -413,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
+    if args.prompt is None:  # the worker's default for this language
+        args.prompt = ENGLISH_STYLE_PROMPT if args.language == "en" else ""
     if not Path(args.data).is_dir():
         print(f"error: --data {args.data!r} is not a folder", file=sys.stderr)
         return 2

@@ -57,6 +57,7 @@ from turn_detection.endpoint_policy import decide
 from turn_detection.lm_eot import LmEotOptions, LmEotScorer
 from turn_detection.options import Profile, ProfileParams, TurnOptions, VadParams, params_for
 from turn_detection.text_cues import text_cue
+from worker.settings import ENGLISH_STYLE_PROMPT
 
 RATE = 16000
 FRAME_S = 0.02
@@ -335,7 +336,7 @@ class Transcriber:
         """Text of audio[t0:t1], the wall time the decode took and the decode's confidence (exp of the mean
         token log-probability, as the streaming STT reports it); cached per span."""
         a, b = max(0, int(t0 * RATE)), int(t1 * RATE)
-        ck = (key, a, b)
+        ck = (f"{key}#{self._prompt}" if self._prompt else key, a, b)  # a cache holds decodes of any prompt
         if ck not in self._cache:
             start = time.perf_counter()
             segments, _ = self._model.transcribe(
@@ -592,7 +593,7 @@ async def run_benchmark(
     stt_prompt: str | None = None,
 ) -> dict[str, Any]:
     params = params_for(profile, TurnOptions())
-    transcriber = Transcriber(stt_latency_s, transcript_cache, stt_model_dir, stt_beam, stt_prompt)
+    transcriber = Transcriber(stt_latency_s, transcript_cache, stt_model_dir, stt_beam, stt_prompt or None)
     eot = load_model()
     out: dict[str, Any] = {}
     pipelines = {
@@ -949,7 +950,11 @@ def main(argv: list[str] | None = None) -> int:
         "its own --transcript-cache)",
     )
     ap.add_argument("--stt-beam", type=int, default=1, help="beam size of the decodes (default 1, greedy)")
-    ap.add_argument("--stt-prompt", default=None, help="Whisper initial prompt for every decode")
+    ap.add_argument(
+        "--stt-prompt",
+        default=ENGLISH_STYLE_PROMPT,
+        help="Whisper initial prompt for every decode (default: the worker's English one; '' = none)",
+    )
     ap.add_argument(
         "--reference-text",
         action="store_true",

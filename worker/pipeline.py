@@ -72,7 +72,7 @@ def load_stt(settings: Settings) -> stt.STT:
                 partial_interval_s=settings.stt_partial_interval_s,
                 final_beam_size=settings.stt_final_beam_size,
                 settle_s=settings.stt_settle_s,
-                style_prompt=settings.stt_prompt,
+                style_prompt=settings.effective_stt_prompt,
             ),
         ),
         transcriber=engine_transcriber(settings),

@@ -20,6 +20,10 @@ Language = Literal["en", "ko"]
 TtsBackend = Literal["auto", "orpheus", "cpu"]
 
 ORPHEUS_VOICES = ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")
+# Whisper writes what it hears in its prompt's style: with fillers and backchannels in front, it keeps "um",
+# "uh" and "mm-hmm" instead of dropping or mishearing them ("Mm-hmm" read as "Mama"), and the end-of-turn
+# policy sees a hesitation as one (benchmarks/RESULTS.md, "End of turn": test split, with and without)
+ENGLISH_STYLE_PROMPT = "Um, uh, mm-hmm, uh-huh."
 DEV_API_SECRET = "secret"  # livekit-server --dev's secret: fine on this machine, never beyond it
 
 
@@ -92,7 +96,9 @@ class Settings(BaseSettings):
     input_frame_ms: int = Field(20, ge=10, le=100)  # room audio handed to VAD/STT in frames this long
     stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode
     stt_settle_s: float = Field(0.064, gt=0)  # gate silence that starts the whole-utterance decode
-    stt_prompt: str = Field("", max_length=200)  # style prompt in front of every decode (empty: none)
+    # style prompt in front of every decode: None = the language's default (English: the fillers and
+    # backchannels Whisper should write out, `ENGLISH_STYLE_PROMPT`; others: none); "" = none
+    stt_prompt: str | None = Field(None, max_length=200)
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
     # host = one speech engine per host serves every job process (worker/speech_engine.py); process = each
     # job process loads its own Whisper (the offline harness and tests without a worker)
@@ -232,6 +238,12 @@ class Settings(BaseSettings):
         from plugins.whisper.weights import default_model
 
         return self.stt_model or default_model(self.effective_stt_language)
+
+    @property
+    def effective_stt_prompt(self) -> str:
+        if self.stt_prompt is not None:
+            return self.stt_prompt
+        return ENGLISH_STYLE_PROMPT if self.effective_stt_language == "en" else ""
 
     @property
     def idle_processes(self) -> int:

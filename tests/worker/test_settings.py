@@ -55,6 +55,16 @@ def test_stt_model_follows_the_language_unless_set() -> None:
     assert load_settings(stt_model="base").effective_stt_model == "base"
 
 
+def test_stt_style_prompt_follows_the_language_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.settings import ENGLISH_STYLE_PROMPT
+
+    assert load_settings().effective_stt_prompt == ENGLISH_STYLE_PROMPT
+    assert load_settings(language="ko").effective_stt_prompt == ""  # an English prompt would pull toward English
+    assert load_settings(language="ko", stt_language="en").effective_stt_prompt == ENGLISH_STYLE_PROMPT
+    monkeypatch.setenv("PARLEY_STT_PROMPT", "")
+    assert load_settings().effective_stt_prompt == ""  # set empty: no prompt
+
+
 def test_orpheus_backend_needs_an_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARLEY_TTS_BACKEND", "orpheus")
     with pytest.raises(SettingsError, match="PARLEY_ENGINE_ADDRESS"):
