@@ -5,7 +5,9 @@ about what one decode does, and on a CPU it shares the encoder's matrix work. A 
 encode the same window (`batch_key`), so each is decoded as `WhisperModelRunner.decode` would decode it
 alone: same features, same silence fill of the short window, same prompt, same greedy/beam settings. The
 difference is only the shared `max_length` (the batch's largest), after which each result is cut to its
-own token budget. Requests with segment timestamps or a text prompt are decoded singly
+own token budget. Requests batch only with requests of the same text prompt (CTranslate2 needs
+<|startoftranscript|> at one position across a batch): every stream's style prompt is the same, a long turn's
+committed context makes its own key. Requests with segment timestamps are decoded singly
 (`WhisperModelRunner.decode`).
 """
 
@@ -39,16 +41,15 @@ class BatchKey:
     frames: int
     language: str | None
     beam_size: int
+    prompt: str = ""  # the text prompt, as given: same text, same prompt tokens
 
 
 def batch_key(n_samples: int, request: DecodeRequest) -> BatchKey | None:
-    """The batch a request may join, or None when it must be decoded alone: segment timestamps, or a text
-    prompt (CTranslate2 needs <|startoftranscript|> at one position across a batch; only long turns with
-    committed sentences carry one)."""
-    if request.with_timestamps or request.initial_prompt:
+    """The batch a request may join, or None when it must be decoded alone (segment timestamps)."""
+    if request.with_timestamps:
         return None
     frames = encoder_frames(n_samples, request.window_s) or _FULL_FRAMES
-    return BatchKey(frames, request.language, request.beam_size)
+    return BatchKey(frames, request.language, request.beam_size, request.initial_prompt or "")
 
 
 def _features(model: object, audio: np.ndarray, frames: int) -> tuple[np.ndarray, int]:
@@ -81,7 +82,7 @@ def decode_batch(
     assert model is not None
     keys = {batch_key(len(a), r) for a, r in items}
     if len(keys) != 1 or None in keys:
-        raise ValueError("decode_batch takes requests of one batch key (no timestamps, no prompt)")
+        raise ValueError("decode_batch takes requests of one batch key (no timestamps, one prompt)")
     key = next(iter(keys))
     assert key is not None
     language = key.language
@@ -107,7 +108,9 @@ def decode_batch(
         Tokenizer(model.hf_tokenizer, multilingual, task="transcribe", language=lang)  # type: ignore[attr-defined]
         for lang in languages
     ]
-    prompts = [model.get_prompt(tok, [], without_timestamps=True) for tok in tokenizers]  # type: ignore[attr-defined]
+    # the prompt's tokens as faster-whisper's transcribe makes them for a single decode
+    previous = tokenizers[0].encode(" " + key.prompt.strip()) if key.prompt else []
+    prompts = [model.get_prompt(tok, previous, without_timestamps=True) for tok in tokenizers]  # type: ignore[attr-defined]
     budgets = [max_new_tokens(len(a)) for a, _ in items]
     max_length = min(
         model.max_length,  # type: ignore[attr-defined]

@@ -49,9 +49,9 @@ class StreamingOptions:
     style_prompt: str = ""
     """Text in front of every decode's prompt. Whisper writes what it hears in the style of its prompt: one
     with fillers and backchannels ("Um, uh, mm-hmm.") keeps them instead of dropping or mishearing them.
-    Empty (default): "Um, uh, mm-hmm, uh-huh." read "Mm-hmm" right through the room where tiny.en heard
-    "Mama", but made it decode a short fragment twice ("Great Thank You. Great Thank You."); see
-    benchmarks/RESULTS.md, "End of turn"."""
+    Empty here; the worker passes "Um, uh, mm-hmm, uh-huh." for English (fewer open clauses cut off on the
+    test split, "Mm-hmm" no longer heard as "Mama"; benchmarks/RESULTS.md, "End of turn"). A short fragment
+    it makes tiny.en write twice is kept once by the guard."""
     context_gap_s: float = 0.0
     """An utterance starting within this long after the previous FINAL is one turn with it (a hesitation
     split it): its settle/final decode takes the previous utterance's audio in front, and only the words

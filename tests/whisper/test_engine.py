@@ -41,10 +41,13 @@ def speech(speech_audio: Path, name: str, seconds: float = 8.0) -> np.ndarray:
     return np.asarray(data[: int(seconds * sr)], dtype=np.float32)
 
 
+@pytest.mark.parametrize("prompt", [None, "Um, uh, mm-hmm, uh-huh."])
 def test_batched_decode_gives_what_single_decodes_give(
-    runner: WhisperModelRunner, speech_audio: Path
+    runner: WhisperModelRunner, speech_audio: Path, prompt: str | None
 ) -> None:
-    items = [(speech(speech_audio, f"a0{i}"), DecodeRequest(window_s=10)) for i in (1, 2, 3, 4)]
+    """With or without a style prompt (the worker's English default puts one on every decode)."""
+    req = DecodeRequest(window_s=10, initial_prompt=prompt)
+    items = [(speech(speech_audio, f"a0{i}"), req) for i in (1, 2, 3, 4)]
     assert len({batch_key(len(a), r) for a, r in items}) == 1
     single = [runner.decode(a, r) for a, r in items]
     batched = decode_batch(runner, items)
@@ -55,10 +58,13 @@ def test_batched_decode_gives_what_single_decodes_give(
         assert b.segments[0].end == pytest.approx(s.segments[0].end)
 
 
-def test_timestamps_or_a_prompt_decode_alone() -> None:
+def test_timestamps_decode_alone_and_only_one_prompt_shares_a_batch() -> None:
     audio = np.zeros(16000 * 3, dtype=np.float32)
     assert batch_key(len(audio), DecodeRequest(with_timestamps=True)) is None
-    assert batch_key(len(audio), DecodeRequest(initial_prompt="earlier words")) is None
+    styled = batch_key(len(audio), DecodeRequest(initial_prompt="Um, uh."))
+    assert styled is not None and styled == batch_key(len(audio), DecodeRequest(initial_prompt="Um, uh."))
+    assert styled != batch_key(len(audio), DecodeRequest(initial_prompt="Um, uh. And earlier words"))
+    assert styled != batch_key(len(audio), DecodeRequest())
     assert batch_key(len(audio), DecodeRequest(window_s=6)) == batch_key(
         len(audio), DecodeRequest(window_s=8)
     )

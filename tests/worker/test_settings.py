@@ -59,7 +59,9 @@ def test_stt_style_prompt_follows_the_language_unless_set(monkeypatch: pytest.Mo
     from worker.settings import ENGLISH_STYLE_PROMPT
 
     assert load_settings().effective_stt_prompt == ENGLISH_STYLE_PROMPT
-    assert load_settings(language="ko").effective_stt_prompt == ""  # an English prompt would pull toward English
+    assert (
+        load_settings(language="ko").effective_stt_prompt == ""
+    )  # an English prompt would pull toward English
     assert load_settings(language="ko", stt_language="en").effective_stt_prompt == ENGLISH_STYLE_PROMPT
     monkeypatch.setenv("PARLEY_STT_PROMPT", "")
     assert load_settings().effective_stt_prompt == ""  # set empty: no prompt
