@@ -177,10 +177,11 @@ REPEATED_SENTENCE_MIN_WORDS = 2
 
 
 def drop_repeated_sentences(text: str) -> str:
-    """`text` with a sentence that repeats the one before it word for word (case and punctuation aside)
-    dropped. A primed decode of a short fragment can write its one sentence twice ("Great, thank you. Great,
-    thank you."); a caller who really says a whole sentence twice loses nothing the agent needs. One-word
-    sentences ("No. No.") are kept: they are how people insist."""
+    """`text` with a sentence that repeats the one before it, or its start, word for word (case and
+    punctuation aside) dropped. A primed decode can write a short utterance twice ("Great, thank you. Great,
+    thank you.") or start it again at the end of its audio ("Hi, I need to move my appointment. Hi, I need to
+    move"): a loop the audio ran out on. A caller who really says a sentence twice loses nothing the agent
+    needs. One-word sentences ("No. No.") are kept: they are how people insist."""
     out: list[str] = []
     last: list[str] = []
     for m in _SENTENCE.finditer(text):
@@ -188,7 +189,7 @@ def drop_repeated_sentences(text: str) -> str:
         if not sentence:
             continue
         key = [w.casefold() for w in _TOKEN.findall(sentence)]
-        if len(key) >= REPEATED_SENTENCE_MIN_WORDS and key == last:
+        if len(key) >= REPEATED_SENTENCE_MIN_WORDS and key == last[: len(key)]:
             continue
         out.append(sentence)
         last = key
