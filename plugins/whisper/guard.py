@@ -179,8 +179,8 @@ REPEATED_SENTENCE_MIN_WORDS = 2
 def drop_repeated_sentences(text: str) -> str:
     """`text` with a sentence that repeats the one before it, or its start, word for word (case and
     punctuation aside) dropped. A primed decode can write a short utterance twice ("Great, thank you. Great,
-    thank you.") or start it again at the end of its audio ("Hi, I need to move my appointment. Hi, I need to
-    move"): a loop the audio ran out on. A caller who really says a sentence twice loses nothing the agent
+    thank you.") or start it again at the end of its audio ("Hello, I'd like a later booking. Hello, I'd
+    like"): a loop the audio ran out on. A caller who really says a sentence twice loses nothing the agent
     needs. One-word sentences ("No. No.") are kept: they are how people insist."""
     out: list[str] = []
     last: list[str] = []
