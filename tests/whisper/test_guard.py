@@ -170,7 +170,10 @@ def test_the_words_before_a_loop_are_kept() -> None:
         ("Great Thank You. Great Thank You. That is all I needed.", "Great Thank You. That is all I needed."),
         ("I'd like the window seat? i'd like the window seat!", "I'd like the window seat?"),
         ("Hello, I'd like a later booking. Hello, I'd like", "Hello, I'd like a later booking."),
-        ("It is on Monday. It is on Monday at nine.", "It is on Monday. It is on Monday at nine."),  # says more
+        (
+            "It is on Monday. It is on Monday at nine.",
+            "It is on Monday. It is on Monday at nine.",
+        ),  # says more
         ("No. No. I said Tuesday.", "No. No. I said Tuesday."),  # one-word sentences: insisting
         ("Thank you, thank you.", "Thank you, thank you."),  # one sentence
         ("See you then. See you then, okay?", "See you then. See you then, okay?"),  # not word for word
