@@ -66,6 +66,7 @@ class GpuBenchOptions:
     prefill_tokens: int = 1024
     attention: str = "flex"
     compile: str = "auto"  # the generator's Inductor-compiled step ("off": the eager step in graphs)
+    compile_batch: str = "dynamic"  # "static": one compile per batch bucket
     prefill_graphs: bool = True
     compare_sdpa: tuple[int, ...] = (64, 256)  # batches re-measured with the padded SDPA path (GPU)
     fp8: bool = False
@@ -117,6 +118,7 @@ def build_generator(model: Any, o: GpuBenchOptions, attention: str) -> Any:
         max_seq=o.max_seq,
         attention=attention,
         compile=o.compile,
+        compile_batch=o.compile_batch,
         prefill_graphs=o.prefill_graphs,
     )
     return BatchGenerator(model, opts)
@@ -190,7 +192,9 @@ def steady_step_ms(gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generato
     return float(a.mean()), float(np.percentile(a, 90))
 
 
-def step_parts(gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator) -> dict[str, float]:
+def step_parts(
+    gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator, admissions: bool = True
+) -> dict[str, float]:
     """The steady step split in two: a decode step alone (`b` rows at spread positions, none ending) and
     one admission pass of 1 and of 8 prompts (wall ms until its first ids are on the device)."""
     import torch
@@ -209,7 +213,7 @@ def step_parts(gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator) -
         gen.step()
     out = {"decode_ms": (time.perf_counter() - t) * 1000 / o.steady_steps}
     _release_all(gen)
-    for n in (1, 8):
+    for n in (1, 8) if admissions else ():
         times = []
         for _ in range(4):
             t = time.perf_counter()

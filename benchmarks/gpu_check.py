@@ -7,7 +7,8 @@ per batch, kernels per step, SNAC, capacity, TTFB per load, the padded-SDPA comp
 first, and DIR/gpu.json is rewritten after each one: a timeout or a crash still leaves every figure measured
 so far, with `partial`, `phases_done` and `errors`. scripts/gpu_check.sh runs this, then the GPU-marked tests.
 Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_EAGER=64,256 (the step
-uncompiled, admissions eager: the first GPU check's path)  COMPARE_SDPA=64,256.
+uncompiled, admissions eager: the first GPU check's path)  COMPARE_STATIC=256 (the step compiled per batch
+bucket; GPU only, one compile each)  COMPARE_SDPA=64,256.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         o = replace(gpu.GpuBenchOptions.cpu_tiny(), seconds_per_load=1.0, steady_steps=3, loads=(0.5, 0.9))
     st: dict[str, Any] = {}
+    COMPARE_STATIC = tuple(b for b in _ints("COMPARE_STATIC", "256") if b <= o.rows)
     COMPARE_EAGER = tuple(
         b for b in _ints("COMPARE_EAGER", "64,256" if device == "cuda" else "4") if b <= o.rows
     )
@@ -203,6 +205,29 @@ def main(argv: list[str] | None = None) -> int:
             ph.dump()
         st["gen"] = g2
 
+    def static() -> None:
+        """The step compiled per batch bucket (flex may then pick its split-KV decode kernel), at the
+        batches in COMPARE_STATIC only: each is a compile of its own."""
+        gen = st.pop("gen")
+        model = gen.model
+        gen.close()
+        del gen
+        gc.collect()
+        torch.cuda.empty_cache()
+        os_ = replace(o, compile_batch="static")
+        g2 = gpu.build_generator(model, os_, o.attention)
+        g2.warm_graphs(list(COMPARE_STATIC))  # these buckets only (gpu.warm adds the batch of 1)
+        g2.mark_ready()
+        rng = np.random.default_rng(o.seed)
+        res["step_ms_static"], res["step_parts_static"] = {}, {}
+        for b in COMPARE_STATIC:
+            mean, _ = gpu.steady_step_ms(g2, os_, b, rng)
+            res["step_ms_static"][str(b)] = round(mean, 3)
+            res["step_parts_static"][str(b)] = gpu.step_parts(g2, os_, b, rng, admissions=False)
+            ph.dump()
+        res["static_captures_after_ready"] = g2.captures_after_ready
+        st["gen"] = g2
+
     def sdpa() -> None:
         gen = st.pop("gen")
         _, ms = gpu.compare_sdpa(gen, o)
@@ -220,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     ph.run("step_parts", parts, 15)
     if COMPARE_EAGER:
         ph.run("compare_eager", eager, 40)
+    if device == "cuda" and COMPARE_STATIC:
+        ph.run("compare_static", static, 120)
     if device == "cuda" and o.compare_sdpa:
         ph.run("compare_sdpa", sdpa, 60)
     res["partial"] = bool(res["errors"])

@@ -10,7 +10,8 @@
 # 2. `python -m benchmarks.gpu_check`: the full Orpheus 3B shape with random weights, graphs warmed first,
 #    steady-state steps at BATCHES (positions 0..1500, admissions with prefill), kernels per step, SNAC,
 #    capacity, TTFB at 50/90 % of it, the step split (decode alone, one admission pass), the same batches
-#    with the step uncompiled and admissions eager, the padded-SDPA comparison; $OUT/gpu.json is rewritten
+#    with the step uncompiled and admissions eager, the step compiled per batch bucket (256), the padded-SDPA
+#    comparison; $OUT/gpu.json is rewritten
 #    after every phase;
 # 3. `pytest -m gpu tests/orpheus` (collects without the serving extras: tests/orpheus/conftest.py);
 # 4. prints a summary ($OUT/summary.txt).
@@ -113,6 +114,7 @@ if r:
     print("cpu_us_per_token:", r.get("cpu_us_per_token"), "| memory GB:", r.get("gpu_memory_gb"))
     print("step parts (decode alone, one admission pass of 1 / 8):", r.get("step_parts"))
     print("eager step (first check's path):", r.get("step_ms_eager"), "| parts:", r.get("step_parts_eager"))
+    print("static-batch compile:", r.get("step_ms_static"), "| parts:", r.get("step_parts_static"))
     print("phase s:", r.get("phase_s"))
     for k, v in (r.get("errors") or {}).items():
         print(f"ERROR {k}: {str(v)[:300]}")

@@ -64,6 +64,33 @@ def test_compiled_flex_step_matches_the_eager_padded_sdpa_path_exactly() -> None
     assert max(len(PROMPTS[4]) + len(t) for t in runs[1][4:]) > 2 * KV_BLOCK  # crossed two block edges
 
 
+def test_static_batch_compile_matches_the_eager_step() -> None:
+    """`compile_batch="static"` (one compile per batch bucket, for flex's split-KV decode kernel on a GPU):
+    the same greedy ids as the eager padded SDPA step, through captured graphs."""
+    model = OrpheusLlama.random(TINY, torch.float32, "cpu", seed=11)
+    prompts = [PROMPTS[0], PROMPTS[3]]
+
+    def run(gen: BatchGenerator) -> list[list[int]]:
+        toks = [[gen.admit(p, 10_000, 0.0, 1.0, 1.2)[1]] for p in prompts]
+        for _ in range(20):
+            r = gen.step()
+            for row, t in zip(r.rows.tolist(), r.tokens.tolist(), strict=True):
+                toks[row].append(t)
+        return toks
+
+    ref = run(BatchGenerator(model, GeneratorOptions(rows=2, max_seq=128, attention="sdpa")))
+    opts = GeneratorOptions(
+        rows=2, max_seq=128, compile="on", compile_batch="static", graph_mode="record", prefill_graphs=False
+    )
+    gen = BatchGenerator(model, opts)
+    model.set_attention("flex", compile_flex=True)
+    gen.warm_graphs([2])
+    gen.mark_ready()
+    assert gen.compiled and not gen.compile_error and gen.batch_buckets == (1, 2)
+    assert run(gen) == ref
+    assert gen.captures_after_ready == 0
+
+
 @pytest.mark.parametrize("max_seq", [256, 300])
 def test_block_mask_lists_exactly_each_rows_keys(max_seq: int) -> None:
     """Expand the mask's block lists (full blocks + partial blocks filtered by mask_mod) to keys: exactly

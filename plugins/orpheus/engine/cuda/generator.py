@@ -66,6 +66,9 @@ class GeneratorOptions:
     prefill_pad: int = 32  # prompts of one admission pass pad to a multiple of this (few prefill shapes)
     graph_mode: str = "auto"  # "auto": CUDA graphs on CUDA; "record": eager stand-in graphs (CPU tests)
     compile: str = "auto"  # Inductor-fused step: "auto" (CUDA, flex), "on" (any device/attention), "off"
+    # "dynamic": one compile for every batch bucket; "static": one per bucket (start-up pays each), which
+    # lets flex pick its split-KV decode kernel (it needs a static batch); not yet timed on a GPU
+    compile_batch: str = "dynamic"
     prefill_graphs: bool = True  # admission passes as graphs too (wherever decode steps are graphs)
 
 
@@ -160,15 +163,21 @@ class BatchGenerator:
             o.compile == "auto" and dev.type == "cuda" and o.attention == "flex"
         )
         self.compile_error = ""
+        if o.compile_batch not in ("dynamic", "static"):
+            raise ValueError(f"compile_batch {o.compile_batch!r}: dynamic or static")
+        dynamic = o.compile_batch == "dynamic"
         buckets: tuple[int, ...] = FLEX_BATCH_BUCKETS if o.attention == "flex" else BATCH_BUCKETS
-        if self.compiled and o.rows > 1:
+        if self.compiled and dynamic and o.rows > 1:
             buckets = tuple(b for b in buckets if b > 1)  # a batch of 1 would be one more (static) compile
         self.batch_buckets = (*(b for b in buckets if b < o.rows), o.rows)
         self._step_fn: Callable[[int, Any], None] = self._step_body
         if self.compiled:
-            # one dynamic-batch compile serves every bucket (a batch of 1 would specialise: no bucket of 1);
             # no graph of its own: the step is captured in the generator's CUDA graphs like the eager one
-            self._step_fn = torch.compile(self._step_body, dynamic=True)
+            if not dynamic:  # every bucket is a recompile of the same code: let dynamo keep them all
+                cfg = torch._dynamo.config
+                limit = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+                setattr(cfg, limit, max(getattr(cfg, limit), len(self.batch_buckets) + 2))
+            self._step_fn = torch.compile(self._step_body, dynamic=dynamic)
         pad = o.prefill_pad
         self.prefill_lengths = tuple(
             t for t in (pad << k for k in range(12)) if t <= min(o.max_seq, PREFILL_GRAPH_TOKENS)
