@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             for b in sorted({min(64, max(o.batches)), max(o.batches)})
         }
 
-    def eager() -> None:
-        """The same model, the step uncompiled and admissions eager (the first GPU check's path)."""
+    def swap(opts: gpu.GpuBenchOptions) -> Any:
+        """Free the generator in use (graphs, KV cache) and build one with `opts` on the same model."""
         gen = st.pop("gen")
         model = gen.model
         gen.close()
@@ -193,8 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
+        st["gen"] = gpu.build_generator(model, opts, o.attention)
+        return st["gen"]
+
+    def eager() -> None:
+        """The same model, the step uncompiled and admissions eager (the first GPU check's path)."""
         oe = replace(o, compile="off", prefill_graphs=False)
-        g2 = gpu.build_generator(model, oe, o.attention)
+        g2 = swap(oe)
         gpu.warm(g2, tuple(b for b in g2.batch_buckets if b <= max(COMPARE_EAGER)))
         rng = np.random.default_rng(o.seed)
         res["step_ms_eager"], res["step_parts_eager"] = {}, {}
@@ -203,19 +208,12 @@ def main(argv: list[str] | None = None) -> int:
             res["step_ms_eager"][str(b)] = round(mean, 3)
             res["step_parts_eager"][str(b)] = gpu.step_parts(g2, oe, b, rng)
             ph.dump()
-        st["gen"] = g2
 
     def static() -> None:
         """The step compiled per batch bucket (flex may then pick its split-KV decode kernel), at the
         batches in COMPARE_STATIC only: each is a compile of its own."""
-        gen = st.pop("gen")
-        model = gen.model
-        gen.close()
-        del gen
-        gc.collect()
-        torch.cuda.empty_cache()
         os_ = replace(o, compile_batch="static")
-        g2 = gpu.build_generator(model, os_, o.attention)
+        g2 = swap(os_)
         g2.warm_graphs(list(COMPARE_STATIC))  # these buckets only (gpu.warm adds the batch of 1)
         g2.mark_ready()
         rng = np.random.default_rng(o.seed)
@@ -226,7 +224,6 @@ def main(argv: list[str] | None = None) -> int:
             res["step_parts_static"][str(b)] = gpu.step_parts(g2, os_, b, rng, admissions=False)
             ph.dump()
         res["static_captures_after_ready"] = g2.captures_after_ready
-        st["gen"] = g2
 
     def sdpa() -> None:
         gen = st.pop("gen")
