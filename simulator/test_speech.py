@@ -45,7 +45,7 @@ ASR = [
     "Turn left at the bank and walk for about two blocks.",
 ]
 CONVERSATION = [
-    "Hello, I want to set up a teeth cleaning for next week, please.",
+    "Hello, could I book a teeth cleaning for next week, please?",
     "Wednesday works best for me, before lunch if you can.",
     "Sorry, can we move it to Friday afternoon instead?",
     "Yes, Friday afternoon suits me. Thank you very much.",
