@@ -196,7 +196,8 @@ def step_parts(
     gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator, admissions: bool = True
 ) -> dict[str, float]:
     """The steady step split in two: a decode step alone (`b` rows at spread positions, none ending) and
-    one admission pass of 1 and of 8 prompts (wall ms until its first ids are on the device)."""
+    one admission pass of 1 and of 8 prompts (wall ms until its first ids are on the device; `_host_ms`:
+    until the pass is launched, so the rest is the device's)."""
     import torch
 
     from plugins.orpheus.engine.cuda.generator import Admission
@@ -214,10 +215,12 @@ def step_parts(
     out = {"decode_ms": (time.perf_counter() - t) * 1000 / o.steady_steps}
     _release_all(gen)
     for n in (1, 8) if admissions else ():
-        times = []
+        times, host = [], []
         for _ in range(4):
+            batch = [Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)]
             t = time.perf_counter()
-            rows = gen.admit_many([Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)])
+            rows = gen.admit_many(batch)
+            host.append((time.perf_counter() - t) * 1000)  # until the pass is launched: the host's share
             if cuda:
                 torch.cuda.synchronize()
             times.append((time.perf_counter() - t) * 1000)
@@ -225,7 +228,44 @@ def step_parts(
             _release_all(gen)
             del rows
         out[f"admit_{n}_ms"] = float(np.median(times[1:]))
+        out[f"admit_{n}_host_ms"] = float(np.median(host[1:]))
     return {k: round(v, 3) for k, v in out.items()}
+
+
+def admission_profile(gen: Any, o: GpuBenchOptions, n: int = 1, top: int = 8) -> dict[str, Any]:
+    """Where one admission pass of `n` prompts spends device time: the CUDA profiler's kernels, summed and
+    the `top` costliest by name (a replayed graph's kernels are traced one by one)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from plugins.orpheus.engine.cuda.generator import Admission
+
+    rng = np.random.default_rng(o.seed)
+
+    def admit() -> None:
+        gen.admit_many([Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)])
+        torch.cuda.synchronize()
+        gen.collect(gen.launch())
+        _release_all(gen)
+
+    admit()  # the pass's graph is captured (or the eager path warmed) outside the trace
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        gen.admit_many([Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)])
+        torch.cuda.synchronize()
+    gen.collect(gen.launch())
+    _release_all(gen)
+    kernels = [
+        e
+        for e in prof.key_averages()
+        if getattr(e, "device_time_total", 0) and not e.key.startswith(("cudaLaunch", "cudaStream"))
+    ]
+    kernels.sort(key=lambda e: -e.device_time_total)
+    return {
+        "prompts": n,
+        "device_ms": round(sum(e.device_time_total for e in kernels) / 1000, 3),
+        "kernels": int(sum(e.count for e in kernels)),
+        "top": [[e.key[:80], e.count, round(e.device_time_total / 1000, 3)] for e in kernels[:top]],
+    }
 
 
 def kv_ids_read(o: GpuBenchOptions, b: int, seed: int = 0, draws: int = 200) -> dict[str, float]:

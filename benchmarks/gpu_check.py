@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds_per_load=float(os.environ.get("SECONDS_PER_LOAD", "8")),
             compare_sdpa=_ints("COMPARE_SDPA", "64,256"),
             steady_steps=40,
+            fp8=os.environ.get("FP8", "0") == "1",
         )
         o = replace(o, rows=max(o.rows, max(o.batches)))
     else:
@@ -184,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
             for b in sorted({min(64, max(o.batches)), max(o.batches)})
         }
 
+    def admission() -> None:
+        res["admission_profile"] = gpu.admission_profile(st["gen"], o)
+
     def swap(opts: gpu.GpuBenchOptions) -> Any:
         """Free the generator in use (graphs, KV cache) and build one with `opts` on the same model."""
         gen = st.pop("gen")
@@ -240,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     ph.run("capacity", capacity)
     ph.run("ttfb", ttfb, 20)
     ph.run("step_parts", parts, 15)
+    if device == "cuda":
+        ph.run("admission_profile", admission, 10)
     if COMPARE_EAGER:
         ph.run("compare_eager", eager, 40)
     if device == "cuda" and COMPARE_STATIC:

@@ -18,6 +18,7 @@
 # Files in $OUT: gpu.json, bench.log, pytest-gpu.log, pytest-gpu.xml, env.txt, summary.txt.
 # Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
 # tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256
+#   COMPARE_EAGER=64,256  COMPARE_STATIC=256  FP8=0 (1: FP8 weights); an empty list skips its phase
 set -u
 set -o pipefail
 
@@ -113,6 +114,8 @@ if r:
           "| captured after ready:", r.get("graphs_captured_after_ready"))
     print("cpu_us_per_token:", r.get("cpu_us_per_token"), "| memory GB:", r.get("gpu_memory_gb"))
     print("step parts (decode alone, one admission pass of 1 / 8):", r.get("step_parts"))
+    ap = r.get("admission_profile") or {}
+    print("admission pass on the device:", ap.get("device_ms"), "ms,", ap.get("kernels"), "kernels")
     print("eager step (first check's path):", r.get("step_ms_eager"), "| parts:", r.get("step_parts_eager"))
     print("static-batch compile:", r.get("step_ms_static"), "| parts:", r.get("step_parts_static"))
     print("phase s:", r.get("phase_s"))

@@ -87,7 +87,8 @@ def test_gpu_check_driver_writes_every_phase_on_cpu(tmp_path: Path) -> None:
     assert r["partial"] is False and r["errors"] == {}
     assert set(r["step_ms"]) == {"1", "2", "4", "8"} and set(r["ttfb_ms"]) == {"50%", "90%"}
     parts = r["step_parts"]["8"]
-    assert set(parts) == {"decode_ms", "admit_1_ms", "admit_8_ms"} and all(v > 0 for v in parts.values())
+    assert set(parts) == {"decode_ms", "admit_1_ms", "admit_1_host_ms", "admit_8_ms", "admit_8_host_ms"}
+    assert all(v > 0 for v in parts.values()) and parts["admit_1_host_ms"] <= parts["admit_1_ms"]
     assert set(r["step_ms_eager"]) == {"4"} and r["compiled"] is False  # compile is "auto": CUDA only
     assert r["graphs_captured_after_ready"] == 0 and r["attention_backend"] == "flex"
 
