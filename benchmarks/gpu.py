@@ -68,6 +68,7 @@ class GpuBenchOptions:
     compile: str = "auto"  # the generator's Inductor-compiled step ("off": the eager step in graphs)
     compile_batch: str = "dynamic"  # "static": one compile per batch bucket
     prefill_graphs: bool = True
+    compile_prefill: bool = False  # the admission pass Inductor-fused too
     compare_sdpa: tuple[int, ...] = (64, 256)  # batches re-measured with the padded SDPA path (GPU)
     fp8: bool = False
     seed: int = 0
@@ -120,6 +121,7 @@ def build_generator(model: Any, o: GpuBenchOptions, attention: str) -> Any:
         compile=o.compile,
         compile_batch=o.compile_batch,
         prefill_graphs=o.prefill_graphs,
+        compile_prefill=o.compile_prefill,
     )
     return BatchGenerator(model, opts)
 

@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             compare_sdpa=_ints("COMPARE_SDPA", "64,256"),
             steady_steps=40,
             fp8=os.environ.get("FP8", "0") == "1",
+            compile=os.environ.get("COMPILE", "auto"),
+            compile_prefill=os.environ.get("COMPILE_PREFILL", "0") == "1",
         )
         o = replace(o, rows=max(o.rows, max(o.batches)))
     else:

@@ -18,7 +18,8 @@
 # Files in $OUT: gpu.json, bench.log, pytest-gpu.log, pytest-gpu.xml, env.txt, summary.txt.
 # Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
 # tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256
-#   COMPARE_EAGER=64,256  COMPARE_STATIC=256  FP8=0 (1: FP8 weights); an empty list skips its phase
+#   COMPARE_EAGER=64,256  COMPARE_STATIC=256  FP8=0 (1: FP8 weights)  COMPILE=auto (the step: auto/on/off)
+#   COMPILE_PREFILL=0 (1: the admission pass compiled too); an empty list skips its phase
 set -u
 set -o pipefail
 

@@ -47,17 +47,19 @@ def _greedy(gen: BatchGenerator, steps: int, join_at: int = 10) -> list[list[int
 def test_compiled_flex_step_matches_the_eager_padded_sdpa_path_exactly() -> None:
     """The step as CUDA serves it, on CPU: Inductor-compiled (FlexAttention inside it, whose CPU kernel
     honours the block lists as the GPU one does; eager flex is a dense reference that applies only
-    mask_mod), replayed from start-up captures, admissions through padded prefill graphs. Against the
-    plain eager padded-SDPA step: the same greedy ids."""
+    mask_mod), replayed from start-up captures, admissions through padded prefill graphs (compiled too,
+    `compile_prefill`). Against the plain eager padded-SDPA step: the same greedy ids."""
     model = OrpheusLlama.random(TINY, torch.float32, "cpu", seed=3)
     ref = _greedy(BatchGenerator(model, GeneratorOptions(rows=8, max_seq=384, attention="sdpa")), 150)
-    gen = BatchGenerator(
-        model, GeneratorOptions(rows=8, max_seq=384, attention="flex", compile="on", graph_mode="record")
+    opts = GeneratorOptions(
+        rows=8, max_seq=384, attention="flex", compile="on", graph_mode="record", compile_prefill=True
     )
+    gen = BatchGenerator(model, opts)
     model.set_attention("flex", compile_flex=True)
     gen.warm_graphs()
     gen.mark_ready()
     assert gen.compiled and not gen.compile_error and 1 not in gen.batch_buckets
+    assert gen._prefill_fn != gen._prefill_body  # the compiled pass, no fallback
     runs = [ref, _greedy(gen, 150)]
     assert runs[0] == runs[1]
     assert gen.captures_after_ready == 0
