@@ -70,8 +70,9 @@ class GeneratorOptions:
     # lets flex pick its split-KV decode kernel (it needs a static batch); not yet timed on a GPU
     compile_batch: str = "dynamic"
     prefill_graphs: bool = True  # admission passes as graphs too (wherever decode steps are graphs)
-    # the admission pass Inductor-fused too (one dynamic-shape compile): uncompiled it is ~1 500 small
-    # kernels, 4.8 ms on an H200 for one prompt, of which its GEMMs take ~1.7 ms. Not yet timed on a GPU
+    # the admission pass Inductor-fused too (dynamic shapes): uncompiled it is ~1 500 small kernels, 4.8 ms
+    # on an H200 for one prompt, of which its GEMMs take ~1.7 ms. Off: on an H200 (2026-11-26) its 26
+    # admission shapes were still compiling after 159 s of start-up; correct on CPU, not yet timed
     compile_prefill: bool = False
 
 
