@@ -15,7 +15,13 @@ from plugins.orpheus.engine import ids
 from plugins.orpheus.engine.backends.base import Sampling, token_stream
 from plugins.orpheus.engine.backends.cuda_backend import CudaBackend, CudaBackendOptions
 from plugins.orpheus.engine.cuda.generator import Admission, BatchGenerator, GeneratorOptions
-from plugins.orpheus.engine.cuda.model import KV_BLOCK, LlamaShape, OrpheusLlama, rope_inv_freq
+from plugins.orpheus.engine.cuda.model import (
+    KV_BLOCK,
+    LlamaShape,
+    OrpheusLlama,
+    _prefill_layer,
+    rope_inv_freq,
+)
 
 TINY = LlamaShape(hidden_size=64, intermediate_size=128, layers=2, heads=4, kv_heads=2)
 PROMPTS = [
@@ -59,7 +65,7 @@ def test_compiled_flex_step_matches_the_eager_padded_sdpa_path_exactly() -> None
     gen.warm_graphs()
     gen.mark_ready()
     assert gen.compiled and not gen.compile_error and 1 not in gen.batch_buckets
-    assert gen._prefill_fn != gen._prefill_body  # the compiled pass, no fallback
+    assert model._prefill_layer is not _prefill_layer  # the compiled pass, no fallback
     runs = [ref, _greedy(gen, 150)]
     assert runs[0] == runs[1]
     assert gen.captures_after_ready == 0

@@ -70,9 +70,9 @@ class GeneratorOptions:
     # lets flex pick its split-KV decode kernel (it needs a static batch); not yet timed on a GPU
     compile_batch: str = "dynamic"
     prefill_graphs: bool = True  # admission passes as graphs too (wherever decode steps are graphs)
-    # the admission pass Inductor-fused too (dynamic shapes): uncompiled it is ~1 500 small kernels, 4.8 ms
-    # on an H200 for one prompt, of which its GEMMs take ~1.7 ms. Off: on an H200 (2026-11-26) its 26
-    # admission shapes were still compiling after 159 s of start-up; correct on CPU, not yet timed
+    # the admission pass Inductor-fused too, one layer's code shared by every layer (model.compile_prefill):
+    # uncompiled it is ~1 500 small kernels, 4.8 ms on an H200 for one prompt, its GEMMs ~1.7 ms of that.
+    # Off until timed: the whole pass compiled at once was still compiling after 159 s on an H200
     compile_prefill: bool = False
 
 
@@ -182,9 +182,7 @@ class BatchGenerator:
                 limit = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
                 setattr(cfg, limit, max(getattr(cfg, limit), len(self.batch_buckets) + 2))
             self._step_fn = torch.compile(self._step_body, dynamic=dynamic)
-        self._prefill_fn: Callable[..., None] = self._prefill_body
-        if o.compile_prefill:
-            self._prefill_fn = torch.compile(self._prefill_body, dynamic=True)
+        model.compile_prefill(o.compile_prefill)
         pad = o.prefill_pad
         self.prefill_lengths = tuple(
             t for t in (pad << k for k in range(12)) if t <= min(o.max_seq, PREFILL_GRAPH_TOKENS)
@@ -297,18 +295,13 @@ class BatchGenerator:
 
     def _prefill(self, n: int, t: int) -> None:
         """The pass on the device, from the static inputs' first n prompts × t ids (graph-capturable)."""
-        self._prefill_fn(
-            self._pf_rows[:n], self._pf_tok[:n, :t], self._pf_len[:n], self._pf_lim[:n], self._pf_f[:n]
+        d_rows, d_tok, d_len, d_lim = (
+            self._pf_rows[:n],
+            self._pf_tok[:n, :t],
+            self._pf_len[:n],
+            self._pf_lim[:n],
         )
-
-    def _prefill_body(
-        self,
-        d_rows: torch.Tensor,
-        d_tok: torch.Tensor,
-        d_len: torch.Tensor,
-        d_lim: torch.Tensor,
-        d_f: torch.Tensor,
-    ) -> None:
+        d_f = self._pf_f[:n]
         self.temperature[d_rows] = d_f[:, 0]
         self.top_p[d_rows] = d_f[:, 1]
         self.penalty[d_rows] = d_f[:, 2]
@@ -592,13 +585,13 @@ class BatchGenerator:
             try:
                 self._warm_prefill()
             except Exception as e:
-                if self._prefill_fn == self._prefill_body:
+                if not self.options.compile_prefill:
                     raise
                 self.compile_error = f"prefill: {type(e).__name__}: {e}".splitlines()[0][:300]
                 log.warning(
                     "compiled admission pass failed; using the eager one", extra={"error": self.compile_error}
                 )
-                self._prefill_fn = self._prefill_body
+                self.model.compile_prefill(False)
                 self._prefill_graphs.clear()
                 self._warm_prefill()
         if self.stream is not None:

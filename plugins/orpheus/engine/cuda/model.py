@@ -237,6 +237,21 @@ class Block(nn.Module):
         self.mlp = MLP(shape)
 
 
+def _prefill_layer(
+    block: nn.Module,
+    x: torch.Tensor,
+    kc: torch.Tensor,
+    vc: torch.Tensor,
+    rows: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+) -> torch.Tensor:
+    """One block over a padded admission pass (its keys and values written into the cache)."""
+    assert isinstance(block, Block)
+    x = x + block.self_attn.prefill(block.input_layernorm(x), (kc, vc), rows, cos, sin)
+    return x + block.mlp(block.post_attention_layernorm(x))
+
+
 class OrpheusLlama(nn.Module):
     """Embedding + blocks + final norm + the restricted head; owns the KV cache once `allocate` ran."""
 
@@ -255,6 +270,7 @@ class OrpheusLlama(nn.Module):
         self.attention = "flex"  # or "sdpa": the padded reference path
         self._flex: Any = flex_attention
         self._kv_limit = torch.zeros(0, dtype=torch.int64)  # per cache row: the last key position it reads
+        self._prefill_layer: Any = _prefill_layer
 
     def set_attention(self, backend: str, compile_flex: bool | None = None) -> None:
         """Pick decode attention. FlexAttention is compiled on CUDA (its fused split-KV decode kernel); eager
@@ -270,6 +286,13 @@ class OrpheusLlama(nn.Module):
             self._flex = torch.compile(flex_attention, fullgraph=True)
         else:
             self._flex = flex_attention
+
+    def compile_prefill(self, on: bool = True) -> None:
+        """Inductor-fuse the admission pass one layer at a time: every layer runs the same compiled code
+        with its own weights, so the compile is one layer's graph (and its shape specialisations), not
+        the whole model unrolled (24 admission shapes of a 28-layer model took 213 s to warm that way on
+        CPU, five compiles of the whole pass)."""
+        self._prefill_layer = torch.compile(_prefill_layer, dynamic=True) if on else _prefill_layer
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
@@ -424,9 +447,7 @@ class OrpheusLlama(nn.Module):
         n, t = tokens.shape
         cos, sin = self._rope(torch.arange(t, device=tokens.device))
         x = self.embed_tokens(tokens)
-        for block, cache in zip(self.layers, self.caches, strict=True):
-            assert isinstance(block, Block)
-            x = x + block.self_attn.prefill(block.input_layernorm(x), cache, rows, cos, sin)
-            x = x + block.mlp(block.post_attention_layernorm(x))
+        for block, (kc, vc) in zip(self.layers, self.caches, strict=True):
+            x = self._prefill_layer(block, x, kc, vc, rows, cos, sin)
         last = x[torch.arange(n, device=x.device), lengths - 1]  # (N, hidden)
         return self.head(self.norm(last)).float()
