@@ -338,11 +338,11 @@ def _room(args: argparse.Namespace) -> dict[str, Any]:
 
         def one(calls: int, minutes: float) -> dict[str, Any]:
             out = Path(args.out) / f"capacity-{calls}-{next(counter)}"
-            return run_room_load(calls, minutes, Path(args.data), out)
+            return run_room_load(calls, minutes, Path(args.data), out, args.caller_nice)
 
         opts = CapacityOptions(max_calls=args.capacity_max, minutes=args.minutes or 2.0)
         return sweep(one, opts)
-    return run_room_load(args.calls, args.minutes or 1.0, Path(args.data), Path(args.out))
+    return run_room_load(args.calls, args.minutes or 1.0, Path(args.data), Path(args.out), args.caller_nice)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -365,6 +365,15 @@ def main(argv: list[str] | None = None) -> None:
         "p95 ≤ 1.5 s and no underrun (benchmarks/capacity.py)",
     )
     ap.add_argument("--capacity-max", type=int, default=8, help="the largest N the capacity sweep tries")
+    ap.add_argument(
+        "--caller-nice",
+        type=int,
+        default=0,
+        choices=range(20),
+        metavar="0-19",
+        help="with --livekit: run the scripted callers at this nice level, so the host gets the cores first "
+        "(real callers are not on the host); reported as `caller_nice`",
+    )
     args = ap.parse_args(argv)
     if args.data is None:
         from simulator.test_speech import speech_dir

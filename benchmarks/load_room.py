@@ -229,11 +229,13 @@ is free only in its status update (every 2.5 s), so a call placed the instant an
 a full host refused by livekit-server (on a single host, that call never gets an agent)."""
 
 
-def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str, Any]:
+def run_room_load(calls: int, minutes: float, data: Path, out: Path, caller_nice: int = 0) -> dict[str, Any]:
     plan: list[TurnPlan] = load_plan(data)
     env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
     env.update({"PARLEY_MAX_CALLS": str(max(calls, 4)), "PARLEY_NUM_IDLE_PROCESSES": str(calls)})
-    opts = LiveKitCallOptions(out_dir=out / "stack", base_env=env, call_timeout_s=600)
+    opts = LiveKitCallOptions(
+        out_dir=out / "stack", base_env=env, call_timeout_s=600, caller_nice=caller_nice
+    )
     state = RoomLoad()
     stop = threading.Event()
     stack = E2EStack(stack_options(opts))
@@ -287,7 +289,7 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path) -> dict[str
         worker_log = next(p.log_path for p in stack.procs if p.name == "worker")
     # the stack is closed: every job process has ended its call and written its audit line
     state.audits = stream_audits(worker_log.read_text(errors="replace"))
-    return report(state, calls, minutes)
+    return {**report(state, calls, minutes), "caller_nice": caller_nice}
 
 
 def stream_audits(worker_log: str) -> list[dict[str, int]]:

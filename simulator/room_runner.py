@@ -50,6 +50,9 @@ class LiveKitCallOptions:
     reply_timeout_s: float = 30.0
     worker_ready_timeout_s: float = 180.0
     call_timeout_s: float = 600.0
+    caller_nice: int = 0
+    """Run the scripted caller at this `nice` level. Real callers are not on the host; a deprioritised
+    caller lends the host the cores it would otherwise contend for (load runs; 0 = as before)."""
 
 
 def room_unavailable_reason() -> str | None:
@@ -99,6 +102,8 @@ def run_caller(
         *("--join-timeout-s", str(opts.join_timeout_s), "--reply-timeout-s", str(opts.reply_timeout_s)),
         *("--plan", str(plan_file)),
     ]
+    if opts.caller_nice:
+        cmd = ["nice", "-n", str(opts.caller_nice), *cmd]
     res = stack.run_in_ns(cmd, timeout=opts.call_timeout_s)
     if res.returncode != 0:
         lines = (res.stderr or res.stdout).strip().splitlines()
