@@ -88,3 +88,28 @@ def test_the_sweep_stops_at_the_first_n_that_fails() -> None:
     assert out["capacity"] == 3
     assert asked == [2, 2, 2, 3, 3, 3, 4, 4]
     assert [r["holds"] for r in out["runs"]["4"]] == [True, False]
+
+
+def test_a_deprioritised_caller_runs_under_nice(tmp_path: Any) -> None:
+    """`--caller-nice N` reaches the caller's command line; 0 leaves it as it was."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from simulator.room_runner import CallerError, LiveKitCallOptions, run_caller
+
+    class Stack:
+        livekit_url = "ws://127.0.0.1:1"
+        opts = SimpleNamespace(agent_name="parley")
+        cmds: list[list[str]] = []
+
+        def run_in_ns(self, cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+            self.cmds.append(list(cmd))
+            return subprocess.CompletedProcess(cmd, 1, "", "no room here")
+
+    stack = Stack()
+    for nice in (19, 0):
+        with pytest.raises(CallerError, match="no room here"):
+            opts = LiveKitCallOptions(out_dir=tmp_path, caller_nice=nice)
+            run_caller(stack, [], tmp_path / str(nice), opts)  # type: ignore[arg-type]
+    assert stack.cmds[0][:3] == ["nice", "-n", "19"] and "simulator.room_caller" in stack.cmds[0]
+    assert stack.cmds[1][0] != "nice"
