@@ -36,6 +36,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import sys
 import tempfile
 import time
@@ -157,6 +158,9 @@ class CaseResult:
     endpoint_delay_ms: float | None = None
     decision_delay_ms: float | None = None
     """The part of the endpoint delay spent by turn detection (commit - max(VAD EOS, final transcript))."""
+    misheard_end: bool | None = None
+    """For a cut-off with the corpus's words: the first cut's transcript ends in another word than the
+    caller's first part did (the policy judged words that were not said)."""
 
 
 # --- inputs ----------------------------------------
@@ -487,6 +491,9 @@ def score(case: Case, pipeline: str, commits: list[Commit], held: list[Commit] |
     if last is None:
         return res
     res.false_cutoff = any(c.at < last for c in commits)
+    if res.false_cutoff and case.parts:
+        said, heard = _words(case.parts[0]), _words(commits[0].text)
+        res.misheard_end = not (said and heard and said[-1] == heard[-1])
     after = [c.at for c in commits if c.at >= last]
     res.missed = not after or after[0] - last > MISS_AFTER_S
     if not res.false_cutoff and not res.missed:
@@ -494,6 +501,10 @@ def score(case: Case, pipeline: str, commits: list[Commit], held: list[Commit] |
         res.endpoint_delay_ms = round((first.at - last) * 1000, 1)
         res.decision_delay_ms = round((first.at - first.ready) * 1000, 1)
     return res
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower())
 
 
 def _pct(values: list[float]) -> dict[str, float | None]:
@@ -572,6 +583,11 @@ def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, A
             for c in sorted({r.clause for r in pauses if r.clause})
         },
         "done_endpoint_delay_ms": _pct(done),
+        # of the open-clause cut-offs, the share where the recogniser misheard the part's last word: what
+        # the text and LM terms read there was not what the caller said
+        "open_cutoffs_misheard_end": _rate(
+            [bool(r.misheard_end) for r in pauses if r.clause == "open" and r.misheard_end is not None]
+        ),
         "separability_auc": separability(results),
         "by_case": _breakdown(results),
         "cases": [asdict(r) for r in results + noise],
@@ -804,6 +820,9 @@ def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
     for name, r in rows:
         if r.get("by_case"):
             print_breakdown(name, r)
+    if result.get("open_cutoffs_misheard_end") is not None:
+        share = result["open_cutoffs_misheard_end"] * 100
+        print(f"parley's open-clause cut-offs with the part's last word misheard: {share:.0f} %")
     print_tradeoff(rows)
     if result.get("lm_eot"):
         print(f"\nLM end-of-turn scorer {result['lm_eot']['url']}: query ms {result['lm_eot']['query_ms']}")

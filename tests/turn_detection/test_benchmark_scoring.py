@@ -81,6 +81,29 @@ def test_committing_inside_the_pause_is_a_false_cutoff() -> None:
     assert res.false_cutoff and res.endpoint_delay_ms is None
 
 
+def test_a_cut_off_says_whether_the_recogniser_misheard_the_parts_last_word() -> None:
+    """The diagnosis behind open-clause cut-offs: did the policy read what the caller said?"""
+
+    def cut(heard: str) -> CaseResult:
+        case = Case(
+            file="p.wav",
+            kind="pause",
+            segments=[(0.2, 1.6), (2.4, 3.5)],
+            audio=np.zeros(16000, np.float32),
+            clause="open",
+            parts=["Could you put me through to", "billing, please?"],
+        )
+        return score(
+            case, "t", [Commit(at=2.0, ready=1.9, text=heard, probability=0.9, delay=0.2, reason="")]
+        )
+
+    misheard, heard = cut("Could you put me through, too."), cut("Could you put me through to...")
+    assert misheard.misheard_end is True and heard.misheard_end is False
+    assert summarise([misheard, heard], [])["open_cutoffs_misheard_end"] == 0.5
+    held = score(_case("pause", [(0.2, 1.6), (2.4, 3.5)]), "t", [])
+    assert held.misheard_end is None  # no cut, nothing to diagnose
+
+
 def test_no_commit_within_three_seconds_is_missed_and_noise_turns_are_counted() -> None:
     done = _case("done", [(0.2, 1.5)])
     late = score(done, "t", [Commit(at=5.0, ready=1.8, text="x", probability=0.1, delay=3.5, reason="x")])
