@@ -99,6 +99,35 @@ def test_static_batch_compile_matches_the_eager_step() -> None:
     assert gen.captures_after_ready == 0
 
 
+def test_a_failed_admission_compile_falls_back_to_the_eager_pass() -> None:
+    """A compile that fails at start-up costs the fused admission pass, never the engine: the error is kept
+    in one line and admissions run the eager pass with the same ids."""
+    model = OrpheusLlama.random(TINY, torch.float32, "cpu", seed=5)
+    prompts = [PROMPTS[0], PROMPTS[1]]
+
+    def run(gen: BatchGenerator) -> list[list[int]]:
+        toks = [[gen.admit(p, 10_000, 0.0, 1.0, 1.2)[1]] for p in prompts]
+        for _ in range(5):
+            r = gen.step()
+            for row, t in zip(r.rows.tolist(), r.tokens.tolist(), strict=True):
+                toks[row].append(t)
+        return toks
+
+    ref = run(BatchGenerator(model, GeneratorOptions(rows=2, max_seq=128, attention="sdpa")))
+    opts = GeneratorOptions(rows=2, max_seq=128, attention="sdpa", graph_mode="record", compile_prefill=True)
+    gen = BatchGenerator(model, opts)
+
+    def broken(*args: object) -> torch.Tensor:
+        raise RuntimeError("inductor: no kernel for this shape\nsecond line")
+
+    model._prefill_layer = broken
+    gen.warm_graphs()
+    gen.mark_ready()
+    assert gen.compile_error == "prefill: RuntimeError: inductor: no kernel for this shape"
+    assert model._prefill_layer is _prefill_layer
+    assert run(gen) == ref and gen.captures_after_ready == 0
+
+
 @pytest.mark.parametrize("max_seq", [256, 300])
 def test_block_mask_lists_exactly_each_rows_keys(max_seq: int) -> None:
     """Expand the mask's block lists (full blocks + partial blocks filtered by mask_mod) to keys: exactly
