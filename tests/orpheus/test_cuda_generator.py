@@ -261,14 +261,17 @@ async def test_cuda_backend_warms_every_graph_before_ready(test_model: Path) -> 
 
 # -- GPU ---------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
-def test_gpu_flex_graphs_match_eager_sdpa_greedy_fp32() -> None:
+@pytest.mark.parametrize("compile_prefill", [False, True])
+def test_gpu_flex_graphs_match_eager_sdpa_greedy_fp32(compile_prefill: bool) -> None:
     model = OrpheusLlama.random(TINY, torch.float32, "cuda", seed=7)
     ref = _greedy(
         BatchGenerator(model, GeneratorOptions(rows=8, max_seq=384, attention="sdpa", cuda_graphs=False)), 150
     )
-    gen = BatchGenerator(model, GeneratorOptions(rows=8, max_seq=384, attention="flex"))
+    opts = GeneratorOptions(rows=8, max_seq=384, attention="flex", compile_prefill=compile_prefill)
+    gen = BatchGenerator(model, opts)
     gen.warm_graphs()
     gen.mark_ready()
+    assert not gen.compile_error
     assert _greedy(gen, 150) == ref
     assert gen.captures_after_ready == 0
 
