@@ -50,6 +50,16 @@ def _greedy(gen: BatchGenerator, steps: int, join_at: int = 10) -> list[list[int
     return [toks[r] for r in order]
 
 
+def _greedy_rows(gen: BatchGenerator, prompts: list[list[int]], steps: int) -> list[list[int]]:
+    """Greedy ids per prompt, admitted one by one into rows 0..n-1 of an empty generator."""
+    toks = [[gen.admit(p, 10_000, 0.0, 1.0, 1.2)[1]] for p in prompts]
+    for _ in range(steps):
+        r = gen.step()
+        for row, t in zip(r.rows.tolist(), r.tokens.tolist(), strict=True):
+            toks[row].append(t)
+    return toks
+
+
 def test_compiled_flex_step_matches_the_eager_padded_sdpa_path_exactly() -> None:
     """The step as CUDA serves it, on CPU: Inductor-compiled (FlexAttention inside it, whose CPU kernel
     honours the block lists as the GPU one does; eager flex is a dense reference that applies only
@@ -78,15 +88,9 @@ def test_static_batch_compile_matches_the_eager_step() -> None:
     model = OrpheusLlama.random(TINY, torch.float32, "cpu", seed=11)
     prompts = [PROMPTS[0], PROMPTS[3]]
 
-    def run(gen: BatchGenerator) -> list[list[int]]:
-        toks = [[gen.admit(p, 10_000, 0.0, 1.0, 1.2)[1]] for p in prompts]
-        for _ in range(20):
-            r = gen.step()
-            for row, t in zip(r.rows.tolist(), r.tokens.tolist(), strict=True):
-                toks[row].append(t)
-        return toks
-
-    ref = run(BatchGenerator(model, GeneratorOptions(rows=2, max_seq=128, attention="sdpa")))
+    ref = _greedy_rows(
+        BatchGenerator(model, GeneratorOptions(rows=2, max_seq=128, attention="sdpa")), prompts, 20
+    )
     opts = GeneratorOptions(
         rows=2, max_seq=128, compile="on", compile_batch="static", graph_mode="record", prefill_graphs=False
     )
@@ -95,7 +99,7 @@ def test_static_batch_compile_matches_the_eager_step() -> None:
     gen.warm_graphs([2])
     gen.mark_ready()
     assert gen.compiled and not gen.compile_error and gen.batch_buckets == (1, 2)
-    assert run(gen) == ref
+    assert _greedy_rows(gen, prompts, 20) == ref
     assert gen.captures_after_ready == 0
 
 
@@ -105,15 +109,9 @@ def test_a_failed_admission_compile_falls_back_to_the_eager_pass() -> None:
     model = OrpheusLlama.random(TINY, torch.float32, "cpu", seed=5)
     prompts = [PROMPTS[0], PROMPTS[1]]
 
-    def run(gen: BatchGenerator) -> list[list[int]]:
-        toks = [[gen.admit(p, 10_000, 0.0, 1.0, 1.2)[1]] for p in prompts]
-        for _ in range(5):
-            r = gen.step()
-            for row, t in zip(r.rows.tolist(), r.tokens.tolist(), strict=True):
-                toks[row].append(t)
-        return toks
-
-    ref = run(BatchGenerator(model, GeneratorOptions(rows=2, max_seq=128, attention="sdpa")))
+    ref = _greedy_rows(
+        BatchGenerator(model, GeneratorOptions(rows=2, max_seq=128, attention="sdpa")), prompts, 5
+    )
     opts = GeneratorOptions(rows=2, max_seq=128, attention="sdpa", graph_mode="record", compile_prefill=True)
     gen = BatchGenerator(model, opts)
 
@@ -125,7 +123,7 @@ def test_a_failed_admission_compile_falls_back_to_the_eager_pass() -> None:
     gen.mark_ready()
     assert gen.compile_error == "prefill: RuntimeError: inductor: no kernel for this shape"
     assert model._prefill_layer is _prefill_layer
-    assert run(gen) == ref and gen.captures_after_ready == 0
+    assert _greedy_rows(gen, prompts, 5) == ref and gen.captures_after_ready == 0
 
 
 @pytest.mark.parametrize("max_seq", [256, 300])
