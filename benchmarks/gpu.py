@@ -158,6 +158,13 @@ def _prompt(rng: np.random.Generator, n: int) -> list[int]:
     return p
 
 
+def _admissions(rng: np.random.Generator, o: GpuBenchOptions, n: int) -> list[Any]:
+    """`n` prompts of the benchmark's length, 8 ids each, sampled as serving samples."""
+    from plugins.orpheus.engine.cuda.generator import Admission
+
+    return [Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)]
+
+
 def _release_all(gen: Any) -> None:
     for row in np.flatnonzero(gen.busy).tolist():
         gen.release(int(row))
@@ -202,8 +209,6 @@ def step_parts(
     until the pass is launched, so the rest is the device's)."""
     import torch
 
-    from plugins.orpheus.engine.cuda.generator import Admission
-
     cuda = gen.device.type == "cuda"
     top = min(o.max_position, o.max_seq - 2)
     gen.occupy(b, rng.integers(0, top + 1, b).tolist(), 1 << 20)
@@ -219,7 +224,7 @@ def step_parts(
     for n in (1, 8) if admissions else ():
         times, host = [], []
         for _ in range(4):
-            batch = [Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)]
+            batch = _admissions(rng, o, n)
             t = time.perf_counter()
             rows = gen.admit_many(batch)
             host.append((time.perf_counter() - t) * 1000)  # until the pass is launched: the host's share
@@ -240,20 +245,17 @@ def admission_profile(gen: Any, o: GpuBenchOptions, n: int = 1, top: int = 8) ->
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from plugins.orpheus.engine.cuda.generator import Admission
-
     rng = np.random.default_rng(o.seed)
 
     def admit() -> None:
-        gen.admit_many([Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)])
+        gen.admit_many(_admissions(rng, o, n))
         torch.cuda.synchronize()
-        gen.collect(gen.launch())
-        _release_all(gen)
 
     admit()  # the pass's graph is captured (or the eager path warmed) outside the trace
+    gen.collect(gen.launch())
+    _release_all(gen)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        gen.admit_many([Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)])
-        torch.cuda.synchronize()
+        admit()
     gen.collect(gen.launch())
     _release_all(gen)
     kernels = [

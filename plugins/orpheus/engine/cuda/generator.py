@@ -67,7 +67,8 @@ class GeneratorOptions:
     graph_mode: str = "auto"  # "auto": CUDA graphs on CUDA; "record": eager stand-in graphs (CPU tests)
     compile: str = "auto"  # Inductor-fused step: "auto" (CUDA, flex), "on" (any device/attention), "off"
     # "dynamic": one compile for every batch bucket; "static": one per bucket (start-up pays each), which
-    # lets flex pick its split-KV decode kernel (it needs a static batch); not yet timed on a GPU
+    # lets flex pick its split-KV decode kernel (it needs a static batch). H100, 256 streams: decode alone
+    # 14.1 vs 16.2 ms, but the steady step with admissions 17.4 vs 16.5 ms, so "dynamic" stays
     compile_batch: str = "dynamic"
     prefill_graphs: bool = True  # admission passes as graphs too (wherever decode steps are graphs)
     # the admission pass Inductor-fused too, one layer's code shared by every layer (model.compile_prefill):
