@@ -8,7 +8,8 @@ first, and DIR/gpu.json is rewritten after each one: a timeout or a crash still 
 so far, with `partial`, `phases_done` and `errors`. scripts/gpu_check.sh runs this, then the GPU-marked tests.
 Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_EAGER=64,256 (the step
 uncompiled, admissions eager: the first GPU check's path)  COMPARE_STATIC=256 (the step compiled per batch
-bucket; GPU only, one compile each)  COMPARE_SDPA=64,256.
+bucket; GPU only, one compile each)  COMPARE_SDPA=64,256  FP8=0  COMPILE=auto (the step: auto/on/off)
+COMPILE_PREFILL=0 (1: the admission pass compiled too). An empty list skips its phase.
 """
 
 from __future__ import annotations
