@@ -42,6 +42,7 @@ from worker.measurement import Mark as WorkerMark
 
 from .audio_io import Track
 from .call_plan import TurnPlan, default_filler_texts, is_filler_text, norm_text, plan_from_json
+from .rtc_exit import exit_now
 
 log = logging.getLogger("parley.sim.room_caller")
 
@@ -529,4 +530,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

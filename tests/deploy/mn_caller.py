@@ -19,6 +19,7 @@ import time
 
 from livekit import api, rtc
 
+from simulator.rtc_exit import exit_now
 from web.tokens import TokenOptions, issue_call_token
 
 
@@ -97,4 +98,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

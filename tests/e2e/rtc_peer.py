@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import soundfile as sf
 from livekit import api, rtc
 
 from simulator.room_caller import Listener, load_wav_16k, publish_mic, room_options, wait_for
+from simulator.rtc_exit import exit_now
 from web.tokens import TokenOptions, issue_call_token
 from worker.measurement import VOICED_AMPLITUDE
 
@@ -166,4 +166,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -66,6 +66,7 @@ def test_filter_hashes_room_names_identities_and_jobs_in_every_record_shape() ->
 JOIN = """
 import asyncio, sys
 from livekit import api, rtc
+from simulator.rtc_exit import exit_now
 
 async def main():
     url, room, identity, key, secret = sys.argv[1:6]
@@ -82,6 +83,7 @@ async def main():
     await r.disconnect()
 
 asyncio.run(main())
+exit_now(0)
 """
 
 
