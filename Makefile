@@ -66,7 +66,8 @@ dev: setup phrases
 BENCH_RUNS ?= 5
 bench: setup phrases
 	$(PY) -m simulator.call_script simulator/calls/reschedule.yaml --out out/calls/reschedule
-	$(PY) -m benchmarks.call --data $$($(PY) -m simulator.test_speech)/conversation --data out/calls/reschedule --pipeline parley,stock-tuned,stock --runs $(BENCH_RUNS) --livekit auto --out out/bench --json out/bench/call.json
+	$(PY) -m simulator.call_script simulator/calls/new_patient.yaml --out out/calls/new_patient
+	$(PY) -m benchmarks.call --data $$($(PY) -m simulator.test_speech)/conversation --data out/calls/reschedule --data out/calls/new_patient --pipeline parley,stock-tuned,stock --runs $(BENCH_RUNS) --livekit auto --out out/bench --json out/bench/call.json
 
 load: setup phrases
 	$(PY) -m benchmarks.load --calls 4 --minutes 10 --json out/load/load.json --out out/load

@@ -21,6 +21,33 @@ def p50_p95(values: list[Any]) -> dict[str, float | None]:
     return {"p50": pct(values, 50), "p95": pct(values, 95)}
 
 
+EARLY_MS = 100.0
+"""This much agent voice heard inside a caller's turn is the agent taking the turn before the caller
+finished (a cut-off first word, "I'm", is 150-200 ms; a click or one Opus frame is shorter)."""
+HELD_MS = 1500.0
+"""A finished turn whose end of turn came later than this was held: the caller waits in silence."""
+
+
+def turn_taking(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """Turns the agent took before the caller finished, and finished turns it held, as a caller counts."""
+    after = [t for t in turns if t.get("spoke_over_ms") is not None]
+    endpoints = [
+        t["endpoint_ms"]
+        for t in turns
+        if t.get("endpoint_ms") is not None and t.get("start", "after_reply") == "after_reply"
+    ]
+    early = [t for t in after if t["spoke_over_ms"] >= EARLY_MS]
+    return {
+        "taken_early": len(early),
+        "turns_after_reply": len(after),
+        "early_turns": [
+            {k: t[k] for k in ("call", "run", "file", "spoke_over_ms", "user_text") if k in t} for t in early
+        ],
+        "endpoint_ms": {**p50_p95(endpoints), "max": max(endpoints) if endpoints else None},
+        "held_over_1500ms": sum(1 for v in endpoints if v > HELD_MS),
+    }
+
+
 def call_json(res: CallResult) -> dict[str, Any]:
     turns = [t.as_json() for t in res.turns]
     errors = list(res.errors) + turn_errors(res)
@@ -39,6 +66,7 @@ def call_json(res: CallResult) -> dict[str, Any]:
         "reply_words": {"p50": pct([t.reply_words for t in res.turns if t.reply_words is not None], 50)},
         "apologies": sum(1 for t in res.turns if t.problem == "apology"),
         "repeat_requests": sum(1 for t in res.turns if t.problem == "repeat_request"),
+        "turn_taking": turn_taking(turns),
         "errors": errors,
     }
 
@@ -241,6 +269,7 @@ def summarise(
                 k: pct([t["marks"].get(k) for t in turns if t["marks"].get(k) is not None], 50)
                 for k, _, _ in WATERFALL_MARKS
             },
+            "turn_taking": turn_taking(turns),
             "by_call": by_call,
             "turns": turns,
         }
@@ -260,7 +289,7 @@ def summarise(
 
 
 def pipelines_table(report: dict[str, Any]) -> str:
-    head = ("pipeline", "v2v p50", "95% CI", "v2v p95", "audible p50", "greeting", "words", "errors")
+    head = ("pipeline", "v2v p50", "95% CI", "v2v p95", "audible p50", "greeting", "words", "early", "errors")
     rows = [head]
     for name, r in report["pipelines"].items():
         ci = r["v2v_ci95_ms"]
@@ -273,6 +302,7 @@ def pipelines_table(report: dict[str, Any]) -> str:
                 _fmt(r["first_audible_ms"]["p50"]),
                 _fmt(r["greeting_first_audio_ms"]),
                 _fmt(r["reply_words"]["p50"]),
+                _early(r.get("turn_taking")),
                 str(len(r["errors"])),
             )
         )
@@ -293,6 +323,11 @@ def pipelines_table(report: dict[str, Any]) -> str:
             f"parley / {name}: {ratio} (95% CI {ci[0]}–{ci[1]})" if ci else f"parley / {name}: {ratio}"
         )
     return "\n".join(lines)
+
+
+def _early(tt: dict[str, Any] | None) -> str:
+    """Turns taken before the caller finished, of the turns said after a reply ("—" offline)."""
+    return f"{tt['taken_early']}/{tt['turns_after_reply']}" if tt and tt["turns_after_reply"] else "—"
 
 
 def waterfall_png(name: str, turns: list[dict[str, Any]], path: Path) -> None:

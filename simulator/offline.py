@@ -59,6 +59,9 @@ class TurnResult:
     agent_stop_ms: float | None = None
     """A turn said over the agent: its first voiced sample -> the agent's last voiced sample the caller
     heard before a silence (room runs; None where the agent was not speaking)."""
+    spoke_over_ms: float | None = None
+    """The agent's voiced audio the caller heard while still in this turn (between its first and last voiced
+    samples): the agent took the turn before the caller finished (room runs, turns said after a reply)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +82,7 @@ class TurnResult:
             "spoken_s": None if self.spoken_s is None else round(self.spoken_s, 2),
             "problem": self.problem,
             "agent_stop_ms": _r(self.agent_stop_ms),
+            "spoke_over_ms": _r(self.spoke_over_ms),
         }
 
 

@@ -83,6 +83,16 @@ def agent_stop_after(track: Track, t0: float, gap_s: float = STOP_GAP_S) -> floa
     return max(last, t0)
 
 
+def spoke_over_ms(record: RoomCallRecord, start: float, end: float) -> float:
+    """Voiced agent audio the caller heard between its turn's first voiced sample and its last (`end`).
+
+    A turn said after the agent's reply starts in silence, so any agent voice inside it is the agent taking
+    the turn at a pause the caller meant to go on from (a reply, a filler or a hold line alike: the caller
+    hears them the same). Caller-side and pipeline-agnostic, so stock pipelines are held to the same count."""
+    spoke = _first_voiced(record.mic, start, end + 0.01, [])
+    return 0.0 if spoke is None else voiced_seconds(record.agent, spoke, end) * 1000
+
+
 def _metric_ms(msg: dict[str, Any] | None, key: str) -> float | None:
     v = msg.get(key) if msg else None
     return float(v) if isinstance(v, int | float) else None
@@ -186,6 +196,8 @@ def to_call_result(
             spoke = _first_voiced(record.mic, sent.start, end + 0.01, [])
             stopped = agent_stop_after(record.agent, spoke) if spoke is not None else None
             tr.agent_stop_ms = (stopped - spoke) * 1000 if stopped is not None and spoke is not None else None
+        else:
+            tr.spoke_over_ms = spoke_over_ms(record, sent.start, end)
         audible = _first_voiced(record.agent, end, hi, [])
         tr.first_audible_ms = (audible - end) * 1000 if audible is not None else None
         finals = [

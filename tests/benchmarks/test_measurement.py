@@ -371,3 +371,28 @@ def test_an_agent_that_stopped_before_the_caller_spoke_counts_zero() -> None:
 
     track = _agent_track([(0.0, 1.0)], until=3.0)
     assert agent_stop_after(track, 1.3) == 1.3  # its last sound was 0.3 s before: within the gap, stop = t0
+
+
+def test_agent_voice_inside_a_callers_turn_counts_as_taken_early() -> None:
+    from benchmarks.report import turn_taking
+    from simulator.room_caller import RoomCallRecord, SentTurn
+    from simulator.room_result import to_call_result
+
+    # turn 1: caller 1.0-1.8 s, pause, 2.6-3.4 s; the agent answered into the pause (2.0-2.5 s) and again
+    # after the end. Turn 2: caller 6.0-7.0 s, the agent waits until 7.6 s. Turn 3 is said over the agent.
+    mic = _agent_track([(1.0, 1.8), (2.6, 3.4), (6.0, 7.0), (9.0, 9.5)], until=10.0, rate=16_000)
+    agent = _agent_track([(2.0, 2.5), (3.9, 5.0), (7.6, 9.2)], until=10.0)
+    turns = [
+        SentTurn("a.wav", start=0.9, last_voiced=3.4),
+        SentTurn("b.wav", start=5.9, last_voiced=7.0),
+        SentTurn("c.wav", start=8.9, last_voiced=9.5, start_mode="during_reply"),
+    ]
+    record = RoomCallRecord("r", 0.0, 10.0, None, turns, [], [], [], mic, agent)
+    res = to_call_result(record)
+    assert [t.spoke_over_ms for t in res.turns] == [pytest.approx(500, abs=20), 0.0, None]
+    rows = [{**t.as_json(), "call": "c", "run": 0} for t in res.turns]
+    rows[1]["endpoint_ms"] = 1600.0  # a finished turn held in silence
+    rows[2]["endpoint_ms"] = 3000.0  # over the agent: not a held turn
+    tt = turn_taking(rows)
+    assert (tt["taken_early"], tt["turns_after_reply"], tt["held_over_1500ms"]) == (1, 2, 1)
+    assert tt["early_turns"][0]["file"] == "a.wav"
