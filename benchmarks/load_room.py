@@ -58,6 +58,8 @@ class RoomLoad:
     host_busy_cores: float | None = None
     audits: list[dict[str, int]] = field(default_factory=list)
     """Each ended call's open-stream counts, from the worker's "call ended" log lines."""
+    jitter_buffer_ms: list[float] = field(default_factory=list)
+    """Each call's mean wait of the agent's audio in the caller's jitter buffer (RoomCallRecord.receive)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -271,6 +273,8 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path, caller_nice
                     continue
                 with state.lock:
                     state.results.append(res)
+                    if "jitter_buffer_ms" in record.receive:
+                        state.jitter_buffer_ms.append(record.receive["jitter_buffer_ms"])
                     state.gaps += starved
                     state.pauses += own
                 k += 1
@@ -342,6 +346,8 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "underrun_gaps_ms": sorted(round(g * 1000) for g in gaps)[-20:],
         "voice_pauses_ms": sorted(round(g * 1000) for g in state.pauses)[-20:],
         "v2v_ms": {"p50": pct(v2v, 50), "p95": pct(v2v, 95), "p99": pct(v2v, 99)},
+        # the agent's audio waiting in the callers' jitter buffers (per call means; part of every v2v)
+        "jitter_buffer_ms": {"p50": pct(state.jitter_buffer_ms, 50), "max": pct(state.jitter_buffer_ms, 100)},
         # streams still open when a call ended, summed over every call the worker audited (None: no audit)
         "leaked_streams": sum(sum(a.values()) for a in state.audits) if state.audits else None,
         "calls_audited": len(state.audits),

@@ -49,6 +49,7 @@ log = logging.getLogger("parley.sim.room_caller")
 MIC_RATE = 16_000
 AGENT_RATE = 24_000
 FRAME_S = 0.01
+OPUS_RATE = 48_000  # WebRTC counts received and concealed samples at the decoder's rate
 RECORD_JSON = "record.json"
 RECORD_AUDIO = "audio.npz"
 
@@ -249,6 +250,7 @@ class RoomCallRecord:
     mic: Track
     agent: Track
     marks: list[WorkerMark] = field(default_factory=list)  # the worker's parley.marks records
+    receive: dict[str, float] = field(default_factory=dict)  # receive_stats(): the caller's jitter buffer
 
     def save(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
@@ -262,6 +264,7 @@ class RoomCallRecord:
             "metrics": [[t, m] for t, m in self.metrics],
             "errors": self.errors,
             "marks": [mark_message(m) for m in self.marks],
+            "receive": self.receive,
         }
         (out / RECORD_JSON).write_text(json.dumps(meta, indent=1))
         arrays = {**_pack(self.mic, "mic"), **_pack(self.agent, "agent")}
@@ -284,6 +287,7 @@ class RoomCallRecord:
             mic=mic,
             agent=agent,
             marks=[parse_mark(m) for m in meta.get("marks", [])],
+            receive=dict(meta.get("receive", {})),
         )
 
 
@@ -399,6 +403,7 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
     mic = await publish_mic(room)
     sent: list[SentTurn] = []
     greeting: float | None = None
+    receive: dict[str, float] = {}
     try:
         joined = await wait_for(agent_joined.is_set, opts.join_timeout_s) or any(
             is_agent(p) for p in room.remote_participants.values()
@@ -437,6 +442,7 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
                 await asyncio.sleep((item.delay_ms or 0.0) / 1000)
             elif i > 0:
                 await after_reply(sent[-1], item.delay_ms)
+                receive = await receive_stats(room) or receive  # cumulative: the agent may hang up last
             utt = mic.say(load_wav_16k(item.path))
             last = await utt.last_voiced
             sent.append(
@@ -451,6 +457,7 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
         if sent:
             await after_reply(sent[-1], None)
         await asyncio.sleep(0.5)  # late transcripts, metrics and marks
+        receive = await receive_stats(room) or receive
     finally:
         await mic.stop()
         await room.disconnect()
@@ -468,7 +475,35 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
         mic=mic.track,
         agent=listener.track,
         marks=marks,
+        receive=receive,
     )
+
+
+async def receive_stats(room: rtc.Room) -> dict[str, float]:
+    """The caller's WebRTC receive side for the agent's audio, from the session's own stats.
+
+    `jitter_buffer_ms` is the mean time a sample of the agent's audio waited in the caller's jitter buffer
+    (NetEq) before it was played: it grows when the agent's packets arrive in bursts, and it is part of
+    every v2v figure. Empty when the stats cannot be read (an older rtc library): the call still counts."""
+    try:
+        stats = await room.get_rtc_stats()
+    except Exception:
+        return {}
+    # the server may carry both directions on one peer connection: look in both lists
+    for s in [*stats.subscriber_stats, *stats.publisher_stats]:
+        if s.WhichOneof("stats") != "inbound_rtp" or s.inbound_rtp.stream.kind != "audio":
+            continue
+        inbound = s.inbound_rtp.inbound
+        emitted = inbound.jitter_buffer_emitted_count
+        if emitted <= 0:
+            continue
+        return {
+            "jitter_buffer_ms": round(1000 * inbound.jitter_buffer_delay / emitted, 1),
+            "jitter_buffer_target_ms": round(1000 * inbound.jitter_buffer_target_delay / emitted, 1),
+            "concealed_s": round(inbound.concealed_samples / OPUS_RATE, 2),
+            "received_s": round(inbound.total_samples_received / OPUS_RATE, 2),
+        }
+    return {}
 
 
 class CallerError(RuntimeError):

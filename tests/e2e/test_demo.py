@@ -15,6 +15,7 @@ import soundfile as sf
 
 from benchmarks.report import call_json
 from simulator.call_plan import worker_failures
+from simulator.room_caller import RoomCallRecord
 from simulator.room_runner import LiveKitCallOptions, room_unavailable_reason, run_livekit_call
 from tests.e2e.conftest import CONVERSATION
 from tests.e2e.harness import PYTHON, REPO
@@ -62,6 +63,9 @@ def test_room_call_on_plain_loopback(tmp_path: Path) -> None:
     report = call_json(res)
     assert not worker_failures(report["errors"]), report["errors"]  # model-written "sorry" aside
     assert res.turns[0].v2v_ms is not None and res.turns[0].reply_text
+    # the caller's own WebRTC receive stats: the agent's audio waited in its jitter buffer a while, not hours
+    receive = RoomCallRecord.load(tmp_path / "stack" / "caller").receive
+    assert 0 < receive["jitter_buffer_ms"] < 2000 and receive["received_s"] > 1, receive
     cfg = (tmp_path / "stack" / "livekit.yaml").read_text()
     assert 'bind_addresses: ["127.0.0.1"]' in cfg and "node_ip: 127.0.0.1" in cfg
 
