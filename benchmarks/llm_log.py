@@ -19,9 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from benchmarks.cli import emit, fail
+from benchmarks.report import pct
 
 _LINE = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) \w (\w+)\s+(\S+): id +(\d+) \| task (-?\d+) \| (.*)$")
 _TIMING = re.compile(r"= +([\d.]+) ms / +(\d+) tokens")
@@ -69,10 +68,6 @@ def parse(lines: Iterable[str]) -> dict[int, Task]:
     return tasks
 
 
-def _p(values: list[float], q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 1) if values else None
-
-
 def _busy_s(spans: list[tuple[float, float]]) -> float:
     """Seconds in which at least one request was in flight (the union of their spans)."""
     total, cur = 0.0, None
@@ -99,18 +94,18 @@ def summarise(tasks: dict[int, Task], skip_s: float = 10.0) -> dict[str, Any]:
         row: dict[str, Any] = {
             "requests": len(ts),
             "per_s": round(len(ts) / span, 2) if span > 0 else None,
-            "wall_ms": {"p50": _p(wall, 50), "p90": _p(wall, 90)},
+            "wall_ms": {"p50": pct(wall, 50), "p90": pct(wall, 90)},
         }
         if kind != "cancelled":
-            row["prompt_tokens_p50"] = _p([float(t.prompt_tokens or 0) for t in ts], 50)
+            row["prompt_tokens_p50"] = pct([float(t.prompt_tokens or 0) for t in ts], 50)
             row["prompt_ms"] = {
-                "p50": _p([t.prompt_ms or 0.0 for t in ts], 50),
-                "p90": _p([t.prompt_ms or 0.0 for t in ts], 90),
+                "p50": pct([t.prompt_ms or 0.0 for t in ts], 50),
+                "p90": pct([t.prompt_ms or 0.0 for t in ts], 90),
             }
         if kind == "reply":
             per_token = [(t.eval_ms or 0.0) / max(1, t.eval_tokens or 0) for t in ts]
-            row["generated_tokens_p50"] = _p([float(t.eval_tokens or 0) for t in ts], 50)
-            row["ms_per_token"] = {"p50": _p(per_token, 50), "p90": _p(per_token, 90)}
+            row["generated_tokens_p50"] = pct([float(t.eval_tokens or 0) for t in ts], 50)
+            row["ms_per_token"] = {"p50": pct(per_token, 50), "p90": pct(per_token, 90)}
         out[kind] = row
     spans = [(t.start, t.end) for t in done if t.start is not None and t.end is not None]
     out["in_flight_share"] = round(_busy_s(spans) / span, 3) if span > 0 else None

@@ -442,7 +442,6 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
                 await asyncio.sleep((item.delay_ms or 0.0) / 1000)
             elif i > 0:
                 await after_reply(sent[-1], item.delay_ms)
-                receive = await receive_stats(room) or receive  # cumulative: the agent may hang up last
             utt = mic.say(load_wav_16k(item.path))
             last = await utt.last_voiced
             sent.append(
@@ -454,6 +453,9 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
                     mic_queue_ms=round(utt.queued_s * 1000, 1),
                 )
             )
+            # read while the agent answers, not in the gap before the next turn; cumulative, and the agent
+            # may hang up (the room goes) before the call's end
+            receive = await receive_stats(room) or receive
         if sent:
             await after_reply(sent[-1], None)
         await asyncio.sleep(0.5)  # late transcripts, metrics and marks

@@ -83,14 +83,13 @@ def agent_stop_after(track: Track, t0: float, gap_s: float = STOP_GAP_S) -> floa
     return max(last, t0)
 
 
-def spoke_over_ms(record: RoomCallRecord, start: float, end: float) -> float:
-    """Voiced agent audio the caller heard between its turn's first voiced sample and its last (`end`).
+def spoke_over_ms(agent: Track, spoke: float | None, end: float) -> float:
+    """Voiced agent audio the caller heard between its turn's first voiced sample (`spoke`) and its last.
 
     A turn said after the agent's reply starts in silence, so any agent voice inside it is the agent taking
     the turn at a pause the caller meant to go on from (a reply, a filler or a hold line alike: the caller
     hears them the same). Caller-side and pipeline-agnostic, so stock pipelines are held to the same count."""
-    spoke = _first_voiced(record.mic, start, end + 0.01, [])
-    return 0.0 if spoke is None else voiced_seconds(record.agent, spoke, end) * 1000
+    return 0.0 if spoke is None else voiced_seconds(agent, spoke, end) * 1000
 
 
 def _metric_ms(msg: dict[str, Any] | None, key: str) -> float | None:
@@ -192,12 +191,12 @@ def to_call_result(
         end = spoken_end(sent)
         tr = TurnResult(file=sent.file, speech_start=sent.start, speech_end=end, start=sent.start_mode)
         marks += [Mark("speech_start", sent.start, sent.file), Mark("speech_end", end, sent.file)]
+        spoke = _first_voiced(record.mic, sent.start, end + 0.01, [])
         if sent.start_mode == "during_reply":
-            spoke = _first_voiced(record.mic, sent.start, end + 0.01, [])
             stopped = agent_stop_after(record.agent, spoke) if spoke is not None else None
             tr.agent_stop_ms = (stopped - spoke) * 1000 if stopped is not None and spoke is not None else None
         else:
-            tr.spoke_over_ms = spoke_over_ms(record, sent.start, end)
+            tr.spoke_over_ms = spoke_over_ms(record.agent, spoke, end)
         audible = _first_voiced(record.agent, end, hi, [])
         tr.first_audible_ms = (audible - end) * 1000 if audible is not None else None
         finals = [
