@@ -17,7 +17,9 @@ before timing (`graphs_captured_after_ready` says if any was not). Measured:
   same position mix (arithmetic, no clock);
 - `snac_ms` {batch: ms}: one SNAC decode of that many 6-frame windows (the engine's steady-state window);
 - `streams_realtime`: the largest measured batch whose step, plus its share of SNAC work (one window per
-  stream every 28 ids), fits the real-time step budget (1000 / 82.03 ms) with 20 % headroom;
+  stream every 28 ids), fits the real-time step budget (1000 / 82.03 ms) with 20 % headroom (SNAC counted
+  as if it ran between steps; `benchmarks.gpu_check` also measures it running beside them, as it does in
+  the engine: `steps_with_snac`, `streams_realtime_alongside`);
 - `ttfb_ms` {load: {p50, p90, p99}}: Poisson arrivals at 50 % and 90 % of that capacity through the
   generator; first audio = the id that completes the first decodable window (21 ids) plus one SNAC decode of
   the window batch in flight at that moment;
@@ -35,7 +37,9 @@ import gc
 import itertools
 import math
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -170,10 +174,17 @@ def _release_all(gen: Any) -> None:
         gen.release(int(row))
 
 
-def steady_step_ms(gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator) -> tuple[float, float]:
+def steady_step_ms(
+    gen: Any,
+    o: GpuBenchOptions,
+    b: int,
+    rng: np.random.Generator,
+    on_step: Callable[[], None] | None = None,
+) -> tuple[float, float]:
     """Mean and p90 wall ms per step with `b` streams: rows at positions spread over 0..max_position, each
     ending after a random share of an utterance and replaced at once by a new one (batched prefill), the
-    host one step ahead as in serving. Returns (mean, p90 of the per-step intervals)."""
+    host one step ahead as in serving. `on_step` is told of every launched step. Returns (mean, p90 of the
+    per-step intervals)."""
     from plugins.orpheus.engine.cuda.generator import Admission
 
     top = min(o.max_position, o.max_seq - 2)
@@ -191,6 +202,8 @@ def steady_step_ms(gen: Any, o: GpuBenchOptions, b: int, rng: np.random.Generato
                 [Admission(_prompt(rng, o.prompt_len), o.utterance_ids, 0.6, 0.9, 1.1) for _ in range(ended)]
             )
         nxt = gen.launch()
+        if on_step is not None:
+            on_step()
         if ticket is not None:
             gen.collect(ticket)
         ticket = nxt
@@ -366,6 +379,94 @@ def measure_snac(decoder: Any, o: GpuBenchOptions) -> dict[int, float]:
             times.append(time.perf_counter() - t)
         out[b] = float(np.median(times) * 1000)
     return out
+
+
+class SnacAlongside:
+    """The engine's SNAC thread in miniature, run beside the decode steps: every stream completes a window
+    each `IDS_PER_WINDOW` ids, so `b / IDS_PER_WINDOW` windows fall due per step; the thread decodes every
+    window that is due in one batch (at most `max_batch`, as `DecodeBatcher` does), then looks again. On a
+    GPU its kernels run on the default stream while the generator's run on its own, so the two overlap as
+    far as the device lets them; the GIL and the host copies are shared as in the engine's one process."""
+
+    def __init__(self, decoder: Any, b: int, rng: np.random.Generator, max_batch: int = 64) -> None:
+        self.decoder, self.rate, self.max_batch = decoder, b / IDS_PER_WINDOW, max_batch
+        self.windows = [rng.integers(0, ids.CODEBOOK, (STEADY_WINDOW_FRAMES, 7)) for _ in range(max_batch)]
+        self.due, self.done, self.batches, self.decode_s = 0.0, 0, 0, 0.0
+        self._cv = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="snac-alongside", daemon=True)
+
+    def warm(self) -> None:
+        """Every batch size this run can ask for, once, so no graph is captured while steps are timed."""
+        for n in (1, 2, 4, 8, 16, 32, 64, 128):  # the SNAC graphs' batch buckets
+            if n <= self.max_batch:
+                self.decoder.decode(self.windows[:n])
+
+    def step(self) -> None:
+        with self._cv:
+            self.due += self.rate
+            self._cv.notify()
+
+    def backlog(self) -> float:
+        """Windows due but not decoded yet."""
+        with self._cv:
+            return self.due - self.done
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stop and int(self.due) <= self.done:
+                    self._cv.wait()
+                if self._stop:
+                    return
+                n = min(int(self.due) - self.done, self.max_batch)
+            t = time.perf_counter()
+            self.decoder.decode(self.windows[:n])
+            with self._cv:
+                self.done += n
+                self.batches += 1
+                self.decode_s += time.perf_counter() - t
+
+    def __enter__(self) -> SnacAlongside:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+        self._thread.join(timeout=30)
+
+
+def steps_with_snac(
+    gen: Any, decoder: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator
+) -> dict[str, float]:
+    """`steady_step_ms` at `b` streams with `SnacAlongside` decoding their windows at the rate they fall
+    due: what a step costs when SNAC shares the device, and whether SNAC keeps up (`backlog_windows` at the
+    end; more than `b` means a stream would be a window behind)."""
+    snac = SnacAlongside(decoder, b, rng)
+    snac.warm()
+    with snac:
+        mean, p90 = steady_step_ms(gen, o, b, rng, on_step=snac.step)
+        backlog = snac.backlog()
+    return {
+        "step_ms": round(mean, 3),
+        "step_ms_p90": round(p90, 3),
+        "snac_batches": snac.batches,
+        "snac_windows": snac.done,
+        "snac_ms_per_batch": round(1000 * snac.decode_s / max(1, snac.batches), 3),
+        "backlog_windows": round(backlog, 1),
+    }
+
+
+def streams_realtime_alongside(measured: dict[int, dict[str, float]]) -> int:
+    """Largest measured batch whose step, with SNAC decoding beside it, fits the real-time step budget with
+    the same headroom, and whose SNAC kept up (less than one window per stream behind at the end)."""
+    best = 0
+    for b, m in sorted(measured.items()):
+        if HEADROOM * m["step_ms"] <= REALTIME_STEP_MS and m["backlog_windows"] <= b:
+            best = b
+    return best
 
 
 def interpolate(table: dict[int, float], x: float) -> float:

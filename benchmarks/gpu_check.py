@@ -3,13 +3,15 @@
     python -m benchmarks.gpu_check --out DIR [--budget-s 300] [--tiny]
 
 The device call that runs it has a hard time limit, so each phase (build, graph warm-up, steady-state steps
-per batch, kernels per step, SNAC, capacity, TTFB per load, the padded-SDPA comparison) checks the time left
-first, and DIR/gpu.json is rewritten after each one: a timeout or a crash still leaves every figure measured
-so far, with `partial`, `phases_done` and `errors`. scripts/gpu_check.sh runs this, then the GPU-marked tests.
+per batch, kernels per step, SNAC, capacity, steps with SNAC beside them, TTFB per load, the padded-SDPA
+comparison) checks the time left first, and DIR/gpu.json is rewritten after each one: a timeout or a crash
+still leaves every figure measured so far, with `partial`, `phases_done` and `errors`. scripts/gpu_check.sh
+runs this, then the GPU-marked tests.
 Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_EAGER=64,256 (the step
 uncompiled, admissions eager: the first GPU check's path)  COMPARE_STATIC=256 (the step compiled per batch
 bucket; GPU only, one compile each)  COMPARE_SDPA=64,256  FP8=0  COMPILE=auto (the step: auto/on/off)
-COMPILE_PREFILL=0 (1: the admission pass compiled too). An empty list skips its phase.
+COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256 (steps with SNAC
+decoding beside them). An empty list skips its phase.
 """
 
 from __future__ import annotations
@@ -102,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         o = replace(gpu.GpuBenchOptions.cpu_tiny(), seconds_per_load=1.0, steady_steps=3, loads=(0.5, 0.9))
     st: dict[str, Any] = {}
     COMPARE_STATIC = tuple(b for b in _ints("COMPARE_STATIC", "256") if b <= o.rows)
+    SNAC_ALONGSIDE = tuple(
+        b for b in _ints("SNAC_ALONGSIDE", "64,96,128,192,256" if device == "cuda" else "2,8") if b <= o.rows
+    )
     COMPARE_EAGER = tuple(
         b for b in _ints("COMPARE_EAGER", "64,256" if device == "cuda" else "4") if b <= o.rows
     )
@@ -161,9 +166,28 @@ def main(argv: list[str] | None = None) -> int:
         snac_ms = {int(k): float(v) for k, v in res.get("snac_ms", {}).items()} or {1: 0.0}
         res["streams_realtime"] = gpu.streams_realtime(step_ms, snac_ms) if step_ms else None
 
+    def alongside() -> None:
+        """Steps with SNAC decoding beside them at the rate the streams' windows fall due (the engine's
+        shape: its own thread, the default stream), and the capacity that gives."""
+        rng = np.random.default_rng(o.seed + 2)
+        res.setdefault("steps_with_snac", {})
+        for b in SNAC_ALONGSIDE:
+            if ph.left() < 20:
+                res["errors"][f"steps_with_snac_{b}"] = "skipped: time"
+                break
+            m = gpu.steps_with_snac(st["gen"], st["dec"], o, b, rng)
+            res["steps_with_snac"][str(b)] = m
+            print(f"  step b={b} with SNAC beside it: {m}", flush=True)
+            ph.dump()
+        measured = {int(k): v for k, v in res["steps_with_snac"].items()}
+        res["streams_realtime_alongside"] = gpu.streams_realtime_alongside(measured) if measured else None
+
     def ttfb() -> None:
         snac_ms = {int(k): float(v) for k, v in res.get("snac_ms", {}).items()} or {1: 0.0}
-        cap = res.get("streams_realtime") or max(o.batches)
+        # the engine's shape (SNAC beside the steps) when it was measured, else the serial rule's figure
+        cap = max(res.get("streams_realtime") or 0, res.get("streams_realtime_alongside") or 0) or max(
+            o.batches
+        )
         res["first_audio_ids"] = first = first_audio_tokens()
         res.setdefault("ttfb_ms", {})
         host = []
@@ -245,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ph.run("kernels", kernels, 10)
     ph.run("snac", snac, 10)
     ph.run("capacity", capacity)
+    if SNAC_ALONGSIDE:
+        ph.run("steps_with_snac", alongside, 20)
     ph.run("ttfb", ttfb, 20)
     ph.run("step_parts", parts, 15)
     if device == "cuda":

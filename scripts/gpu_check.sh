@@ -19,7 +19,8 @@
 # Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
 # tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256
 #   COMPARE_EAGER=64,256  COMPARE_STATIC=256  FP8=0 (1: FP8 weights)  COMPILE=auto (the step: auto/on/off)
-#   COMPILE_PREFILL=0 (1: the admission pass compiled too); an empty list skips its phase
+#   COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256  TESTS=1 (0: no
+#   pytest step); an empty list skips its phase
 set -u
 set -o pipefail
 
@@ -70,6 +71,7 @@ log "environment in env.txt ($(grep -c MISSING "$OUT/env.txt") modules missing)"
 
 # ---- 2. benchmark, phase by phase -----------------------------------------------------------------------
 T_BENCH=$(($(left) - 130)) # leave ~130 s for the tests and the summary
+[ "${TESTS:-1}" = 0 ] && T_BENCH=$(($(left) - 20))
 ((T_BENCH < 60)) && T_BENCH=60
 log "benchmark: up to ${T_BENCH}s"
 timeout -k 15 "$T_BENCH" "$PY" -u -m benchmarks.gpu_check --out "$OUT" --budget-s $((T_BENCH - 20)) 2>&1 |
@@ -78,13 +80,18 @@ bench_rc=${PIPESTATUS[0]}
 log "benchmark rc=$bench_rc"
 
 # ---- 3. gpu-marked tests --------------------------------------------------------------------------------
-T_TEST=$(($(left) - 15))
-((T_TEST < 30)) && T_TEST=30
-log "pytest -m gpu tests/orpheus: up to ${T_TEST}s"
-timeout -k 10 "$T_TEST" "$PY" -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=120 \
-  --junitxml="$OUT/pytest-gpu.xml" tests/orpheus 2>&1 | tee "$OUT/pytest-gpu.log"
-test_rc=${PIPESTATUS[0]}
-log "pytest rc=$test_rc"
+if [ "${TESTS:-1}" = 0 ]; then
+  test_rc=0
+  log "pytest -m gpu: skipped (TESTS=0)"
+else
+  T_TEST=$(($(left) - 15))
+  ((T_TEST < 30)) && T_TEST=30
+  log "pytest -m gpu tests/orpheus: up to ${T_TEST}s"
+  timeout -k 10 "$T_TEST" "$PY" -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=120 \
+    --junitxml="$OUT/pytest-gpu.xml" tests/orpheus 2>&1 | tee "$OUT/pytest-gpu.log"
+  test_rc=${PIPESTATUS[0]}
+  log "pytest rc=$test_rc"
+fi
 
 # ---- 4. summary -----------------------------------------------------------------------------------------
 timeout 30 "$PY" - <<'PY' 2>&1 | tee "$OUT/summary.txt"
@@ -108,6 +115,9 @@ if r:
         ok = "yes" if k in sm and budget and sm[k] <= budget else "no"
         print(f"{b:>6} {sm.get(k, '-'):>9} {p90.get(k, '-'):>8} {sd.get(k, '-'):>8}  {ok}")
     print("snac_ms:", r.get("snac_ms"), "| streams_realtime:", r.get("streams_realtime"))
+    for b, m in (r.get("steps_with_snac") or {}).items():
+        print(f"  with SNAC beside the steps, b={b}: {m}")
+    print("streams_realtime_alongside:", r.get("streams_realtime_alongside"))
     for load, t in (r.get("ttfb_ms") or {}).items():
         print(f"TTFB {load} ({t.get('streams')} streams, {t.get('utterances')} utt): p50 {t.get('p50')} "
               f"p90 {t.get('p90')} p99 {t.get('p99')} ms")

@@ -4,6 +4,7 @@ the values are consistent with each other (not timings)."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -81,8 +82,8 @@ def test_gpu_check_driver_writes_every_phase_on_cpu(tmp_path: Path) -> None:
     assert gpu_check.main(["--tiny", "--out", str(tmp_path)]) == 0
     r = json.loads((tmp_path / "gpu.json").read_text())
     assert r["phases_done"] == [
-        *("env", "build", "warm_graphs", "steps", "kernels", "snac", "capacity", "ttfb"),
-        *("step_parts", "compare_eager"),
+        *("env", "build", "warm_graphs", "steps", "kernels", "snac", "capacity", "steps_with_snac"),
+        *("ttfb", "step_parts", "compare_eager"),
     ]
     assert r["partial"] is False and r["errors"] == {}
     assert set(r["step_ms"]) == {"1", "2", "4", "8"} and set(r["ttfb_ms"]) == {"50%", "90%"}
@@ -91,6 +92,43 @@ def test_gpu_check_driver_writes_every_phase_on_cpu(tmp_path: Path) -> None:
     assert all(v > 0 for v in parts.values()) and parts["admit_1_host_ms"] <= parts["admit_1_ms"]
     assert set(r["step_ms_eager"]) == {"4"} and r["compiled"] is False  # compile is "auto": CUDA only
     assert r["graphs_captured_after_ready"] == 0 and r["attention_backend"] == "flex"
+    assert set(r["steps_with_snac"]) == {"2", "8"}
+    for b, m in r["steps_with_snac"].items():
+        assert m["step_ms"] > 0 and m["snac_windows"] >= 0 and m["backlog_windows"] >= 0, (b, m)
+    assert r["streams_realtime_alongside"] in (0, 2, 8)
+
+
+def test_alongside_capacity_needs_the_budget_and_snac_keeping_up() -> None:
+    budget = gpu.REALTIME_STEP_MS / gpu.HEADROOM
+    ok = {"step_ms": budget - 0.1, "backlog_windows": 0.0}
+    assert gpu.streams_realtime_alongside({64: ok, 128: ok}) == 128
+    assert gpu.streams_realtime_alongside({64: ok, 128: {**ok, "step_ms": budget + 0.1}}) == 64
+    assert gpu.streams_realtime_alongside({64: ok, 128: {**ok, "backlog_windows": 129.0}}) == 64
+
+
+def test_snac_alongside_decodes_the_windows_that_fall_due() -> None:
+    """The miniature SNAC thread: b / 28 windows per step, decoded in batches of at most max_batch."""
+    import numpy as np
+
+    class CountingDecoder:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def decode(self, windows: list[np.ndarray]) -> list[np.ndarray]:
+            self.sizes.append(len(windows))
+            return [np.zeros(1, np.int16)] * len(windows)
+
+    dec = CountingDecoder()
+    snac = gpu.SnacAlongside(dec, 56, np.random.default_rng(0), max_batch=4)  # 2 windows per step
+    with snac:
+        for _ in range(10):
+            snac.step()
+        for _ in range(200):
+            if snac.backlog() == 0:
+                break
+            time.sleep(0.01)
+    assert snac.done == 20 and snac.backlog() == 0
+    assert max(dec.sizes) <= 4 and sum(dec.sizes) == 20
 
 
 def test_gpu_check_driver_out_of_time_still_leaves_json(tmp_path: Path) -> None:
