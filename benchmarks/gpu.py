@@ -383,15 +383,29 @@ def measure_snac(decoder: Any, o: GpuBenchOptions) -> dict[int, float]:
 
 class SnacAlongside:
     """The engine's SNAC thread in miniature, run beside the decode steps: every stream completes a window
-    each `IDS_PER_WINDOW` ids, so `b / IDS_PER_WINDOW` windows fall due per step; the thread decodes every
-    window that is due in one batch (at most `max_batch`, as `DecodeBatcher` does), then looks again. On a
-    GPU its kernels run on the default stream while the generator's run on its own, so the two overlap as
-    far as the device lets them; the GIL and the host copies are shared as in the engine's one process."""
+    each `IDS_PER_WINDOW` ids, so `b / IDS_PER_WINDOW` windows fall due per step, and a new stream's first
+    window (one per `utterance_ids` ids per stream) is wanted at once. A batch fires when a window is due and
+    takes every waiting window (at most `max_batch`), as `DecodeBatcher` and `OrpheusEngine.collect` do.
+    `coalesce_ms` > 0 is an experiment the engine does not ship: a full window waits that long for others
+    (first windows still go at once). On a GPU its kernels run on the
+    default stream while the generator's run on its own, so the two overlap as far as the device lets them;
+    the GIL and the host copies are shared as in the engine's one process."""
 
-    def __init__(self, decoder: Any, b: int, rng: np.random.Generator, max_batch: int = 64) -> None:
-        self.decoder, self.rate, self.max_batch = decoder, b / IDS_PER_WINDOW, max_batch
+    def __init__(
+        self,
+        decoder: Any,
+        b: int,
+        rng: np.random.Generator,
+        utterance_ids: int,
+        coalesce_ms: float = 0.0,
+        max_batch: int = 64,
+    ) -> None:
+        self.decoder, self.max_batch = decoder, max_batch
+        self.rate, self.first_rate = b / IDS_PER_WINDOW, b / utterance_ids
+        self.coalesce_s = coalesce_ms / 1000.0
         self.windows = [rng.integers(0, ids.CODEBOOK, (STEADY_WINDOW_FRAMES, 7)) for _ in range(max_batch)]
-        self.due, self.done, self.batches, self.decode_s = 0.0, 0, 0, 0.0
+        self.due, self.firsts, self.done, self.batches, self.decode_s = 0.0, 0.0, 0, 0, 0.0
+        self.waiting_since = math.inf  # when the oldest undecoded full window fell due
         self._cv = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="snac-alongside", daemon=True)
@@ -404,7 +418,11 @@ class SnacAlongside:
 
     def step(self) -> None:
         with self._cv:
+            before = int(self.due)
             self.due += self.rate
+            self.firsts += self.first_rate
+            if int(self.due) > before and math.isinf(self.waiting_since):
+                self.waiting_since = time.perf_counter()
             self._cv.notify()
 
     def backlog(self) -> float:
@@ -412,20 +430,31 @@ class SnacAlongside:
         with self._cv:
             return self.due - self.done
 
+    def _fire_in(self) -> float:
+        """Seconds until a batch should fire (0: now); called with the lock held."""
+        pending = int(self.due) - self.done
+        if pending <= 0:
+            return math.inf
+        if self.firsts >= 1.0 or pending >= self.max_batch:
+            return 0.0
+        return max(0.0, self.waiting_since + self.coalesce_s - time.perf_counter())
+
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._stop and int(self.due) <= self.done:
-                    self._cv.wait()
+                while not self._stop and (wait := self._fire_in()) > 0.0:
+                    self._cv.wait(None if math.isinf(wait) else wait)
                 if self._stop:
                     return
                 n = min(int(self.due) - self.done, self.max_batch)
+                self.firsts -= math.floor(self.firsts)
             t = time.perf_counter()
             self.decoder.decode(self.windows[:n])
             with self._cv:
                 self.done += n
                 self.batches += 1
                 self.decode_s += time.perf_counter() - t
+                self.waiting_since = time.perf_counter() if int(self.due) > self.done else math.inf
 
     def __enter__(self) -> SnacAlongside:
         self._thread.start()
@@ -439,12 +468,12 @@ class SnacAlongside:
 
 
 def steps_with_snac(
-    gen: Any, decoder: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator
+    gen: Any, decoder: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator, coalesce_ms: float = 0.0
 ) -> dict[str, float]:
-    """`steady_step_ms` at `b` streams with `SnacAlongside` decoding their windows at the rate they fall
-    due: what a step costs when SNAC shares the device, and whether SNAC keeps up (`backlog_windows` at the
-    end; more than `b` means a stream would be a window behind)."""
-    snac = SnacAlongside(decoder, b, rng)
+    """`steady_step_ms` at `b` streams with `SnacAlongside` decoding their windows as they fall due: what a
+    step costs when SNAC shares the device, and whether SNAC keeps up (`backlog_windows` at the end; more
+    than `b` means a stream would be a window behind)."""
+    snac = SnacAlongside(decoder, b, rng, o.utterance_ids, coalesce_ms)
     snac.warm()
     with snac:
         mean, p90 = steady_step_ms(gen, o, b, rng, on_step=snac.step)

@@ -11,7 +11,8 @@ Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE
 uncompiled, admissions eager: the first GPU check's path)  COMPARE_STATIC=256 (the step compiled per batch
 bucket; GPU only, one compile each)  COMPARE_SDPA=64,256  FP8=0  COMPILE=auto (the step: auto/on/off)
 COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256 (steps with SNAC
-decoding beside them). An empty list skips its phase.
+decoding beside them; SNAC_COALESCE_MS=40 adds a run where a full window waits up to 40 ms for others to
+batch with, an experiment the engine does not ship). An empty list skips its phase.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         o = replace(gpu.GpuBenchOptions.cpu_tiny(), seconds_per_load=1.0, steady_steps=3, loads=(0.5, 0.9))
     st: dict[str, Any] = {}
     COMPARE_STATIC = tuple(b for b in _ints("COMPARE_STATIC", "256") if b <= o.rows)
+    SNAC_COALESCE_MS = float(os.environ.get("SNAC_COALESCE_MS", "0"))  # > 0: also with SNAC batches pooled
     SNAC_ALONGSIDE = tuple(
         b for b in _ints("SNAC_ALONGSIDE", "64,96,128,192,256" if device == "cuda" else "2,8") if b <= o.rows
     )
@@ -170,24 +172,30 @@ def main(argv: list[str] | None = None) -> int:
         """Steps with SNAC decoding beside them at the rate the streams' windows fall due (the engine's
         shape: its own thread, the default stream), and the capacity that gives."""
         rng = np.random.default_rng(o.seed + 2)
-        res.setdefault("steps_with_snac", {})
-        for b in SNAC_ALONGSIDE:
-            if ph.left() < 20:
-                res["errors"][f"steps_with_snac_{b}"] = "skipped: time"
-                break
-            m = gpu.steps_with_snac(st["gen"], st["dec"], o, b, rng)
-            res["steps_with_snac"][str(b)] = m
-            print(f"  step b={b} with SNAC beside it: {m}", flush=True)
-            ph.dump()
-        measured = {int(k): v for k, v in res["steps_with_snac"].items()}
-        res["streams_realtime_alongside"] = gpu.streams_realtime_alongside(measured) if measured else None
+        for key, ms in (("steps_with_snac", 0.0), ("steps_with_snac_coalesced", SNAC_COALESCE_MS)):
+            if key.endswith("coalesced") and not ms:
+                continue
+            res.setdefault(key, {"coalesce_ms": ms})
+            for b in SNAC_ALONGSIDE:
+                if ph.left() < 20:
+                    res["errors"][f"{key}_{b}"] = "skipped: time"
+                    break
+                m = gpu.steps_with_snac(st["gen"], st["dec"], o, b, rng, coalesce_ms=ms)
+                res[key][str(b)] = m
+                print(f"  step b={b} with SNAC beside it (coalesce {ms} ms): {m}", flush=True)
+                ph.dump()
+        for key, out in (
+            ("steps_with_snac", "streams_realtime_alongside"),
+            ("steps_with_snac_coalesced", "streams_realtime_coalesced"),
+        ):
+            measured = {int(k): v for k, v in res.get(key, {}).items() if k != "coalesce_ms"}
+            res[out] = gpu.streams_realtime_alongside(measured) if measured else None
 
     def ttfb() -> None:
         snac_ms = {int(k): float(v) for k, v in res.get("snac_ms", {}).items()} or {1: 0.0}
         # the engine's shape (SNAC beside the steps) when it was measured, else the serial rule's figure
-        cap = max(res.get("streams_realtime") or 0, res.get("streams_realtime_alongside") or 0) or max(
-            o.batches
-        )
+        caps = ("streams_realtime", "streams_realtime_alongside", "streams_realtime_coalesced")
+        cap = max(res.get(k) or 0 for k in caps) or max(o.batches)
         res["first_audio_ids"] = first = first_audio_tokens()
         res.setdefault("ttfb_ms", {})
         host = []

@@ -19,8 +19,9 @@
 # Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
 # tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256
 #   COMPARE_EAGER=64,256  COMPARE_STATIC=256  FP8=0 (1: FP8 weights)  COMPILE=auto (the step: auto/on/off)
-#   COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256  TESTS=1 (0: no
-#   pytest step); an empty list skips its phase
+#   COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256
+#   SNAC_COALESCE_MS=0 (40: also with SNAC batches pooled)  TESTS=1 (0: no pytest step); an empty list
+#   skips its phase
 set -u
 set -o pipefail
 
@@ -115,9 +116,11 @@ if r:
         ok = "yes" if k in sm and budget and sm[k] <= budget else "no"
         print(f"{b:>6} {sm.get(k, '-'):>9} {p90.get(k, '-'):>8} {sd.get(k, '-'):>8}  {ok}")
     print("snac_ms:", r.get("snac_ms"), "| streams_realtime:", r.get("streams_realtime"))
-    for b, m in (r.get("steps_with_snac") or {}).items():
-        print(f"  with SNAC beside the steps, b={b}: {m}")
-    print("streams_realtime_alongside:", r.get("streams_realtime_alongside"))
+    for key in ("steps_with_snac", "steps_with_snac_coalesced"):
+        for b, m in (r.get(key) or {}).items():
+            print(f"  {key}, b={b}: {m}")
+    print("streams_realtime_alongside:", r.get("streams_realtime_alongside"),
+          "| coalesced:", r.get("streams_realtime_coalesced"))
     for load, t in (r.get("ttfb_ms") or {}).items():
         print(f"TTFB {load} ({t.get('streams')} streams, {t.get('utterances')} utt): p50 {t.get('p50')} "
               f"p90 {t.get('p90')} p99 {t.get('p99')} ms")
