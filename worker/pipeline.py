@@ -314,6 +314,13 @@ def connect_options(settings: Settings) -> SessionConnectOptions:
     )
 
 
+def preemptive_tts(settings: Settings, comp: Components) -> bool:
+    """Voice a preemptive reply before its turn is committed? Set, or on only when the CPU voice speaks."""
+    if settings.preemptive_tts is not None:
+        return settings.preemptive_tts
+    return comp.live.get("tts", "").startswith("cpu-voice")
+
+
 def _log_transcripts(session: AgentSession) -> None:
     """Only with PARLEY_LOG_TRANSCRIPTS=true: what each side said, one structured line per message."""
     tlog = logging.getLogger("parley.transcripts")
@@ -339,7 +346,7 @@ def build_call(
         turn_options(settings), prof, vad=comp.vads[prof], audio_model=comp.eot_model, lm_scorer=comp.eot_lm
     )
     handling = dict(turns.session_kwargs["turn_handling"])
-    handling["preemptive_generation"] = {"enabled": True, "preemptive_tts": False}
+    handling["preemptive_generation"] = {"enabled": True, "preemptive_tts": preemptive_tts(settings, comp)}
     on_close: list[Callable[[Any], None]] = []
     slot: list[int] = []
     session: AgentSession = AgentSession(

@@ -113,3 +113,19 @@ def test_the_host_speech_engine_is_the_default(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("PARLEY_STT_ENGINE", "gpu")
     with pytest.raises(SettingsError, match="PARLEY_STT_ENGINE"):
         load_settings()
+
+
+def test_preemptive_tts_follows_the_voice_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU voice voices a preemptive reply before its turn is committed; the GPU engine does not unless
+    asked (a thrown-away start would hold one of its streams)."""
+    from worker.pipeline import Components, preemptive_tts
+
+    def comp(tts_live: str) -> Components:
+        return Components(vads={}, eot_model=None, stt=None, tts=None, llm=None, live={"tts": tts_live})  # type: ignore[arg-type]
+
+    assert preemptive_tts(Settings(), comp("cpu-voice:heart")) is True
+    assert preemptive_tts(Settings(), comp("orpheus:tara")) is False
+    monkeypatch.setenv("PARLEY_PREEMPTIVE_TTS", "false")
+    assert preemptive_tts(Settings(), comp("cpu-voice:heart")) is False
+    monkeypatch.setenv("PARLEY_PREEMPTIVE_TTS", "true")
+    assert preemptive_tts(Settings(), comp("orpheus:tara")) is True
