@@ -412,7 +412,9 @@ class SnacAlongside:
 
     def warm(self) -> None:
         """Every batch size this run can ask for, once, so no graph is captured while steps are timed."""
-        for n in (1, 2, 4, 8, 16, 32, 64, 128):  # the SNAC graphs' batch buckets
+        from plugins.orpheus.engine.snac_decoder import BATCH_BUCKETS
+
+        for n in BATCH_BUCKETS:
             if n <= self.max_batch:
                 self.decoder.decode(self.windows[:n])
 

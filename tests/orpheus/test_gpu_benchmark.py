@@ -92,10 +92,10 @@ def test_gpu_check_driver_writes_every_phase_on_cpu(tmp_path: Path) -> None:
     assert all(v > 0 for v in parts.values()) and parts["admit_1_host_ms"] <= parts["admit_1_ms"]
     assert set(r["step_ms_eager"]) == {"4"} and r["compiled"] is False  # compile is "auto": CUDA only
     assert r["graphs_captured_after_ready"] == 0 and r["attention_backend"] == "flex"
-    assert set(r["steps_with_snac"]) == {"coalesce_ms", "2", "8"} and "steps_with_snac_coalesced" not in r
+    assert set(r["steps_with_snac"]) == {"2", "8"} and "steps_with_snac_coalesced" not in r
+    assert "snac_coalesce_ms" not in r
     for b, m in r["steps_with_snac"].items():
-        if b != "coalesce_ms":
-            assert m["step_ms"] > 0 and m["snac_windows"] >= 0 and m["backlog_windows"] >= 0, (b, m)
+        assert m["step_ms"] > 0 and m["snac_windows"] >= 0 and m["backlog_windows"] >= 0, (b, m)
     assert r["streams_realtime_alongside"] in (0, 2, 8) and r["streams_realtime_coalesced"] is None
 
 
