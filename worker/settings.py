@@ -80,10 +80,6 @@ class Settings(BaseSettings):
     llm_embedded_threads: int = Field(0, ge=0)  # 0 = auto (worker/llm_server.py: auto_threads)
     llm_embedded_batch_threads: int = Field(0, ge=0)  # prompt reading; 0 = auto (auto_batch_threads)
     llm_prompt_warm: bool = True  # embedded LLM: read the caller's interim words into its cache early
-    # voice the preemptive reply's first words before the turn is committed, so its audio is ready when the
-    # end of turn comes (thrown away with the reply when the caller goes on). None = on for the CPU voice
-    # (its synthesis is ~2 % of real time); off with the GPU engine, where a thrown-away start holds a stream
-    preemptive_tts: bool | None = None
     llm_embedded_log: str = ""  # a file for llama.cpp's own log (per-request prompt/eval timings)
     context_recent_turns: int = Field(24, ge=1)
     context_max_chars: int = Field(8000, ge=500)
@@ -117,6 +113,10 @@ class Settings(BaseSettings):
     tts_backend: TtsBackend = "auto"  # auto = Orpheus engine when reachable, else the CPU voice
     tts_voice: str = "tara"
     cpu_voice: str = "heart"
+    # voice the preemptive reply's first words before the turn is committed, so its audio is ready when the
+    # end of turn comes (thrown away with the reply when the caller goes on). None = on for the CPU voice
+    # (its synthesis is ~2 % of real time); off with the GPU engine, where a thrown-away start holds a stream
+    preemptive_tts: bool | None = None
     engine_address: str = ""  # unix:///path.sock or ws://127.0.0.1:PORT; empty = no engine
     engine_secret: SecretStr = SecretStr("")
     # a frozen engine mid-reply: pinged after this much silence, given up on (rest of the reply in the CPU
