@@ -148,6 +148,9 @@ EN_SINGLE_BACKCHANNELS = EN_BACKCHANNELS - {
     "thank",
     "you",
 }
+# Discourse markers that carry no content of their own: before a backchannel they do not make it a bid for
+# the floor ("so, okay", "and, mm-hmm", "well, right"); alone, or before anything else, they count as words.
+EN_LEADING_MARKERS = frozenset({"so", "and", "well"})
 # Words that always mean the caller wants the floor, even alone.
 EN_BARGE_IN_WORDS = frozenset(
     {
@@ -248,6 +251,10 @@ def _classify_english(text: str, tokens: list[str]) -> OverlapVerdict:
         return OverlapVerdict.BARGE_IN
     if text.rstrip().endswith("?") and len(tokens) > 1:
         return OverlapVerdict.BARGE_IN  # "right?" is a backchannel; "is it open on sunday?" is not
+    lead = 0
+    while lead < len(tokens) - 1 and tokens[lead] in EN_LEADING_MARKERS:
+        lead += 1
+    tokens = tokens[lead:]
     normalised = " ".join(t.replace("-", " ") for t in tokens)
     if normalised in EN_BACKCHANNEL_PHRASES:
         return OverlapVerdict.BACKCHANNEL

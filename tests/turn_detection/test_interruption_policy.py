@@ -26,6 +26,9 @@ from turn_detection.interruption_policy import OverlapVerdict, classify_overlap
         "Mmhmm.",
         "Ahh.",
         "Mmm-hmm.",
+        "So, okay.",  # a discourse marker before a backchannel adds no content
+        "And, uh-huh.",
+        "Well, I see.",
         "네",
         "응",
         "네네",
@@ -55,6 +58,9 @@ def test_backchannels_do_not_interrupt(text: str) -> None:
         "Can I pay by card?",
         "Ahh, stop.",
         "Mama.",
+        "So.",  # a marker alone, or before content, is the caller starting to talk
+        "And then the other one.",
+        "So, yeah, and what about Friday",
         "잠깐만요",
         "아니요, 화요일이요",
         "그만",
