@@ -47,11 +47,20 @@ def make_tts(backend: str, voice: str, language: str, factory: str | None) -> tu
             raise CliError(f"{factory!r} did not return a livekit tts.TTS")
         return engine, tts_fingerprint(engine, f"voice={voice}")
     if backend == "cpu":
-        if language != "en":
-            raise CliError(f"the CPU voice speaks English only; build {language!r} with --backend orpheus")
         from hibari.voices import VOICES
 
         from plugins.cpu_voice import CpuVoiceTTS
+        from plugins.cpu_voice.espeak import check_voice_name, is_espeak_voice
+
+        if is_espeak_voice(voice):
+            try:
+                check_voice_name(voice)
+            except ValueError as e:
+                raise CliError(str(e)) from None
+            engine = CpuVoiceTTS(voice=voice)
+            return engine, tts_fingerprint(engine, f"voice={voice}")
+        if language != "en":
+            raise CliError(f"hibari speaks English only; build {language!r} with --voice espeak-{language}")
 
         if voice not in VOICES:
             raise CliError(f"unknown CPU voice {voice!r}; known: {', '.join(sorted(VOICES))}")
@@ -98,7 +107,11 @@ async def build_phrases(
 
 
 async def run_build(args: argparse.Namespace) -> BuildReport:
-    voice = args.voice or DEFAULT_VOICES[args.backend]
+    voice = args.voice or (
+        f"espeak-{args.language}"  # hibari speaks English only
+        if args.backend == "cpu" and args.language != "en"
+        else DEFAULT_VOICES[args.backend]
+    )
     phrases = load_phrases(args.phrases).for_voice(voice, args.language)
     return await build_phrases(phrases, voice, args.language, args.dir, args.backend, args.tts)
 

@@ -3,7 +3,7 @@ with the CPU voice, and the agent's replies checked against the words each turn 
 
 Script format (see examples/calls/):
 
-    voice: heart                      # hibari voice of the caller (optional)
+    voice: heart                      # the caller's CPU voice: hibari, or espeak-ko (optional)
     turns:
       - say: "Could someone fix the gate [pause 1.2] before the weekend?"
         expect: [gate]                # words the agent's reply should contain (case-insensitive)
@@ -69,7 +69,14 @@ def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, lis
     voice = raw.get("voice", "heart")
     from hibari.voices import VOICES
 
-    if voice not in VOICES:
+    from plugins.cpu_voice.espeak import check_voice_name, is_espeak_voice
+
+    if is_espeak_voice(str(voice)):
+        try:
+            check_voice_name(str(voice))
+        except ValueError as e:
+            raise _fail(script, "voice", str(e)) from None
+    elif voice not in VOICES:
         raise _fail(script, "voice", f"unknown CPU voice {voice!r}; one of {', '.join(sorted(VOICES))}")
     turns = []
     for i, t in enumerate(raw["turns"]):
@@ -132,16 +139,17 @@ def render_line(voice: Any, text: str, lead_s: float = LEAD_S, tail_s: float = T
 
 
 def render_script(script: Path, out_dir: Path, agent_file: Path | None = None) -> Path:
-    """Synthesise the caller's lines (CPU voice, hibari) into out_dir and return out_dir, which then holds
-    NN-*.wav (16 kHz mono, in name order) plus turns.json; a bad script raises ValueError (one line)."""
-    from plugins.cpu_voice.voice import CpuVoice
+    """Synthesise the caller's lines (the CPU voice: hibari, or espeak-ng for Korean) into out_dir and
+    return out_dir, which then holds NN-*.wav (16 kHz mono, in name order) plus turns.json; a bad script
+    raises ValueError (one line)."""
+    from plugins.cpu_voice.voice import open_voice
 
     voice_name, turns = parse_script(Path(script), Path(agent_file) if agent_file else None)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("[0-9][0-9]-*.wav"):
         old.unlink()
-    voice = CpuVoice(voice=voice_name)
+    voice = open_voice(voice_name)
     listing = []
     for i, t in enumerate(turns, 1):
         name = f"{i:02d}-{_slug(t['say'])}.wav"

@@ -40,7 +40,7 @@ def shared_vad(profile: str, params: Any) -> Any | None:
 
 def preload(settings: Any) -> dict[str, float]:
     """Build the shareable models for these settings; returns seconds per part (for the log)."""
-    from plugins.cpu_voice.voice import CpuVoice
+    from plugins.cpu_voice.voice import open_voice
     from plugins.whisper.stt import silero_speech_prob
     from turn_detection import Profile, load_vad, params_for
 
@@ -59,9 +59,9 @@ def preload(settings: Any) -> dict[str, float]:
         took[name] = round(time.perf_counter() - t, 3)
 
     def voice() -> None:
-        v = CpuVoice(settings.cpu_voice)
+        v = open_voice(settings.effective_cpu_voice)
         v.synthesize("Hi.")  # the warm-up every job paid: its buffers are now shared
-        _voices[settings.cpu_voice] = v
+        _voices[settings.effective_cpu_voice] = v
 
     def vads() -> None:
         for p in Profile:

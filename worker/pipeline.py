@@ -82,14 +82,14 @@ def load_stt(settings: Settings) -> stt.STT:
 def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
     from plugins.cpu_voice import CpuVoiceTTS
 
-    cpu = CpuVoiceTTS(voice=settings.cpu_voice, engine=shared_voice(settings.cpu_voice))
+    cpu = CpuVoiceTTS(voice=settings.effective_cpu_voice, engine=shared_voice(settings.effective_cpu_voice))
     if settings.tts_backend == "cpu" or not settings.engine_address:
-        return cpu, f"cpu-voice:{settings.cpu_voice}"
+        return cpu, f"cpu-voice:{settings.effective_cpu_voice}"
     try:
         from plugins.orpheus.tts import OrpheusTTS  # type: ignore[import-not-found]
     except ImportError:
         log.warning("orpheus plugin not available; using the CPU voice")
-        return cpu, f"cpu-voice:{settings.cpu_voice}"
+        return cpu, f"cpu-voice:{settings.effective_cpu_voice}"
     return OrpheusTTS.from_settings(settings, fallback=cpu), f"orpheus:{settings.tts_voice}"
 
 
@@ -245,11 +245,11 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
     vads = {p: _vad(p, settings) for p in Profile}
     stt_model = load_stt(settings)
     tts_model, tts_live = load_tts(settings)
-    shared = shared_voice(settings.cpu_voice)
+    shared = shared_voice(settings.effective_cpu_voice)
     for model in (stt_model, tts_model):
         # a CPU voice from the forkserver is warm already (worker/forkserver_models.py)
         _prewarm_once(model, warm=shared is not None and getattr(model, "_engine", None) is shared)
-    voice = settings.tts_voice if tts_live.startswith("orpheus") else settings.cpu_voice
+    voice = settings.tts_voice if tts_live.startswith("orpheus") else settings.effective_cpu_voice
     phrases = load_phrases(settings, voice)
     client = llm_client(settings, llm_base_url)
     if phrases is not None and hasattr(tts_model, "phrase_cache"):
@@ -282,8 +282,8 @@ def load_eot_lm(settings: Settings, llm_base_url: str, slot: int) -> LmEotScorer
     (whoever starts the server serves one more), so its short prompts never evict a call's conversation."""
     from .llm_server import MODEL_ALIAS
 
-    if not settings.turn_use_lm:
-        return None
+    if not settings.turn_use_lm or settings.language != "en":
+        return None  # its weight was calibrated on English turns only; other languages go without it
     if settings.eot_lm_url:
         return LmEotScorer(LmEotOptions(url=settings.eot_lm_url))
     if settings.llm_model == MODEL_ALIAS and llm_base_url:

@@ -244,6 +244,16 @@ class Settings(BaseSettings):
         return self.stt_model or default_model(self.effective_stt_language)
 
     @property
+    def effective_cpu_voice(self) -> str:
+        """hibari speaks English only: an agent in another language gets espeak-ng's voice for it unless an
+        espeak voice is set (a hibari name there would read Hangul as silence)."""
+        from plugins.cpu_voice.espeak import is_espeak_voice
+
+        if self.language == "en" or is_espeak_voice(self.cpu_voice):
+            return self.cpu_voice
+        return f"espeak-{self.language}"
+
+    @property
     def effective_stt_prompt(self) -> str:
         if self.stt_prompt is not None:
             return self.stt_prompt

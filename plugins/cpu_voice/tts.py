@@ -20,7 +20,8 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 from plugins.playout import PlayoutClock, PlayoutOptions, cut_before_dry
 from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
 
-from .voice import SAMPLE_RATE, CpuVoice, CpuVoiceError
+from .espeak import EspeakVoice, is_espeak_voice
+from .voice import SAMPLE_RATE, CpuVoice, CpuVoiceError, open_voice
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class CpuVoiceOptions:
 
 
 class CpuVoiceTTS(tts.TTS):
-    def __init__(self, *, voice: str = "heart", engine: CpuVoice | None = None) -> None:
+    def __init__(self, *, voice: str = "heart", engine: CpuVoice | EspeakVoice | None = None) -> None:
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True),
             sample_rate=SAMPLE_RATE,
@@ -44,16 +45,16 @@ class CpuVoiceTTS(tts.TTS):
 
     @property
     def model(self) -> str:
-        return "hibari"
+        return "espeak-ng" if is_espeak_voice(self._opts.voice) else "hibari"
 
     @property
     def provider(self) -> str:
         return "parley-cpu-voice"
 
     @property
-    def engine(self) -> CpuVoice:
+    def engine(self) -> CpuVoice | EspeakVoice:
         if self._engine is None:
-            self._engine = CpuVoice(self._opts.voice)
+            self._engine = open_voice(self._opts.voice)
         return self._engine
 
     def prewarm(self) -> None:

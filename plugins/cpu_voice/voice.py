@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .espeak import EspeakVoice
 
 SAMPLE_RATE = 24_000
 
@@ -76,7 +80,7 @@ class CpuVoice:
 
     def synthesize(self, text: str, trim: bool = True) -> np.ndarray:
         """Text → int16 mono PCM at 24 kHz; empty array when the text has nothing speakable."""
-        text = _speakable(text)
+        text = speakable(text)
         if not text:
             return np.zeros(0, np.int16)
         with self._lock:
@@ -87,10 +91,17 @@ class CpuVoice:
         return to_int16(audio)
 
 
-def _speakable(text: str) -> str:
+def speakable(text: str) -> str:
     """Drop control characters and emotive tags the CPU voice cannot perform."""
     import re
 
     text = "".join(ch if ch.isprintable() or ch in " \n" else " " for ch in text)
     text = re.sub(r"<[a-z]+>", " ", text)
     return " ".join(text.split())
+
+
+def open_voice(name: str) -> CpuVoice | EspeakVoice:
+    """The CPU voice of that name: a hibari voice, or `espeak-<language>` for what hibari cannot say."""
+    from .espeak import EspeakVoice, is_espeak_voice
+
+    return EspeakVoice(name) if is_espeak_voice(name) else CpuVoice(name)

@@ -47,6 +47,7 @@ BAD = [
     ("unknown language", "name: a\nlanguage: fr", "language: Input should be 'en' or 'ko'"),
     ("unknown Orpheus voice", "name: a\nvoice: bob", "voice: unknown Orpheus voice 'bob'"),
     ("unknown CPU voice", "name: a\ncpu_voice: bob", "cpu_voice: unknown CPU voice 'bob'"),
+    ("unknown espeak voice", "name: a\ncpu_voice: espeak-zz", "cpu_voice: unknown espeak voice 'espeak-zz'"),
     ("unknown variable", "name: a\ngreeting: Hi from {{shop}}", "greeting: unknown variable {{shop}}"),
     ("variables not a mapping", "name: a\nvariables: [1]", "variables: must be a mapping"),
     ("temperature out of range", "name: a\nllm: {temperature: 5}", "llm.temperature: Input should be less"),
@@ -183,6 +184,14 @@ def test_a_korean_agent_gets_a_multilingual_whisper_by_default() -> None:
     spec = load_agent_file(ROOT / "examples/korean_clinic.yaml")
     assert apply_agent(load_settings(), spec).effective_stt_model == "base"  # never tiny.en (English only)
     assert apply_agent(load_settings(stt_model="/models/small"), spec).effective_stt_model == "/models/small"
+    # it speaks Korean without a GPU engine (hibari reads English only), and goes without the English-
+    # calibrated language-model end-of-turn term
+    settings = apply_agent(load_settings(), spec)
+    assert settings.effective_cpu_voice == "espeak-ko"
+    from worker.pipeline import load_eot_lm
+
+    assert load_eot_lm(settings, "http://127.0.0.1:9/v1", slot=4) is None
+    assert load_eot_lm(load_settings(), "http://127.0.0.1:9/v1", slot=4) is not None  # English: it has it
 
 
 def test_agent_flag_becomes_the_setting(monkeypatch) -> None:

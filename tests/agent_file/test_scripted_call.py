@@ -54,6 +54,7 @@ def test_render_script_writes_turns_in_order(tmp_path: Path) -> None:
         ("turns:\n  - say: hi\n    barge_in: maybe", "turns[0].barge_in: must be true or false"),
         ("turns:\n  - say: hi\n    wait: 1", "turns[0].wait: unknown field"),
         ("voice: nobody\nturns: [hi]", "voice: unknown CPU voice"),
+        ("voice: espeak-zz\nturns: [hi]", "voice: unknown espeak voice"),
         ("turns: ['Hi {{who}}']", "turns[0].say: unknown variable {{who}}"),
     ],
 )

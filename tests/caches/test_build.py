@@ -167,7 +167,7 @@ def test_cli_builds_with_progress_bar_then_reuses(tmp_path, capsys) -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--language", "ko"], "CPU voice speaks English only"),
+        (["--language", "ko", "--voice", "heart"], "hibari speaks English only"),
         (["--voice", "nobody"], "unknown CPU voice 'nobody'"),
         (["--backend", "orpheus", "--tts", "no.such.module:X"], "cannot create TTS"),
         (["--phrases", "/nonexistent.yaml"], "cannot read phrase file"),

@@ -53,7 +53,7 @@ def build_phrases(file: Path, dir_: Path, backend: str, voice: str | None, json_
     try:
         spec = load_agent_file(file)
         settings = apply_agent(load_settings(), spec)
-        voice = voice or (settings.tts_voice if backend == "orpheus" else settings.cpu_voice)
+        voice = voice or (settings.tts_voice if backend == "orpheus" else settings.effective_cpu_voice)
         out = agent_cache_dir(dir_, spec)
         report = asyncio.run(build(agent_phrases(spec), voice, spec.language, out, backend, None))
     except (AgentFileError, SettingsError, CliError, CacheStoreError) as e:

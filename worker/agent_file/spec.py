@@ -176,7 +176,7 @@ class AgentSpec(_Strict):
     name: str  # the LiveKit dispatch name
     language: Literal["en", "ko"] = "en"
     voice: str | None = None  # Orpheus voice (PARLEY_TTS_VOICE when unset)
-    cpu_voice: str | None = None  # hibari voice (PARLEY_CPU_VOICE when unset)
+    cpu_voice: str | None = None  # hibari voice or espeak-<lang> (PARLEY_CPU_VOICE when unset)
     entry: str | None = Field(
         default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
     )  # module:factory -> Agent
@@ -210,6 +210,11 @@ class AgentSpec(_Strict):
             return v
         from hibari.voices import VOICES
 
+        from plugins.cpu_voice.espeak import check_voice_name, is_espeak_voice
+
+        if is_espeak_voice(v):
+            check_voice_name(v)
+            return v
         if v not in VOICES:
             raise ValueError(f"unknown CPU voice {v!r}; one of {', '.join(sorted(VOICES))}")
         return v
