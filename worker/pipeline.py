@@ -29,6 +29,7 @@ from .context import ContextOptions
 from .forkserver_models import shared_vad, shared_voice
 from .llm_slots import SlotPool
 from .prompt_warm import PromptWarmer
+from .repeat_request import attach_repeat_request
 from .settings import Settings
 from .stt_hold import attach_stt_hold
 
@@ -363,6 +364,7 @@ def build_call(
         session.on("close", hook)
     turns.attach(session)
     attach_stt_hold(session, comp.stt, settings.language)
+    attach_repeat_request(session, comp.stt, settings.language)
     if settings.log_transcripts:
         _log_transcripts(session)
     agent = build_agent(settings, tools)

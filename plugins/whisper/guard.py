@@ -80,6 +80,8 @@ class GuardOptions:
     weak_phrase_min_speech_s: float = 0.35
     """A weak phrase needs at least this much detected speech and a confident decode to survive."""
     weak_phrase_min_logprob: float = -0.5
+    unheard_min_speech_s: float = 1.0
+    """`unintelligible`: speech at least this long that the guard emptied is a caller not understood."""
 
 
 def phrase_key(text: str) -> str:
@@ -227,3 +229,20 @@ def clean_text(
         if speech_s < opts.weak_phrase_min_speech_s or logprob < opts.weak_phrase_min_logprob:
             return ""
     return text
+
+
+def unintelligible(
+    result: DecodeResult, text: str, *, speech_s: float, opts: GuardOptions = GuardOptions()
+) -> bool:
+    """True when the caller spoke (the speech gate heard at least `unheard_min_speech_s`, and Whisper wrote
+    words it took for speech) but the guard kept nothing: too unsure, or a loop. The caller is then owed a
+    request to repeat, not silence. Noise is not this: Whisper gives it a high no-speech probability, and
+    the inventions it writes for noise are phantom phrases, not low-confidence words."""
+    if text or speech_s < opts.unheard_min_speech_s:
+        return False
+    worded = [s for s in result.segments if phrase_key(s.text)]
+    if not worded or min(s.no_speech_prob for s in worded) > opts.no_speech_threshold:
+        return False
+    key = phrase_key(" ".join(s.text for s in worded))
+    phantom, _ = _phrase_sets(result.language)
+    return key not in phantom

@@ -29,7 +29,7 @@ from livekit.agents.language import LanguageCode
 
 from .agreement import LocalAgreement, find_sentence_commit, words_after
 from .engine import DecodeDropped
-from .guard import clean_text
+from .guard import clean_text, unintelligible
 from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_PAUSE, SAMPLE_RATE, DecodeRequest, DecodeResult
 from .speech_gate import GateEvent, SpeechGate
 
@@ -368,6 +368,10 @@ class WhisperStream(stt.RecognizeStream):
                 text, result = await self._final_text()
             final = " ".join([*self._committed, text]).strip()
             self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, final, result)
+            if result is not None and unintelligible(
+                result, final, speech_s=gate.speech_s, opts=self._opts.guard
+            ):
+                self._tell_unheard(gate.speech_s)
             if final:
                 self._remember(final)
             self._emit(stt.SpeechEventType.END_OF_SPEECH)
@@ -385,6 +389,14 @@ class WhisperStream(stt.RecognizeStream):
             self._last_decode_len = 0
             self._last_sent = {}
             self._context_failed = False
+
+    def _tell_unheard(self, speech_s: float) -> None:
+        logger.info("utterance not understood", extra={"speech_s": round(speech_s, 2)})
+        for listener in list(self._w.unheard_listeners):
+            try:
+                listener(speech_s)
+            except Exception as e:  # a listener's fault never ends the stream
+                logger.warning("unheard listener failed", extra={"error": str(e)[:200]})
 
     async def _final_text(self) -> tuple[str, DecodeResult | None]:
         """The settled text if current; else the running decode that covers everything; else decode now."""

@@ -85,6 +85,9 @@ class WhisperSTT(stt.STT):
             raise WhisperConfigError(str(e)) from None
         self._speech_prob_factory: Callable[[], SpeechProb] = speech_prob_factory or silero_speech_prob
         self._streams: set[WhisperStream] = set()
+        self.unheard_listeners: list[Callable[[float], None]] = []
+        """Told (seconds of speech) when a caller's utterance held speech but no words the guard kept
+        (`guard.unintelligible`): the app can ask the caller to repeat instead of staying silent."""
 
     @property
     def model(self) -> str:

@@ -183,3 +183,20 @@ def test_the_words_before_a_loop_are_kept() -> None:
 )
 def test_a_sentence_written_twice_in_a_row_is_kept_once(text: str, kept: str) -> None:
     assert drop_repeated_sentences(text) == kept
+
+
+def _unheard(r: DecodeResult, speech_s: float = 2.0) -> bool:
+    from plugins.whisper.guard import unintelligible
+
+    return unintelligible(r, clean_text(r, speech_s=speech_s), speech_s=speech_s)
+
+
+def test_words_the_guard_emptied_are_a_caller_not_understood() -> None:
+    assert _unheard(result((" Kay dum dum dirt ban nah", 0.1, -1.9, 1.2)))  # barely believed
+    assert _unheard(result((" the the the the the the the the the the", 0.2, -0.4, 1.8)))  # a loop
+    # not: words kept, too little speech, what Whisper took for no speech, its inventions for noise
+    assert not _unheard(result((" Can I book a cleaning?", 0.02, -0.2, 1.1)))
+    assert not _unheard(result((" Kay dum dum dirt ban nah", 0.1, -1.9, 1.2)), speech_s=0.6)
+    assert not _unheard(result((" Kay dum dum dirt ban nah", 0.95, -1.9, 1.2)))
+    assert not _unheard(result((" Thanks for watching!", 0.3, -0.3, 1.0)))
+    assert not _unheard(result(("", 0.1, -1.9, 1.0)))
