@@ -50,7 +50,7 @@ class RepeatRequester:
             log.info("repeat request not said", extra={"reason": str(e)[:200]})
             return
         self._last, self.in_a_row, self.asked = now, self.in_a_row + 1, self.asked + 1
-        log.info("caller not understood: asked to repeat", extra={"speech_s": round(speech_s, 2)})
+        log.info("not understood: asked to repeat", extra={"speech_s": round(speech_s, 2)})
 
     def on_transcribed(self, ev: Any) -> None:
         if getattr(ev, "is_final", False) and str(getattr(ev, "transcript", "")).strip():
