@@ -365,6 +365,11 @@ def main(argv: list[str] | None = None) -> None:
         if command in _RUN_COMMANDS:
             preflight(settings)
         if command in _RUN_COMMANDS and not settings.llm_base_url:
+            if effective_settings(settings).language != "en":
+                log.warning(  # the call still runs: turn-taking, recognition and voice are the language's
+                    "the embedded LLM (SmolLM2-135M) writes English only; "
+                    "set PARLEY_LLM_BASE_URL to an LLM that writes this agent's language"
+                )
             llm = _start_embedded_llm(settings)
             settings = effective_settings(get_settings())
         if command in _RUN_COMMANDS:
