@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +34,17 @@ class RepeatOptions:
 
 
 class RepeatRequester:
-    def __init__(self, session: Any, language: str = "en", options: RepeatOptions | None = None) -> None:
-        self._session = session
+    """The decision, apart from the session: `say(line)` speaks, `agent_state()` is LiveKit's agent state."""
+
+    def __init__(
+        self,
+        say: Callable[[str], None],
+        agent_state: Callable[[], str],
+        language: str = "en",
+        options: RepeatOptions | None = None,
+    ) -> None:
+        self._say = say
+        self._agent_state = agent_state
         self._line = REPEAT.get(language, REPEAT["en"])
         self._opts = options or RepeatOptions()
         self._last = float("-inf")
@@ -51,17 +61,15 @@ class RepeatRequester:
 
     async def _ask_after_grace(self, speech_s: float, activity: int) -> None:
         await asyncio.sleep(self._opts.grace_s)
-        s = self._session
         if activity != self._activity or self._heard_this_turn:
             return  # the caller went on, or was understood
-        if getattr(s, "agent_state", "listening") not in ("listening", "idle"):
+        if self._agent_state() not in ("listening", "idle"):
             return  # the agent is talking or thinking already
         now = time.monotonic()
         if now - self._last < self._opts.min_gap_s or self.in_a_row >= self._opts.max_in_a_row:
             return
         try:
-            # in the conversation too, like the hold line: the LLM's next reply knows it was said
-            s.say(self._line, allow_interruptions=True, add_to_chat_ctx=True)
+            self._say(self._line)
         except Exception as e:  # a session not started or already closing
             log.info("repeat request not said", extra={"reason": str(e)[:200]})
             return
@@ -94,7 +102,13 @@ def attach_repeat_request(
     listeners = getattr(stt_model, "unheard_listeners", None)
     if listeners is None:
         return None
-    requester = RepeatRequester(session, language, options)
+    requester = RepeatRequester(
+        # in the conversation too, like the hold line: the LLM's next reply knows it was said
+        say=lambda line: session.say(line, allow_interruptions=True, add_to_chat_ctx=True),
+        agent_state=lambda: str(getattr(session, "agent_state", "listening")),
+        language=language,
+        options=options,
+    )
     listeners.append(requester.on_unheard)
     session.on("user_input_transcribed", requester.on_transcribed)
     session.on("user_state_changed", requester.on_user_state)
