@@ -50,20 +50,18 @@ def make_tts(backend: str, voice: str, language: str, factory: str | None) -> tu
         from hibari.voices import VOICES
 
         from plugins.cpu_voice import CpuVoiceTTS
-        from plugins.cpu_voice.espeak import check_voice_name, is_espeak_voice
+        from plugins.cpu_voice.espeak import is_espeak_voice
+        from plugins.cpu_voice.voice import check_voice_name
 
+        try:
+            check_voice_name(voice)
+        except ValueError as e:
+            raise CliError(str(e)) from None
         if is_espeak_voice(voice):
-            try:
-                check_voice_name(voice)
-            except ValueError as e:
-                raise CliError(str(e)) from None
             engine = CpuVoiceTTS(voice=voice)
             return engine, tts_fingerprint(engine, f"voice={voice}")
         if language != "en":
             raise CliError(f"hibari speaks English only; build {language!r} with --voice espeak-{language}")
-
-        if voice not in VOICES:
-            raise CliError(f"unknown CPU voice {voice!r}; known: {', '.join(sorted(VOICES))}")
         engine = CpuVoiceTTS(voice=voice)  # the model loads on first synthesis, so a warm rebuild skips it
         from importlib.metadata import version
 

@@ -67,17 +67,12 @@ def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, lis
 
         variables = {k: str(v) for k, v in load_agent_file(agent_file).variables.items()}
     voice = raw.get("voice", "heart")
-    from hibari.voices import VOICES
+    from plugins.cpu_voice.voice import check_voice_name
 
-    from plugins.cpu_voice.espeak import check_voice_name, is_espeak_voice
-
-    if is_espeak_voice(str(voice)):
-        try:
-            check_voice_name(str(voice))
-        except ValueError as e:
-            raise _fail(script, "voice", str(e)) from None
-    elif voice not in VOICES:
-        raise _fail(script, "voice", f"unknown CPU voice {voice!r}; one of {', '.join(sorted(VOICES))}")
+    try:
+        check_voice_name(str(voice))
+    except ValueError as e:
+        raise _fail(script, "voice", str(e)) from None
     turns = []
     for i, t in enumerate(raw["turns"]):
         where = f"turns[{i}]"

@@ -100,6 +100,20 @@ def speakable(text: str) -> str:
     return " ".join(text.split())
 
 
+def check_voice_name(name: str) -> None:
+    """ValueError (one line) unless `name` is a hibari voice or a valid `espeak-<language>` voice."""
+    from .espeak import check_voice_name as check_espeak
+    from .espeak import is_espeak_voice
+
+    if is_espeak_voice(name):
+        check_espeak(name)
+        return
+    from hibari.voices import VOICES
+
+    if name not in VOICES:
+        raise ValueError(f"unknown CPU voice {name!r}; one of {', '.join(sorted(VOICES))}")
+
+
 def open_voice(name: str) -> CpuVoice | EspeakVoice:
     """The CPU voice of that name: a hibari voice, or `espeak-<language>` for what hibari cannot say."""
     from .espeak import EspeakVoice, is_espeak_voice

@@ -208,15 +208,9 @@ class AgentSpec(_Strict):
     def _cpu_voice(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        from hibari.voices import VOICES
+        from plugins.cpu_voice.voice import check_voice_name
 
-        from plugins.cpu_voice.espeak import check_voice_name, is_espeak_voice
-
-        if is_espeak_voice(v):
-            check_voice_name(v)
-            return v
-        if v not in VOICES:
-            raise ValueError(f"unknown CPU voice {v!r}; one of {', '.join(sorted(VOICES))}")
+        check_voice_name(v)
         return v
 
     @model_validator(mode="after")
