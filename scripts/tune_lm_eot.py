@@ -183,12 +183,13 @@ def grid(result: dict, labels: list[dict], base: EndpointOptions, budget_ms: flo
 def confidence_grid(
     result: dict, labels: list[dict], base: EndpointOptions, budget_ms: float, max_held: float
 ) -> dict:
-    """The recogniser-confidence term (the LM term as the profile has it): weight, centre and the band."""
+    """The recogniser's last-word probability as a term (the LM term as the profile has it): weight, centre
+    and the band."""
     last = {lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels}
     without = best_point(result, last, replace(base, confidence_weight=0.0), budget_ms, max_held)
     rows: list[tuple[float, float, dict]] = []
     for w, c, cp, up, hd in itertools.product(
-        (0.25, 0.5, 1.0, 2.0), (0.2, 0.3, 0.4, 0.5, 0.6), (0.6, 0.7), (0.3, 0.4, 0.5), (1.0, 1.15, 1.3)
+        (0.5, 1.0, 2.0, 3.0), (0.3, 0.5, 0.6, 0.7, 0.8), (0.6, 0.7), (0.4, 0.5), (1.0, 1.15, 1.3)
     ):
         if up >= cp:
             continue

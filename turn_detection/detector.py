@@ -41,6 +41,16 @@ def _last_user_text(chat_ctx: Any) -> str:
     return " ".join(reversed(parts))
 
 
+def last_word_probability(speech: Any) -> float | None:
+    """The probability an STT gave the last word of a transcript (`SpeechData.words[-1].confidence`), or
+    None when it gave none."""
+    words = getattr(speech, "words", None)
+    if not words:
+        return None
+    p = getattr(words[-1], "confidence", None)
+    return float(p) if isinstance(p, (int, float)) and 0.0 < p <= 1.0 else None
+
+
 class ParleyTurnDetector:
     """Local end-of-turn detector (text + LiveKit v1-mini audio model + VAD silence). No network."""
 
@@ -57,7 +67,7 @@ class ParleyTurnDetector:
         self._turn_prefix: tuple[int, str] = (-1, "")
         """(reply count, the caller's earlier words of this turn) when a decision was held."""
         self._confidence: float | None = None
-        """The recogniser's confidence in the newest FINAL (None: unknown)."""
+        """The recogniser's probability for the newest FINAL's last word (None: unknown)."""
         hooks.speech_end_listeners.append(self._prefetch)
         hooks.transcript_listeners.append(self._note_confidence)
         if self._lm is not None:
@@ -102,11 +112,10 @@ class ParleyTurnDetector:
         return utterance.strip()
 
     def _note_confidence(self, ev: Any) -> None:
-        """Keep the newest FINAL's confidence: the words the decision judges (0 means not reported)."""
+        """Keep the recogniser's probability for the newest FINAL's last word (None: not reported)."""
         if getattr(ev, "type", None) != stt.SpeechEventType.FINAL_TRANSCRIPT or not ev.alternatives:
             return
-        confidence = float(getattr(ev.alternatives[0], "confidence", 0.0) or 0.0)
-        self._confidence = confidence if 0.0 < confidence <= 1.0 else None
+        self._confidence = last_word_probability(ev.alternatives[0])
 
     def _prefetch_lm(self, ev: Any) -> None:
         """Score each interim/preflight/final transcript as it comes, so the FINAL's score is cached."""

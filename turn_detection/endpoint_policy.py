@@ -13,9 +13,9 @@ the corpus's dev split (`lm_weight`, `lm_center`); for the cue kinds where dev s
 transcript better than the word table (`lm_replaces`), the table's term steps aside when the model answered.
 The model alone (text and audio not reading the turn as unlikely) holds a turn at most `hesitation_delay`.
 After a sequence (digits, spelled letters, a list) the hold is the model's: `sequence_delay` times its
-probability that more is coming. The recogniser's own confidence in the words (Whisper's mean token
-probability) is one more term: a cut-short clause is often decoded as a garbled but finished-looking
-sentence ("the bus war."), so words it is unsure of are weaker evidence that the caller is done. Pure logic:
+probability that more is coming. The recogniser's own probability for the last word it wrote is one more
+term: at a pause inside a clause Whisper often finishes the fragment with a word it did not hear ("put me
+through, too."), so a last word it is unsure of is weaker evidence that the caller is done. Pure logic:
 no livekit, no model.
 """
 
@@ -65,9 +65,10 @@ class EndpointOptions:
     lm_replaces: frozenset[str] = frozenset()
     """Text-cue reasons whose table term the language model replaces when it answered (chosen on dev)."""
     confidence_weight: float = 0.0
-    """Slope of the recogniser's confidence in log-odds (0 = not used); chosen on dev like the LM's."""
+    """Slope of the recogniser's confidence in the last word, in log-odds (0 = not used); chosen on dev like
+    the LM's."""
     confidence_center: float = 0.5
-    """The confidence (mean token probability) that is neutral evidence."""
+    """The last word's probability from which on it is no evidence (below it, evidence of more to come)."""
     final_wait: float = 1.0
     """How long after the speech to wait for the STT's final text of it before judging the older text
     (a cough or a word the STT drops never brings one)."""
@@ -101,7 +102,7 @@ class EndpointDecision:
     lm_probability: float | None = None
     """The language model's raw end-of-sentence probability (None: not asked, or not in time)."""
     confidence: float | None = None
-    """The recogniser's confidence in the words judged (None: unknown)."""
+    """The recogniser's probability for the last word judged (None: unknown)."""
 
 
 def _logit(p: float) -> float:
@@ -128,10 +129,13 @@ def _uses_lm(lm_probability: float | None, opts: EndpointOptions) -> bool:
 
 
 def confidence_log_odds(confidence: float | None, opts: EndpointOptions) -> float:
-    """The recogniser's confidence as evidence: 0 at `confidence_center`, negative below (unknown: 0)."""
+    """The recogniser's doubt about the last word as evidence: negative below `confidence_center`, 0 at or
+    above it (unknown: 0). One-sided: a word Whisper is sure of is real, which says nothing about whether
+    the clause is finished ("a table for" is as open with a sure "for"); two-sided, dev and test gave the
+    same cut-offs, and a sure trailing preposition ended the turn (tests/turn_detection)."""
     if confidence is None or opts.confidence_weight == 0.0:
         return 0.0
-    return opts.confidence_weight * (_logit(confidence) - _logit(opts.confidence_center))
+    return min(0.0, opts.confidence_weight * (_logit(confidence) - _logit(opts.confidence_center)))
 
 
 def combine(

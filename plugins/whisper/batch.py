@@ -30,6 +30,7 @@ from .model import (
     encoder_frames,
     max_new_tokens,
 )
+from .words import words_of
 
 _FULL_FRAMES = 3000  # Whisper's 30 s window
 
@@ -130,6 +131,7 @@ def decode_batch(
         suppress_blank=True,
         suppress_tokens=get_suppressed_tokens(tokenizers[0], [-1]),
         max_initial_timestamp_index=50,
+        return_logits_vocab=True,
     )
     decode_s = time.perf_counter() - started
     out: list[DecodeResult] = []
@@ -154,5 +156,6 @@ def decode_batch(
                     compression_ratio=float(get_compression_ratio(text.strip())),
                 ),
             )
-        out.append(DecodeResult(segments, lang, audio_s, decode_s))
+        words = words_of(res, model.hf_tokenizer, budget) if segments else ()  # type: ignore[attr-defined]
+        out.append(DecodeResult(segments, lang, audio_s, decode_s, words=words))
     return out

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -202,9 +202,7 @@ class SpeechEngine:
                 self.stats.decoded += len(batch)
                 self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(batch))
             for j, r in zip(batch, results, strict=True):
-                j.finish(
-                    DecodeResult(r.segments, r.language, r.audio_s, r.decode_s, picked - j.submitted), None
-                )
+                j.finish(replace(r, queued_s=picked - j.submitted), None)
 
     def close(self) -> None:
         with self._cond:

@@ -31,6 +31,7 @@ from plugins import wire
 
 from .engine import DecodeDropped
 from .model import PRIORITY_PARTIAL, DecodeRequest, DecodeResult, Segment, WhisperModelError
+from .words import Word
 
 log = logging.getLogger("parley.stt.client")
 
@@ -319,7 +320,17 @@ def _result(msg: dict[str, Any]) -> DecodeResult:
         audio_s=float(msg.get("audio_s", 0.0)),
         decode_s=float(msg.get("decode_s", 0.0)),
         queued_s=float(msg.get("queued_s", 0.0)),
+        words=_words(msg.get("words")),
     )
+
+
+def _words(rows: Any) -> tuple[Word, ...]:
+    """The result's words; () when the engine sent none or sent them malformed (they only refine the
+    end-of-turn decision: a bad list never costs the transcript)."""
+    try:
+        return tuple(Word(str(t), min(1.0, max(0.0, float(p)))) for t, p in rows or [])
+    except (TypeError, ValueError):
+        return ()
 
 
 __all__ = ["DecodeDropped", "SpeechClientOptions", "SpeechEngineClient", "SpeechEngineUnavailable"]

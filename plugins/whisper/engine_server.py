@@ -90,6 +90,7 @@ def result_message(rid: int, r: DecodeResult) -> dict[str, Any]:
         "segments": [
             [s.text, s.start, s.end, s.no_speech_prob, s.avg_logprob, s.compression_ratio] for s in r.segments
         ],
+        "words": [[w.text, round(w.probability, 4)] for w in r.words],
     }
 
 

@@ -16,8 +16,8 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from .weights import MULTILINGUAL_MODEL as MULTILINGUAL_MODEL
 from .weights import bundled_model_path as bundled_model_path
 from .weights import default_model as default_model
 from .weights import download_model as download_model
+from .words import Word, words_of
 
 logger = logging.getLogger("parley.stt")
 
@@ -97,6 +98,8 @@ class DecodeResult:
     decode_s: float
     """Time spent in the model (queueing excluded)."""
     queued_s: float = 0.0
+    words: tuple[Word, ...] = ()
+    """The last window's words with the recogniser's probability for each (words.py); () when unknown."""
 
     @property
     def text(self) -> str:
@@ -108,6 +111,11 @@ class DecodeResult:
         if not self.segments:
             return 0.0
         return float(math.exp(sum(s.avg_logprob for s in self.segments) / len(self.segments)))
+
+    @property
+    def last_word_probability(self) -> float | None:
+        """How sure the recogniser was of the last word it wrote (None: no words, or not known)."""
+        return self.words[-1].probability if self.words and self.segments else None
 
 
 @dataclass(frozen=True)
@@ -168,6 +176,10 @@ def _short_window_model_class() -> type:
     from faster_whisper import WhisperModel
 
     class ShortWindowWhisperModel(WhisperModel):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.model = _ScoredGenerate(self.model)  # type: ignore[has-type]
+
         def encode(self, features: np.ndarray) -> object:
             frames = getattr(_window, "frames", None)
             content = getattr(_window, "content", 0)
@@ -177,6 +189,40 @@ def _short_window_model_class() -> type:
             return super().encode(features)
 
     return ShortWindowWhisperModel
+
+
+class _ScoredGenerate:
+    """CTranslate2's Whisper with every `generate` asked for its per-step log-probs, so a decode through
+    faster-whisper's transcribe can give each word's probability (words.py); everything else passes through.
+    The words of the calling thread's latest generation are left in `_window.words`."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("return_logits_vocab", True)
+        results = self._inner.generate(*args, **kwargs)
+        _window.generations = getattr(_window, "generations", [])
+        _window.generations.append(results[0] if results else None)
+        return results
+
+
+def take_words(tokenizer: Any) -> tuple[Word, ...]:
+    """The words of this thread's latest generation since the last call (for a faster-whisper model made by
+    `_short_window_model_class`), with their probabilities; () when none."""
+    generations = getattr(_window, "generations", [])
+    _window.generations = []
+    last = generations[-1] if generations else None
+    return () if last is None else words_of(last, tokenizer)
+
+
+def faster_whisper_model(path: str, **kwargs: Any) -> Any:
+    """faster-whisper's WhisperModel as the runner loads it (short windows, word probabilities), for tools
+    that call `transcribe` themselves (benchmarks); `take_words` reads its words after each decode."""
+    return _short_window_model_class()(path, **kwargs)
 
 
 def _pick_device(device: Device) -> str:
@@ -285,6 +331,7 @@ class WhisperModelRunner:
         if language is None and not self._multilingual:
             language = "en"
         started = time.perf_counter()
+        _window.generations = []
         segments, info = model.transcribe(  # type: ignore[attr-defined]
             audio,
             language=language,
@@ -316,6 +363,7 @@ class WhisperModelRunner:
             language=str(info.language),
             audio_s=len(audio) / SAMPLE_RATE,
             decode_s=time.perf_counter() - started,
+            words=take_words(model.hf_tokenizer) if out else (),  # type: ignore[attr-defined]
         )
 
     async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
@@ -343,9 +391,7 @@ class WhisperModelRunner:
             picked = time.perf_counter()
             try:
                 result = self.decode(job.audio, job.request)
-                result = DecodeResult(
-                    result.segments, result.language, result.audio_s, result.decode_s, picked - job.submitted
-                )
+                result = replace(result, queued_s=picked - job.submitted)
                 self.recent.append(
                     DecodeStat(job.request.priority, result.audio_s, result.decode_s, result.queued_s)
                 )

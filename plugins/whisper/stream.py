@@ -26,6 +26,7 @@ import numpy as np
 from livekit import rtc
 from livekit.agents import APIConnectOptions, stt
 from livekit.agents.language import LanguageCode
+from livekit.agents.types import TimedString
 
 from .agreement import LocalAgreement, find_sentence_commit, words_after
 from .engine import DecodeDropped
@@ -117,7 +118,12 @@ class WhisperStream(stt.RecognizeStream):
         language = result.language if result is not None else (self._language or "en")
         confidence = result.confidence if result is not None else 0.0
         return stt.SpeechData(
-            language=LanguageCode(language), text=text, start_time=start, end_time=end, confidence=confidence
+            language=LanguageCode(language),
+            text=text,
+            start_time=start,
+            end_time=end,
+            confidence=confidence,
+            words=_scored_words(text, result),
         )
 
     def _emit(self, kind: stt.SpeechEventType, text: str = "", result: DecodeResult | None = None) -> None:
@@ -454,6 +460,16 @@ class WhisperStream(stt.RecognizeStream):
         self._previous = (
             _TurnContext(audio.copy(), text, gate.start_sample + gate.speech_end) if fits else None
         )
+
+
+def _scored_words(text: str, result: DecodeResult | None) -> list[TimedString] | None:
+    """The text's last words with the recogniser's probability for each (the end-of-turn detector reads the
+    last one: a word Whisper invented at a pause is usually one it is unsure of). Only the decode's own
+    words are known, so a long turn's committed sentences have none; no times (no timestamps are decoded)."""
+    if result is None or not result.words or not text:
+        return None
+    n = min(len(text.split()), len(result.words))
+    return [TimedString(w.text, confidence=w.probability) for w in result.words[-n:]]
 
 
 def _behind(earlier: np.ndarray, audio: np.ndarray) -> np.ndarray:

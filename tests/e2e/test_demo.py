@@ -1,6 +1,6 @@
 """`make demo`'s path through a real local room: `benchmarks.call --livekit` starts livekit-server and the
-worker, calls through the room, and writes the same report, JSON, stereo WAV and timeline PNG as offline;
-and the same runner on plain loopback (what a non-root user gets)."""
+worker, calls through the room (here on plain loopback, what a non-root user gets), and writes the same
+report, JSON, stereo WAV and timeline PNG as offline."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from benchmarks.report import call_json
 from simulator.call_plan import worker_failures
 from simulator.room_caller import RoomCallRecord
-from simulator.room_runner import LiveKitCallOptions, room_unavailable_reason, run_livekit_call
+from simulator.room_runner import room_unavailable_reason
 from tests.e2e.conftest import CONVERSATION
 from tests.e2e.harness import PYTHON, REPO
 
@@ -35,10 +34,13 @@ def one_turn(tmp_path: Path) -> Path:
     return data
 
 
-def test_demo_command_calls_through_a_real_room(tmp_path: Path) -> None:
+def test_demo_command_calls_through_a_real_room_on_plain_loopback(tmp_path: Path) -> None:
+    """`make demo`'s command, on the network a non-root user gets (plain loopback; the sealed namespace
+    root gets is what test_calls.py's stack uses): one call, every file the demo promises."""
     data, out = one_turn(tmp_path), tmp_path / "demo"
     cmd = [str(PYTHON), "-m", "benchmarks.call", "--data", str(data), "--pipeline", "parley"]
-    cmd += ["--out", str(out), "--demo", "--livekit", "auto", "--json", str(out / "call.json")]
+    cmd += ["--out", str(out), "--demo", "--livekit", "auto", "--isolation", "loopback"]
+    cmd += ["--json", str(out / "call.json")]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=420)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "through a real local LiveKit room" in res.stdout, res.stdout
@@ -53,21 +55,13 @@ def test_demo_command_calls_through_a_real_room(tmp_path: Path) -> None:
     assert rate == 24000 and audio.shape[1] == 2
     assert np.abs(audio[:, 0]).max() > 0.1 and np.abs(audio[:, 1]).max() > 0.1  # caller | agent
     assert Path(report["files"]["timeline"]).stat().st_size > 10_000
-    assert (out / "stack" / "worker.log").is_file()  # the stack's logs stay with the demo's output
-
-
-def test_room_call_on_plain_loopback(tmp_path: Path) -> None:
-    data = one_turn(tmp_path)
-    opts = LiveKitCallOptions(out_dir=tmp_path / "stack", isolation="loopback")
-    res = run_livekit_call(sorted(data.glob("*.wav")), opts)
-    report = call_json(res)
-    assert not worker_failures(report["errors"]), report["errors"]  # model-written "sorry" aside
-    assert res.turns[0].v2v_ms is not None and res.turns[0].reply_text
-    # the caller's own WebRTC receive stats: the agent's audio waited in its jitter buffer a while, not hours
-    receive = RoomCallRecord.load(tmp_path / "stack" / "caller").receive
-    assert 0 < receive["jitter_buffer_ms"] < 2000 and receive["received_s"] > 1, receive
-    cfg = (tmp_path / "stack" / "livekit.yaml").read_text()
+    stack = out / "stack"
+    assert (stack / "worker.log").is_file()  # the stack's logs stay with the demo's output
+    cfg = (stack / "livekit.yaml").read_text()
     assert 'bind_addresses: ["127.0.0.1"]' in cfg and "node_ip: 127.0.0.1" in cfg
+    # the caller's own WebRTC receive stats: the agent's audio waited in its jitter buffer a while, not hours
+    receive = RoomCallRecord.load(stack / "round0" / "parley-turns").receive
+    assert 0 < receive["jitter_buffer_ms"] < 2000 and receive["received_s"] > 1, receive
 
 
 def test_demo_make_target_runs_the_room_when_available() -> None:

@@ -93,13 +93,15 @@ def test_bad_options_are_rejected(kwargs: dict) -> None:
         EndpointOptions(**kwargs)
 
 
-def test_recogniser_confidence_is_neutral_at_its_center_and_unknown_is_no_evidence() -> None:
+def test_a_doubtful_last_word_is_evidence_of_more_and_a_sure_one_is_none() -> None:
     opts = EndpointOptions(confidence_weight=1.0, confidence_center=0.4)
     cue = TextCue(0.6, "statement")
     base = combine(cue, None, opts)
     assert combine(cue, None, opts, confidence=0.4) == pytest.approx(base)
     assert combine(cue, None, opts, confidence=None) == pytest.approx(base)
-    assert combine(cue, None, opts, confidence=0.1) < base < combine(cue, None, opts, confidence=0.9)
+    assert combine(cue, None, opts, confidence=0.1) < base
+    # sure of the word is not sure the clause is over: "a table for" stays as open as it reads
+    assert combine(cue, None, opts, confidence=0.99) == pytest.approx(base)
     off = EndpointOptions(confidence_weight=0.0)
     assert combine(cue, None, off, confidence=0.05) == pytest.approx(combine(cue, None, off))
 

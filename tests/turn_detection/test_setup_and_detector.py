@@ -11,6 +11,7 @@ import pytest
 from livekit import rtc
 from livekit.agents import AgentSession, llm, stt
 from livekit.agents.language import LanguageCode
+from livekit.agents.types import TimedString
 from livekit.plugins import silero
 
 from turn_detection import (
@@ -287,20 +288,24 @@ async def test_finals_that_never_come_do_not_hold_later_turns() -> None:
     assert hooks.pending_finals == 0
 
 
-async def test_the_finals_confidence_reaches_the_decision() -> None:
+async def test_the_last_words_probability_reaches_the_decision() -> None:
     hooks = TurnHooks(TurnOptions(use_audio_model=False), params_for(Profile.WEB, TurnOptions()))
-    det = ParleyTurnDetector(hooks)  # no LM scorer given: the decision is text and confidence
+    det = ParleyTurnDetector(hooks)  # no LM scorer given: the decision is text and the last word
+    words = [TimedString("The", confidence=0.9), TimedString("bus", confidence=0.8)]
+    words.append(TimedString("war.", confidence=0.31))
     final = stt.SpeechEvent(
         type=stt.SpeechEventType.FINAL_TRANSCRIPT,
-        alternatives=[stt.SpeechData(language=LanguageCode("en"), text="The bus war.", confidence=0.31)],
+        alternatives=[
+            stt.SpeechData(language=LanguageCode("en"), text="The bus war.", confidence=0.7, words=words)
+        ],
     )
     for listener in hooks.transcript_listeners:
         listener(final)
     hooks.last_speech_end = time.time()
     await det.predict_end_of_turn(_ctx("The bus war."))
     assert det.last_decision is not None and det.last_decision.confidence == pytest.approx(0.31)
-    unreported = replace(final, alternatives=[replace(final.alternatives[0], confidence=0.0)])
+    unscored = replace(final, alternatives=[replace(final.alternatives[0], words=None)])
     for listener in hooks.transcript_listeners:
-        listener(unreported)  # 0 = the recogniser gave none: unknown, not "very unsure"
+        listener(unscored)  # no words from the recogniser: unknown, not "very unsure"
     await det.predict_end_of_turn(_ctx("The bus war."))
     assert det.last_decision is not None and det.last_decision.confidence is None

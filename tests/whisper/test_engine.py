@@ -56,6 +56,10 @@ def test_batched_decode_gives_what_single_decodes_give(
     for s, b in zip(single, batched, strict=True):
         assert b.confidence == pytest.approx(s.confidence, abs=1e-3)
         assert b.segments[0].end == pytest.approx(s.segments[0].end)
+        assert [w.text for w in b.words] == [w.text for w in s.words]
+        assert " ".join(w.text for w in s.words) == s.text.strip()  # every word, in order, scored
+        assert all(0.0 < w.probability <= 1.0 for w in s.words)
+        assert b.last_word_probability == pytest.approx(s.last_word_probability, abs=1e-3)
 
 
 def test_timestamps_decode_alone_and_only_one_prompt_shares_a_batch() -> None:
@@ -155,7 +159,11 @@ async def test_client_transcribes_through_the_engine(
     got = await client.transcribe(audio, request)
     # the wire carries int16: the same audio rounded the same way decodes to the same words
     pcm16 = (np.clip(audio, -1, 1) * 32767).astype(np.int16).astype(np.float32) / 32768.0
-    assert got.text == runner.decode(pcm16, request).text
+    alone = runner.decode(pcm16, request)
+    assert got.text == alone.text
+    # each word's probability crosses the wire (the end-of-turn policy reads the last one)
+    assert [w.text for w in got.words] == [w.text for w in alone.words]
+    assert got.last_word_probability == pytest.approx(alone.last_word_probability, abs=1e-3)
     timed = await client.transcribe(audio, DecodeRequest(with_timestamps=True, initial_prompt="pizza"))
     assert timed.text and timed.segments
     await client.aclose()

@@ -18,6 +18,7 @@ from livekit.agents import stt
 from plugins.whisper.model import PRIORITY_PARTIAL, SAMPLE_RATE, DecodeRequest, DecodeResult, Segment
 from plugins.whisper.speech_gate import GateOptions
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
+from plugins.whisper.words import Word
 
 CHUNK = SAMPLE_RATE // 4
 E = stt.SpeechEventType
@@ -75,7 +76,10 @@ class ScriptedModel:
                     " ".join(s.text.strip() for s in segs), 0.0, len(audio) / SAMPLE_RATE, 0.01, -0.1, 1.0
                 ),
             )
-        return DecodeResult(segs, "en", len(audio) / SAMPLE_RATE, self.delay_s)
+        spoken = " ".join(s.text for s in segs).split()
+        # every word 0.9 sure but the last, 0.25: the FINAL must carry the last one's
+        words = tuple(Word(w, 0.25 if i == len(spoken) - 1 else 0.9) for i, w in enumerate(spoken))
+        return DecodeResult(segs, "en", len(audio) / SAMPLE_RATE, self.delay_s, words=words)
 
 
 def make_stt(model: ScriptedModel, **streaming: object) -> WhisperSTT:
@@ -137,6 +141,8 @@ async def test_preflight_at_the_pause_and_final_already_computed_at_flush() -> N
     final = next(e for e in events if e.type == E.FINAL_TRANSCRIPT).alternatives[0]
     assert final.start_time == pytest.approx(0.0, abs=0.1)  # 0.3 s of silence minus the 0.3 s pre-roll
     assert final.end_time == pytest.approx(1.8, abs=0.1)
+    assert final.words is not None and [str(w) for w in final.words] == ["Sentence", "1."]
+    assert final.words[-1].confidence == 0.25  # the end-of-turn detector reads the last word's
 
 
 async def test_speech_after_the_preflight_is_decoded_at_flush() -> None:

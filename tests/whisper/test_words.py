@@ -1,0 +1,44 @@
+"""The words of a decode and their probabilities (plugins/whisper/words.py), on token strings; real decodes
+are checked in test_engine.py (single, batched and over the engine's wire)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from plugins.whisper.engine_client import _words
+from plugins.whisper.words import Word, chosen_probabilities, group_words
+
+PIECES = {1: "ĠCould", 2: "Ġyou", 3: "Ġput", 4: "Ġthr", 5: "ough", 6: ",", 7: "Ġtoo", 8: "."}
+
+
+def _group(ids: list[int], probabilities: list[float]) -> tuple[Word, ...]:
+    return group_words(
+        ids, probabilities, PIECES.__getitem__, lambda g: "".join(PIECES[t] for t in g).replace("Ġ", " ")
+    )
+
+
+def test_tokens_join_into_words_and_punctuation_keeps_the_words_own_probability() -> None:
+    words = _group([1, 2, 3, 4, 5, 6, 7, 8], [0.9, 1.0, 0.8, 0.6, 0.4, 0.99, 0.2, 0.97])
+    assert [w.text for w in words] == ["Could", "you", "put", "through,", "too."]
+    assert words[3].probability == pytest.approx(0.5)  # mean of "thr" and "ough"; the comma not counted
+    assert words[-1].probability == pytest.approx(0.2)  # the "." Whisper is sure of does not lift it
+
+
+def test_a_lone_punctuation_token_is_not_a_word() -> None:
+    assert _group([8], [0.99]) == ()
+    assert [w.text for w in _group([8, 1], [0.99, 0.5])] == ["Could"]
+
+
+def test_chosen_probabilities_normalise_each_step() -> None:
+    logits = [np.log(np.array([0.7, 0.2, 0.1])), np.array([2.0, 0.0, 0.0])]  # log-probs, then raw logits
+    got = chosen_probabilities([0, 0], logits)
+    assert got[0] == pytest.approx(0.7, abs=1e-6)
+    assert got[1] == pytest.approx(math.exp(2) / (math.exp(2) + 2), abs=1e-6)
+
+
+def test_malformed_words_from_the_engine_are_dropped_not_fatal() -> None:
+    assert _words([["to", 0.4], ["her", 2.0]]) == (Word("to", 0.4), Word("her", 1.0))
+    assert _words("garbage") == () and _words([["x"]]) == () and _words(None) == ()
