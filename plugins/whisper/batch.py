@@ -21,6 +21,7 @@ import numpy as np
 
 from .model import (
     HOP,
+    PRIORITY_PARTIAL,
     SAMPLE_RATE,
     DecodeRequest,
     DecodeResult,
@@ -131,12 +132,12 @@ def decode_batch(
         suppress_blank=True,
         suppress_tokens=get_suppressed_tokens(tokenizers[0], [-1]),
         max_initial_timestamp_index=50,
-        return_logits_vocab=True,
+        return_logits_vocab=any(r.priority != PRIORITY_PARTIAL for _, r in items),
     )
     decode_s = time.perf_counter() - started
     out: list[DecodeResult] = []
     rows = zip(items, feats, results, tokenizers, languages, budgets, strict=True)
-    for (audio, _), (_, content), res, tok, lang, budget in rows:
+    for (audio, request), (_, content), res, tok, lang, budget in rows:
         tokens = list(res.sequences_ids[0])[:budget]
         n = len(res.sequences_ids[0])
         avg_logprob = res.scores[0] * n / (n + 1)
@@ -156,6 +157,7 @@ def decode_batch(
                     compression_ratio=float(get_compression_ratio(text.strip())),
                 ),
             )
-        words = words_of(res, model.hf_tokenizer, budget) if segments else ()  # type: ignore[attr-defined]
+        scored = segments and request.priority != PRIORITY_PARTIAL  # what model.py's decode gives
+        words = words_of(res, model.hf_tokenizer, budget) if scored else ()  # type: ignore[attr-defined]
         out.append(DecodeResult(segments, lang, audio_s, decode_s, words=words))
     return out

@@ -99,7 +99,8 @@ class DecodeResult:
     """Time spent in the model (queueing excluded)."""
     queued_s: float = 0.0
     words: tuple[Word, ...] = ()
-    """The last window's words with the recogniser's probability for each (words.py); () when unknown."""
+    """The decode's last words with the recogniser's probability for each (words.py); () for partials and
+    when unknown."""
 
     @property
     def text(self) -> str:
@@ -192,9 +193,10 @@ def _short_window_model_class() -> type:
 
 
 class _ScoredGenerate:
-    """CTranslate2's Whisper with every `generate` asked for its per-step log-probs, so a decode through
-    faster-whisper's transcribe can give each word's probability (words.py); everything else passes through.
-    The words of the calling thread's latest generation are left in `_window.words`."""
+    """CTranslate2's Whisper with `generate` asked for its per-step log-probs, so a decode through
+    faster-whisper's transcribe can give its last words' probabilities (words.py); everything else passes
+    through. The calling thread's generations are kept for `take_words` unless it set `_window.want_words`
+    to False (a partial decode: nobody reads its words)."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -203,10 +205,13 @@ class _ScoredGenerate:
         return getattr(self._inner, name)
 
     def generate(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("return_logits_vocab", True)
-        results = self._inner.generate(*args, **kwargs)
-        _window.generations = getattr(_window, "generations", [])
-        _window.generations.append(results[0] if results else None)
+        if "return_logits_vocab" in kwargs:  # the caller reads the results itself (batch.py)
+            return self._inner.generate(*args, **kwargs)
+        want = bool(getattr(_window, "want_words", True))
+        results = self._inner.generate(*args, return_logits_vocab=want, **kwargs)
+        if want:
+            _window.generations = getattr(_window, "generations", [])
+            _window.generations.append(results[0] if results else None)
         return results
 
 
@@ -332,6 +337,7 @@ class WhisperModelRunner:
             language = "en"
         started = time.perf_counter()
         _window.generations = []
+        _window.want_words = request.priority != PRIORITY_PARTIAL  # finals and pauses: the turn detector's
         segments, info = model.transcribe(  # type: ignore[attr-defined]
             audio,
             language=language,
@@ -363,7 +369,7 @@ class WhisperModelRunner:
             language=str(info.language),
             audio_s=len(audio) / SAMPLE_RATE,
             decode_s=time.perf_counter() - started,
-            words=take_words(model.hf_tokenizer) if out else (),  # type: ignore[attr-defined]
+            words=take_words(model.hf_tokenizer) if out and _window.want_words else (),  # type: ignore[attr-defined]
         )
 
     async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:

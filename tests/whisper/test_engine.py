@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from plugins.whisper.engine_server import SpeechServer, SpeechServerOptions
 from plugins.whisper.model import (
     PRIORITY_FINAL,
     PRIORITY_PARTIAL,
+    PRIORITY_PAUSE,
     DecodeRequest,
     DecodeResult,
     ModelOptions,
@@ -46,7 +48,7 @@ def test_batched_decode_gives_what_single_decodes_give(
     runner: WhisperModelRunner, speech_audio: Path, prompt: str | None
 ) -> None:
     """With or without a style prompt (the worker's English default puts one on every decode)."""
-    req = DecodeRequest(window_s=10, initial_prompt=prompt)
+    req = DecodeRequest(window_s=10, initial_prompt=prompt, priority=PRIORITY_PAUSE)  # words are read
     items = [(speech(speech_audio, f"a0{i}"), req) for i in (1, 2, 3, 4)]
     assert len({batch_key(len(a), r) for a, r in items}) == 1
     single = [runner.decode(a, r) for a, r in items]
@@ -57,9 +59,11 @@ def test_batched_decode_gives_what_single_decodes_give(
         assert b.confidence == pytest.approx(s.confidence, abs=1e-3)
         assert b.segments[0].end == pytest.approx(s.segments[0].end)
         assert [w.text for w in b.words] == [w.text for w in s.words]
-        assert " ".join(w.text for w in s.words) == s.text.strip()  # every word, in order, scored
+        assert s.words and s.text.strip().endswith(" ".join(w.text for w in s.words))  # the last words
         assert all(0.0 < w.probability <= 1.0 for w in s.words)
         assert b.last_word_probability == pytest.approx(s.last_word_probability, abs=1e-3)
+    partial = runner.decode(items[0][0], replace(req, priority=PRIORITY_PARTIAL))
+    assert partial.text and partial.words == ()  # nobody reads a partial's words: none are computed
 
 
 def test_timestamps_decode_alone_and_only_one_prompt_shares_a_batch() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from plugins.whisper.engine_client import _words
-from plugins.whisper.words import Word, chosen_probabilities, group_words
+from plugins.whisper.words import TAIL_TOKENS, Word, chosen_probabilities, group_words, words_of
 
 PIECES = {1: "ĠCould", 2: "Ġyou", 3: "Ġput", 4: "Ġthr", 5: "ough", 6: ",", 7: "Ġtoo", 8: "."}
 
@@ -42,3 +42,37 @@ def test_chosen_probabilities_normalise_each_step() -> None:
 def test_malformed_words_from_the_engine_are_dropped_not_fatal() -> None:
     assert _words([["to", 0.4], ["her", 2.0]]) == (Word("to", 0.4), Word("her", 1.0))
     assert _words("garbage") == () and _words([["x"]]) == () and _words(None) == ()
+
+
+class _Tokenizer:
+    """faster-whisper's hf_tokenizer surface that words_of uses, over PIECES (ids 1-8) and <|endoftext|>."""
+
+    def token_to_id(self, token: str) -> int | None:
+        return 50 if token == "<|endoftext|>" else None
+
+    def id_to_token(self, tid: int) -> str | None:
+        return PIECES.get(tid)
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(PIECES[t] for t in ids).replace("Ġ", " ")
+
+
+def _result(ids: list[int], probabilities: list[float]) -> object:
+    steps = []
+    for tid, p in zip(ids, probabilities, strict=True):
+        v = np.full(60, np.log((1 - p) / 59))
+        v[tid] = np.log(p)
+        steps.append(v)
+    return type("Generation", (), {"sequences_ids": [ids], "logits": [steps]})()
+
+
+def test_only_the_tail_of_a_long_decode_is_read_from_a_whole_word() -> None:
+    ids = [1, 2, 3] * 10 + [4, 5, 6, 7, 8]  # 35 tokens, of which the last TAIL_TOKENS are read
+    words = words_of(_result(ids, [0.9] * 30 + [0.6, 0.4, 0.99, 0.2, 0.97]), _Tokenizer())
+    assert words[-2:] == (Word("through,", pytest.approx(0.5)), Word("too.", pytest.approx(0.2)))
+    assert len(words) <= TAIL_TOKENS < len(ids) and words[0].text in {"Could", "you", "put"}
+
+
+def test_a_result_without_log_probs_or_with_a_bad_shape_gives_no_words() -> None:
+    assert words_of(type("G", (), {"sequences_ids": [[1, 2]], "logits": []})(), _Tokenizer()) == ()
+    assert words_of(type("G", (), {"sequences_ids": [[1, 2]], "logits": [["x", "y"]]})(), _Tokenizer()) == ()
