@@ -170,7 +170,9 @@ class ParleyTurnDetector:
         audio_p, lm_p = await asyncio.gather(
             self._audio_probability_for(speech_end), self.lm_probability(text)
         )
-        decision = decide(text_cue(text, lang), audio_p, self._opts, lang, lm_p, self._confidence)
+        # the last word's probability was calibrated on English turns, as the LM's score was
+        confidence = self._confidence if lang == "en" else None
+        decision = decide(text_cue(text, lang), audio_p, self._opts, lang, lm_p, confidence)
         self.last_decision = decision
         logger.debug(
             "end of turn decision",
@@ -179,7 +181,7 @@ class ParleyTurnDetector:
                 "delay": round(decision.delay, 3),
                 "audio_p": audio_p,
                 "lm_p": None if lm_p is None else round(lm_p, 4),
-                "confidence": None if self._confidence is None else round(self._confidence, 3),
+                "confidence": None if confidence is None else round(confidence, 3),
                 "reason": decision.reason,
             },
         )

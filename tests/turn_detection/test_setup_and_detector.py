@@ -309,3 +309,9 @@ async def test_the_last_words_probability_reaches_the_decision() -> None:
         listener(unscored)  # no words from the recogniser: unknown, not "very unsure"
     await det.predict_end_of_turn(_ctx("The bus war."))
     assert det.last_decision is not None and det.last_decision.confidence is None
+    korean = replace(final.alternatives[0], text="내일 오전에", words=[TimedString("오전에", confidence=0.2)])
+    for listener in hooks.transcript_listeners:
+        listener(replace(final, alternatives=[korean]))
+    await det.predict_end_of_turn(_ctx("내일 오전에"))
+    # calibrated on English turns (as the LM term): a Korean turn's last word is not read
+    assert det.last_decision is not None and det.last_decision.confidence is None
