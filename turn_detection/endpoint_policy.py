@@ -131,8 +131,9 @@ def _uses_lm(lm_probability: float | None, opts: EndpointOptions) -> bool:
 def confidence_log_odds(confidence: float | None, opts: EndpointOptions) -> float:
     """The recogniser's doubt about the last word as evidence: negative below `confidence_center`, 0 at or
     above it (unknown: 0). One-sided: a word Whisper is sure of is real, which says nothing about whether
-    the clause is finished ("a table for" is as open with a sure "for"); two-sided, dev and test gave the
-    same cut-offs, and a sure trailing preposition ended the turn (tests/turn_detection)."""
+    the clause is finished (a clause ending in a preposition is as open when the preposition is sure);
+    two-sided, dev and test gave the same cut-offs, and a sure trailing preposition ended the turn
+    (tests/turn_detection)."""
     if confidence is None or opts.confidence_weight == 0.0:
         return 0.0
     return min(0.0, opts.confidence_weight * (_logit(confidence) - _logit(opts.confidence_center)))

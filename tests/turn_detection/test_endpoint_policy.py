@@ -100,7 +100,7 @@ def test_a_doubtful_last_word_is_evidence_of_more_and_a_sure_one_is_none() -> No
     assert combine(cue, None, opts, confidence=0.4) == pytest.approx(base)
     assert combine(cue, None, opts, confidence=None) == pytest.approx(base)
     assert combine(cue, None, opts, confidence=0.1) < base
-    # sure of the word is not sure the clause is over: "a table for" stays as open as it reads
+    # sure of the word is not sure the clause is over: a trailing preposition stays as open as it reads
     assert combine(cue, None, opts, confidence=0.99) == pytest.approx(base)
     off = EndpointOptions(confidence_weight=0.0)
     assert combine(cue, None, off, confidence=0.05) == pytest.approx(combine(cue, None, off))
