@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from livekit import rtc
 from livekit.agents.voice import Agent, AgentSession
@@ -190,12 +190,12 @@ def run_room(
     out: Path,
     on_run: Any = None,
     first_round: int = 0,
-    isolation: str = "auto",
+    isolation: Literal["auto", "netns", "loopback"] = "auto",
 ) -> list[RunRecord]:
     from simulator.room_runner import LiveKitCallOptions, RoomRun, run_room_benchmark
 
     parley_env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
-    opts = LiveKitCallOptions(out_dir=out / "stack", base_env=parley_env, isolation=isolation)  # type: ignore[arg-type]
+    opts = LiveKitCallOptions(out_dir=out / "stack", base_env=parley_env, isolation=isolation)
 
     def each(run: RoomRun) -> None:
         if on_run:

@@ -195,8 +195,8 @@ def _short_window_model_class() -> type:
 class _ScoredGenerate:
     """CTranslate2's Whisper with `generate` asked for its per-step log-probs, so a decode through
     faster-whisper's transcribe can give its last words' probabilities (words.py); everything else passes
-    through. The calling thread's generations are kept for `take_words` unless it set `_window.want_words`
-    to False (a partial decode: nobody reads its words)."""
+    through. The calling thread's latest generation is kept for `take_words` unless it set
+    `_window.want_words` to False (a partial decode: nobody reads its words)."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -210,17 +210,15 @@ class _ScoredGenerate:
         want = bool(getattr(_window, "want_words", True))
         results = self._inner.generate(*args, return_logits_vocab=want, **kwargs)
         if want:
-            _window.generations = getattr(_window, "generations", [])
-            _window.generations.append(results[0] if results else None)
+            _window.generation = results[0] if results else None
         return results
 
 
 def take_words(tokenizer: Any) -> tuple[Word, ...]:
     """The words of this thread's latest generation since the last call (for a faster-whisper model made by
     `_short_window_model_class`), with their probabilities; () when none."""
-    generations = getattr(_window, "generations", [])
-    _window.generations = []
-    last = generations[-1] if generations else None
+    last = getattr(_window, "generation", None)
+    _window.generation = None
     return () if last is None else words_of(last, tokenizer)
 
 
@@ -336,7 +334,7 @@ class WhisperModelRunner:
         if language is None and not self._multilingual:
             language = "en"
         started = time.perf_counter()
-        _window.generations = []
+        _window.generation = None
         _window.want_words = request.priority != PRIORITY_PARTIAL  # finals and pauses: the turn detector's
         segments, info = model.transcribe(  # type: ignore[attr-defined]
             audio,
