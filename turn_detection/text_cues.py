@@ -20,6 +20,8 @@ _HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 _WORD = re.compile(r"[\w'’]+(?:-[\w'’]+)*", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.?!]\s+")
 _NOT_A_GROUP = re.compile(r"[$£€%]|^\d{1,2}[:.]\d{2}$")
+_ONE_BY_ONE = re.compile(r"^\d(?:-\d)+[.,!?]*$")
+"""Digits the recogniser heard read one at a time ("seven three" -> "7-3."): a code read out, not a number."""
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,7 @@ def _sequence_cue(tail: str, words_raw: list[str], table: LanguageTable) -> Text
     if _is_number(last_raw.lower(), table) and (
         _is_number(previous.lower(), table)
         or sum(c.isdigit() for c in last_raw) >= 3
+        or _ONE_BY_ONE.match(last_raw) is not None
         or (any(c.isdigit() for c in last_raw) and not tail.endswith((".", "?", "!")))
     ):
         # numbers read in a row, or a chunk of three or more digits, is a sequence that may go on; one short

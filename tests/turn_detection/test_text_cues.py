@@ -85,6 +85,10 @@ def test_a_short_number_left_open_may_be_a_group() -> None:
     assert text_cue("The gate code is 42", "en").sequence
     assert text_cue("It's 4 2.", "en").sequence  # two numbers in a row
     assert text_cue("It's extension 3 and 9.", "en").sequence
+    # digits read one at a time, which the recogniser joins with hyphens, are a code being read out
+    assert text_cue("It's extension 7-3.", "en").reason == "digit_group"
+    assert not text_cue("It's extension 73.", "en").sequence
+    assert not text_cue("Can we do 2-3 pm?", "en").sequence
 
 
 @pytest.mark.parametrize(
