@@ -3,7 +3,7 @@ with the CPU voice, and the agent's replies checked against the words each turn 
 
 Script format (see examples/calls/):
 
-    voice: heart                      # the caller's CPU voice: hibari, or espeak-ko (optional)
+    voice: heart                      # the caller's voice: hibari, espeak-ko, or piper-joe (optional)
     turns:
       - say: "Could someone fix the gate [pause 1.2] before the weekend?"
         expect: [gate]                # words the agent's reply should contain (case-insensitive)
@@ -67,10 +67,8 @@ def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, lis
 
         variables = {k: str(v) for k, v in load_agent_file(agent_file).variables.items()}
     voice = raw.get("voice", "heart")
-    from plugins.cpu_voice.voice import check_voice_name
-
     try:
-        check_voice_name(str(voice))
+        _check_caller_voice(str(voice))
     except ValueError as e:
         raise _fail(script, "voice", str(e)) from None
     turns = []
@@ -110,6 +108,29 @@ def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, lis
     return voice, turns
 
 
+def _check_caller_voice(name: str) -> None:
+    """A CPU voice (hibari, espeak-<language>) or the caller-only Piper voice; ValueError (one line)."""
+    from plugins.cpu_voice.voice import check_voice_name
+
+    from .piper_caller import NAME as PIPER
+
+    if name == PIPER:
+        return
+    try:
+        check_voice_name(name)
+    except ValueError as e:
+        raise ValueError(f"{e}, or {PIPER} (a caller-only voice)") from None
+
+
+def _open_caller_voice(name: str) -> Any:
+    from plugins.cpu_voice.voice import open_voice
+
+    from .piper_caller import NAME as PIPER
+    from .piper_caller import PiperCaller
+
+    return PiperCaller() if name == PIPER else open_voice(name)
+
+
 def _slug(text: str) -> str:
     words = re.findall(r"[a-z0-9]+", _PAUSE.sub(" ", text).lower())[:4]
     return "-".join(words) or "line"
@@ -133,22 +154,25 @@ def render_line(voice: Any, text: str, lead_s: float = LEAD_S, tail_s: float = T
     return (pcm * (32767 * 10 ** (-3 / 20) / peak)).astype(np.int16)  # peak at -3 dBFS
 
 
-def render_script(script: Path, out_dir: Path, agent_file: Path | None = None) -> Path:
-    """Synthesise the caller's lines (the CPU voice: hibari, or espeak-ng for Korean) into out_dir and
-    return out_dir, which then holds NN-*.wav (16 kHz mono, in name order) plus turns.json; a bad script
-    raises ValueError (one line)."""
-    from plugins.cpu_voice.voice import open_voice
-
+def render_script(
+    script: Path, out_dir: Path, agent_file: Path | None = None, voice: str | None = None
+) -> Path:
+    """Synthesise the caller's lines (the CPU voice: hibari, or espeak-ng for Korean; `voice` overrides the
+    script's) into out_dir and return out_dir, which then holds NN-*.wav (16 kHz mono, in name order) plus
+    turns.json; a bad script or voice raises ValueError (one line)."""
     voice_name, turns = parse_script(Path(script), Path(agent_file) if agent_file else None)
+    if voice is not None:
+        _check_caller_voice(voice)
+        voice_name = voice
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("[0-9][0-9]-*.wav"):
         old.unlink()
-    voice = open_voice(voice_name)
+    speaker = _open_caller_voice(voice_name)
     listing = []
     for i, t in enumerate(turns, 1):
         name = f"{i:02d}-{_slug(t['say'])}.wav"
-        sf.write(out_dir / name, render_line(voice, t["say"]), RATE, subtype="PCM_16")
+        sf.write(out_dir / name, render_line(speaker, t["say"]), RATE, subtype="PCM_16")
         text = " ".join(_PAUSE.sub(" ", t["say"]).split())
         listing.append(
             {
@@ -188,9 +212,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("script", type=Path, help="a call script (YAML), e.g. simulator/calls/reschedule.yaml")
     ap.add_argument("--out", type=Path, required=True, help="folder for the WAVs and turns.json")
     ap.add_argument("--agent", type=Path, default=None, help="agent file whose variables fill {{...}}")
+    ap.add_argument(
+        "--voice",
+        default=None,
+        help="the caller's voice instead of the script's (e.g. piper-joe: a held-out voice)",
+    )
     args = ap.parse_args(argv)
     try:
-        print(render_script(args.script, args.out, args.agent))
+        print(render_script(args.script, args.out, args.agent, args.voice))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -44,6 +44,17 @@ def test_render_script_writes_turns_in_order(tmp_path: Path) -> None:
     assert 0.95 * rate <= inner <= 1.05 * rate
 
 
+def test_a_held_out_caller_voice_overrides_the_script(tmp_path: Path) -> None:
+    script = tmp_path / "call.yaml"
+    script.write_text("voice: heart\nturns:\n  - say: My extension is seven three.\n")
+    out = render_script(script, tmp_path / "out", voice="piper-joe")
+    pcm, rate = sf.read(next(out.glob("*.wav")), dtype="int16")
+    assert rate == 16_000 and len(pcm) > 2.0 * rate  # 1.3 s of lead and tail silence, then the speech
+    assert int(abs(pcm.astype(int)).max()) > 10_000  # normalised to -3 dBFS: the voice spoke
+    with pytest.raises(ValueError, match="or piper-joe"):
+        render_script(script, tmp_path / "out2", voice="nobody")
+
+
 @pytest.mark.parametrize(
     ("text", "field"),
     [
