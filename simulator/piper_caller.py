@@ -28,8 +28,12 @@ class PiperCaller:
         self._voice: Any = PiperVoice.load(str(model_path()), config_path=str(config_path()))
         self.sample_rate = int(self._voice.config.sample_rate)
 
-    def synthesize(self, text: str) -> np.ndarray:
-        chunks = list(self._voice.synthesize(text))
+    def synthesize(self, text: str, rate: float = 1.0) -> np.ndarray:
+        """`rate` > 1 speaks faster (the turn corpus draws one per file)."""
+        from piper import SynthesisConfig
+
+        config = SynthesisConfig(length_scale=1.0 / rate) if rate != 1.0 else None
+        chunks = list(self._voice.synthesize(text, config))
         if not chunks:
             return np.zeros(0, np.int16)
         return np.concatenate([c.audio_int16_array for c in chunks]).astype(np.int16)
