@@ -85,4 +85,6 @@ gpu-check:
 
 gpu-check-stage:
 	rm -rf .gpucheck && mkdir -p .gpucheck/wh && cp $(GPU_WHEELS)/*.whl .gpucheck/wh/
-	@echo "staged $$(ls .gpucheck/wh | wc -l) wheels in .gpucheck/wh"
+	$(PY) -c "from plugins.whisper.ct2_file import save_int8_copy; from plugins.whisper.weights import bundled_model_path; save_int8_copy(bundled_model_path(), '.gpucheck/whisper')"
+	$(PY) -c "import shutil; from simulator.test_speech import speech_dir; shutil.copytree(speech_dir() / 'asr', '.gpucheck/speech', ignore=shutil.ignore_patterns('*.txt'))"
+	@echo "staged $$(ls .gpucheck/wh | wc -l) wheels, tiny.en as int8 and $$(ls .gpucheck/speech | wc -l) speech files in .gpucheck/"

@@ -2,6 +2,12 @@
 
     python -m benchmarks.stt_engine --device cuda --streams 64,256 --seconds 20 [--json out/stt_engine.json]
     python -m benchmarks.stt_engine --device cpu --streams 2,4 --seconds 10      # a CPU smoke run
+    python -m benchmarks.stt_engine --device cuda --backend torch --model DIR --audio WAVS --agree WAVS
+
+`--backend torch` is the PyTorch runner (a CUDA 13 GPU host, where CTranslate2's CUDA 12 wheel cannot
+load); `auto` picks it on CUDA when CTranslate2 sees no GPU. `--agree DIR` first decodes each WAV in DIR on
+the GPU and on the CPU through the same runner and reports how many texts agree (the GPU path's
+correctness, on a box with no reference transcripts).
 
 The engine is the real one (`python -m plugins.whisper serve`, started as the worker starts it), with the
 packaged tiny.en unless `--model` says otherwise; the streams are spread over `--clients` connections, as
@@ -37,23 +43,30 @@ class SttBenchOptions:
     seconds: float = 20.0
     clients: int = 8
     device: str = "cuda"
+    backend: str = "auto"
     model: str = "tiny.en"
     max_batch: int = 64
     workers: int = 2
     audio_dir: str = ""
+    agree_dir: str = ""
     seed: int = 0
+
+
+def read_wav(path: Path) -> np.ndarray | None:
+    """A 16 kHz 16-bit WAV as float32 mono (stdlib only: a GPU box may have no soundfile); None otherwise."""
+    import wave
+
+    with wave.open(str(path), "rb") as w:
+        if w.getframerate() != SAMPLE_RATE or w.getsampwidth() != 2:
+            return None
+        pcm = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16).reshape(-1, w.getnchannels())
+    return (pcm[:, 0].astype(np.float32) / 32768.0).copy()
 
 
 def clips(o: SttBenchOptions) -> list[np.ndarray]:
     """What the streams say: WAVs from `audio_dir` (16 kHz mono), else noise at about -26 dBFS."""
     if o.audio_dir:
-        import soundfile as sf
-
-        out = []
-        for f in sorted(Path(o.audio_dir).glob("*.wav")):
-            data, sr = sf.read(str(f), dtype="float32")
-            if sr == SAMPLE_RATE:
-                out.append(np.asarray(data if data.ndim == 1 else data[:, 0], dtype=np.float32))
+        out = [a for f in sorted(Path(o.audio_dir).glob("*.wav")) if (a := read_wav(f)) is not None]
         if out:
             return out
     rng = np.random.default_rng(o.seed)
@@ -111,11 +124,33 @@ async def load(address: str, n: int, o: SttBenchOptions, audio: list[np.ndarray]
     }
 
 
+def agreement(o: SttBenchOptions) -> dict[str, Any]:
+    """The same runner on the GPU and on the CPU over `agree_dir`'s WAVs: how many texts agree."""
+    from plugins.whisper.model import ModelOptions, make_runner
+
+    files = [(f.name, a) for f in sorted(Path(o.agree_dir).glob("*.wav")) if (a := read_wav(f)) is not None]
+    on = {d: make_runner(ModelOptions(model=o.model, device=d, backend=o.backend)) for d in (o.device, "cpu")}  # type: ignore[arg-type]
+    request = DecodeRequest(priority=PRIORITY_FINAL, window_s=15)
+    same, differ = 0, []
+    for name, audio in files:
+        texts = [on[d].decode(audio, request).text for d in (o.device, "cpu")]
+        if texts[0] == texts[1]:
+            same += 1
+        else:
+            differ.append({"file": name, o.device: texts[0], "cpu": texts[1]})
+    return {"files": len(files), "same_text": same, "differ": differ[:5]}
+
+
 def run(o: SttBenchOptions) -> dict[str, Any]:
+    from plugins.whisper.model import ModelOptions, resolve_backend
     from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
 
+    backend = resolve_backend(ModelOptions(device=o.device, backend=o.backend))  # type: ignore[arg-type]
+    checked = agreement(o) if o.agree_dir else None
     engine = HostSpeechEngine(
-        HostSpeechEngineOptions(model=o.model, device=o.device, workers=o.workers, max_batch=o.max_batch)
+        HostSpeechEngineOptions(
+            model=o.model, device=o.device, backend=backend, workers=o.workers, max_batch=o.max_batch
+        )
     )
     address = engine.start()
     audio = clips(o)
@@ -125,11 +160,13 @@ def run(o: SttBenchOptions) -> dict[str, Any]:
         engine.close()
     return {
         "device": o.device,
+        "backend": backend,
         "model": o.model,
         "max_batch": o.max_batch,
         "workers": o.workers,
         "audio": "speech" if o.audio_dir else "noise",
         "seconds": o.seconds,
+        "gpu_cpu_agreement": checked,
         "by_streams": rows,
     }
 
@@ -141,6 +178,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--streams", default=",".join(map(str, d.streams)))
     ap.add_argument("--seconds", type=float, default=d.seconds)
     ap.add_argument("--clients", type=int, default=d.clients)
+    ap.add_argument("--backend", choices=("ctranslate2", "torch", "auto"), default=d.backend)
+    ap.add_argument("--agree", default="", help="a folder of 16 kHz WAVs decoded on the device and the CPU")
     ap.add_argument("--model", default=d.model)
     ap.add_argument("--max-batch", type=int, default=d.max_batch)
     ap.add_argument("--workers", type=int, default=d.workers)
@@ -152,10 +191,12 @@ def main(argv: list[str] | None = None) -> None:
         seconds=a.seconds,
         clients=a.clients,
         device=a.device,
+        backend=a.backend,
         model=a.model,
         max_batch=a.max_batch,
         workers=a.workers,
         audio_dir=a.audio,
+        agree_dir=a.agree,
     )
     report = run(o)
     sys.exit(emit(report, print_json, a.json))

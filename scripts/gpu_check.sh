@@ -13,15 +13,20 @@
 #    with the step uncompiled and admissions eager, the step compiled per batch bucket (256), the padded-SDPA
 #    comparison; $OUT/gpu.json is rewritten
 #    after every phase;
+# 2b. the host speech engine on the GPU (PyTorch Whisper, `--backend torch`): the packaged tiny.en, carried
+#    as an int8 copy, decoded on the GPU and the CPU over the carried speech (do the texts agree?), then
+#    `python -m benchmarks.stt_engine` at STT_STREAMS concurrent streams: decodes/s, latency p50/p95;
 # 3. `pytest -m gpu tests/orpheus` (collects without the serving extras: tests/orpheus/conftest.py);
 # 4. prints a summary ($OUT/summary.txt).
-# Files in $OUT: gpu.json, bench.log, pytest-gpu.log, pytest-gpu.xml, env.txt, summary.txt.
+# Files in $OUT: gpu.json, bench.log, stt_engine.json, stt.log, pytest-gpu.log, pytest-gpu.xml, env.txt,
+# summary.txt.
 # Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
 # tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256
 #   COMPARE_EAGER=64,256  COMPARE_STATIC=256  FP8=0 (1: FP8 weights)  COMPILE=auto (the step: auto/on/off)
 #   COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256
 #   SNAC_COALESCE_MS=0 (40: also with SNAC batches pooled)  TESTS=1 (0: no pytest step); an empty list
-#   skips its phase
+#   skips its phase.  ORPHEUS=1 (0: no engine benchmark)  STT=1 (0: no speech engine step)
+#   STT_STREAMS=64,256  STT_SECONDS=15  STT_MAX_BATCH=64  STT_RESERVE_S=150 (kept for step 2b)
 set -u
 set -o pipefail
 
@@ -71,14 +76,39 @@ PY
 log "environment in env.txt ($(grep -c MISSING "$OUT/env.txt") modules missing)"
 
 # ---- 2. benchmark, phase by phase -----------------------------------------------------------------------
-T_BENCH=$(($(left) - 130)) # leave ~130 s for the tests and the summary
-[ "${TESTS:-1}" = 0 ] && T_BENCH=$(($(left) - 20))
+STT_MODEL=${STT_MODEL:-$ROOT/.gpucheck/whisper}
+STT_RESERVE=0
+[ "${STT:-1}" != 0 ] && [ -f "$STT_MODEL/model.bin" ] && STT_RESERVE=${STT_RESERVE_S:-150}
+T_BENCH=$(($(left) - 130 - STT_RESERVE)) # leave ~130 s for the tests and the summary
+[ "${TESTS:-1}" = 0 ] && T_BENCH=$(($(left) - 20 - STT_RESERVE))
 ((T_BENCH < 60)) && T_BENCH=60
-log "benchmark: up to ${T_BENCH}s"
-timeout -k 15 "$T_BENCH" "$PY" -u -m benchmarks.gpu_check --out "$OUT" --budget-s $((T_BENCH - 20)) 2>&1 |
-  tee "$OUT/bench.log"
-bench_rc=${PIPESTATUS[0]}
-log "benchmark rc=$bench_rc"
+if [ "${ORPHEUS:-1}" = 0 ]; then
+  bench_rc=0
+  log "benchmark: skipped (ORPHEUS=0)"
+else
+  log "benchmark: up to ${T_BENCH}s"
+  timeout -k 15 "$T_BENCH" "$PY" -u -m benchmarks.gpu_check --out "$OUT" --budget-s $((T_BENCH - 20)) 2>&1 |
+    tee "$OUT/bench.log"
+  bench_rc=${PIPESTATUS[0]}
+  log "benchmark rc=$bench_rc"
+fi
+
+# ---- 2b. the host speech engine on the GPU --------------------------------------------------------------
+if [ "$STT_RESERVE" = 0 ]; then
+  stt_rc=0
+  log "speech engine: skipped (STT=0, or no $STT_MODEL: run make gpu-check-stage)"
+else
+  T_STT=$(($(left) - 20))
+  [ "${TESTS:-1}" != 0 ] && T_STT=$(($(left) - 130))
+  ((T_STT < 60)) && T_STT=60
+  log "speech engine (PyTorch Whisper on the GPU): up to ${T_STT}s"
+  timeout -k 10 "$T_STT" "$PY" -u -m benchmarks.stt_engine --device cuda --backend torch --model "$STT_MODEL" \
+    --streams "${STT_STREAMS:-64,256}" --seconds "${STT_SECONDS:-15}" --max-batch "${STT_MAX_BATCH:-64}" \
+    --audio "$ROOT/.gpucheck/speech" --agree "$ROOT/.gpucheck/speech" --json "$OUT/stt_engine.json" 2>&1 |
+    tee "$OUT/stt.log"
+  stt_rc=${PIPESTATUS[0]}
+  log "speech engine rc=$stt_rc"
+fi
 
 # ---- 3. gpu-marked tests --------------------------------------------------------------------------------
 if [ "${TESTS:-1}" = 0 ]; then
@@ -136,6 +166,14 @@ if r:
     for k, v in (r.get("errors") or {}).items():
         print(f"ERROR {k}: {str(v)[:300]}")
 try:
+    s = json.load(open(os.path.join(out, "stt_engine.json")))
+    print("speech engine:", s.get("backend"), s.get("model"), "| GPU/CPU texts:", s.get("gpu_cpu_agreement"))
+    for row in s.get("by_streams", []):
+        print(f"  {row['streams']} streams: {row['decodes_per_s']} decodes/s, latency {row['latency_ms']} ms, "
+              f"final {row['final_ms']}, mean batch {row['mean_batch']}, errors {row['errors']}")
+except Exception as e:  # noqa: BLE001
+    print("stt_engine.json: none (", type(e).__name__, e, ")")
+try:
     root = ET.parse(os.path.join(out, "pytest-gpu.xml")).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
     a = suite.attrib
@@ -150,5 +188,5 @@ try:
 except Exception as e:  # noqa: BLE001
     print("pytest-gpu.xml: none (", type(e).__name__, e, ")")
 PY
-log "done: bench rc=$bench_rc, pytest rc=$test_rc, $(left)s of the budget left"
-[ "$bench_rc" = 0 ] && [ "$test_rc" = 0 ]
+log "done: bench rc=$bench_rc, speech engine rc=$stt_rc, pytest rc=$test_rc, $(left)s of the budget left"
+[ "$bench_rc" = 0 ] && [ "$stt_rc" = 0 ] && [ "$test_rc" = 0 ]

@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     stt_model: str | None = None
     stt_device: Literal["cpu", "cuda", "auto"] = "cpu"
     stt_compute_type: str = "default"  # default = int8 on CPU, float16 on CUDA
+    stt_backend: Literal["ctranslate2", "torch", "auto"] = "ctranslate2"
+    """The host speech engine's runtime: torch for a CUDA 13 GPU host (CTranslate2's wheel needs CUDA 12)."""
     stt_cpu_threads: int = Field(0, ge=0)  # threads per decode; 0 = auto (plugins/whisper/model.py)
     stt_num_workers: int = Field(2, ge=1)  # decodes that may run at once (different calls)
     stt_partial_interval_s: float = Field(0.3, gt=0)  # new audio between partials until one has words

@@ -34,6 +34,7 @@ class HostSpeechEngineOptions:
     address: str = ""  # empty = a fresh socket in a private temporary folder
     model: str = "tiny.en"
     device: str = "cpu"
+    backend: str = "ctranslate2"
     compute_type: str = "default"
     cpu_threads: int = 0
     workers: int = 2
@@ -76,6 +77,8 @@ class HostSpeechEngine:
             o.model,
             "--device",
             o.device,
+            "--backend",
+            o.backend,
             "--compute-type",
             o.compute_type,
             "--cpu-threads",

@@ -46,6 +46,7 @@ def start_host_engine(settings: Settings) -> Any:
         HostSpeechEngineOptions(
             model=settings.effective_stt_model,
             device=settings.stt_device,
+            backend=settings.stt_backend,
             compute_type=settings.stt_compute_type,
             cpu_threads=settings.stt_cpu_threads,
             workers=settings.stt_num_workers,

@@ -1,7 +1,8 @@
 """`python -m plugins.whisper serve`: the host speech engine, one per host, for every job process.
 
     python -m plugins.whisper serve --address unix:///run/parley/engine/stt.sock --device cpu
-    python -m plugins.whisper serve --device cuda --max-batch 64      # a GPU host
+    python -m plugins.whisper serve --device cuda --max-batch 64      # a GPU host (CUDA 12 CTranslate2)
+    python -m plugins.whisper serve --device cuda --backend torch     # a CUDA 13 GPU host (PyTorch)
     python -m plugins.whisper serve --model base                      # multilingual (Korean)
 
 Prints `READY <address>` once the model is loaded and the socket listens. The secret, if any, comes from
@@ -23,7 +24,7 @@ from plugins.local_socket import default_address
 
 from .engine import SpeechEngine, SpeechEngineOptions
 from .engine_server import SpeechServer, SpeechServerOptions
-from .model import ModelOptions, WhisperModelError, WhisperModelRunner
+from .model import ModelOptions, WhisperModelError, make_runner
 from .weights import default_model
 
 
@@ -48,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--device", choices=("cpu", "cuda", "auto"), default=os.environ.get("PARLEY_STT_DEVICE", "cpu")
     )
+    s.add_argument(
+        "--backend",
+        choices=("ctranslate2", "torch", "auto"),
+        default=os.environ.get("PARLEY_STT_BACKEND", "ctranslate2"),
+        help="ctranslate2 (faster-whisper), torch (a CUDA 13 GPU host), auto (torch on CUDA when "
+        "CTranslate2 sees no GPU)",
+    )
     s.add_argument("--compute-type", default="default")
     s.add_argument("--cpu-threads", type=int, default=0, help="threads per decode (0 = auto)")
     s.add_argument("--workers", type=int, default=2, help="batches that may run at once")
@@ -62,13 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    runner = WhisperModelRunner(
+    runner = make_runner(
         ModelOptions(
             model=args.model,
             device=args.device,
             compute_type=args.compute_type,
             cpu_threads=args.cpu_threads,
             num_workers=args.workers,
+            backend=args.backend,
         )
     )
     engine = SpeechEngine(runner, SpeechEngineOptions(max_batch=args.max_batch, workers=args.workers))

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .batch import BatchKey, batch_key, decode_batch
+from .batch import BatchKey, batch_key
 from .model import PRIORITY_PARTIAL, DecodeRequest, DecodeResult, WhisperModelRunner
+from .torch_runner import TorchWhisperRunner
 
 log = logging.getLogger("parley.stt.engine")
 
@@ -84,7 +85,9 @@ class EngineStats:
 
 class SpeechEngine:
     def __init__(
-        self, runner: WhisperModelRunner, options: SpeechEngineOptions = SpeechEngineOptions()
+        self,
+        runner: WhisperModelRunner | TorchWhisperRunner,
+        options: SpeechEngineOptions = SpeechEngineOptions(),
     ) -> None:
         if options.max_batch < 1:
             raise ValueError(f"max_batch must be >= 1 (got {options.max_batch})")
@@ -188,7 +191,7 @@ class SpeechEngine:
                 if len(batch) == 1 and batch[0].key is None:
                     results = [self.runner.decode(batch[0].audio, batch[0].request)]
                 else:
-                    results = decode_batch(self.runner, [(j.audio, j.request) for j in batch])
+                    results = self.runner.decode_batch([(j.audio, j.request) for j in batch])
             except Exception as e:
                 with self._cond:
                     self.stats.failed += len(batch)

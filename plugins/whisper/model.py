@@ -16,6 +16,7 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -40,6 +41,7 @@ PRIORITY_PAUSE = 1
 PRIORITY_PARTIAL = 2
 
 Device = Literal["cpu", "cuda", "auto"]
+Backend = Literal["ctranslate2", "torch", "auto"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,10 @@ class ModelOptions:
     """Decodes that may run at the same time: a stream's final decode must not wait for its own partial."""
     download_root: str | None = None
     """Cache folder for named models (None = the Hugging Face cache)."""
+    backend: Backend = "ctranslate2"
+    """"ctranslate2" (faster-whisper; CPU, or a CUDA 12 GPU), "torch" (PyTorch: a CUDA 13 GPU host, where
+    CTranslate2's wheel cannot load; torch_runner.py), or "auto": torch on CUDA when CTranslate2 sees no
+    GPU, else ctranslate2."""
 
 
 @dataclass(frozen=True)
@@ -370,6 +376,12 @@ class WhisperModelRunner:
             words=take_words(model.hf_tokenizer) if out and _window.want_words else (),  # type: ignore[attr-defined]
         )
 
+    def decode_batch(self, items: Sequence[tuple[np.ndarray, DecodeRequest]]) -> list[DecodeResult]:
+        """Requests of one batch key in one encode + generate (batch.py)."""
+        from .batch import decode_batch
+
+        return decode_batch(self, items)
+
     async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
         """Queue a decode for the worker threads and wait for it without blocking the event loop."""
         if self._closed:
@@ -449,3 +461,28 @@ def shared_runner(options: ModelOptions = ModelOptions()) -> WhisperModelRunner:
         if runner is None:
             runner = _shared[options] = WhisperModelRunner(options)
         return runner
+
+
+def _ctranslate2_has_cuda() -> bool:
+    try:
+        import ctranslate2
+
+        return ctranslate2.get_cuda_device_count() > 0
+    except (ImportError, OSError, RuntimeError):
+        return False
+
+
+def resolve_backend(options: ModelOptions) -> str:
+    """Which runtime `options` asks for once "auto" is settled."""
+    if options.backend != "auto":
+        return options.backend
+    return "torch" if options.device == "cuda" and not _ctranslate2_has_cuda() else "ctranslate2"
+
+
+def make_runner(options: ModelOptions) -> Any:
+    """The engine's model for `options`: a `WhisperModelRunner` or a `TorchWhisperRunner` (same methods)."""
+    if resolve_backend(options) == "torch":
+        from .torch_runner import TorchWhisperRunner
+
+        return TorchWhisperRunner(options)
+    return WhisperModelRunner(options)

@@ -1,0 +1,317 @@
+"""A Whisper runner on PyTorch (`backend="torch"`): what the host speech engine uses on a CUDA 13 GPU host.
+
+It loads the same CTranslate2 folder the CPU runner does (ct2_file.py reads it), and answers decodes as
+`WhisperModelRunner` does: the same features (faster-whisper's log-mel: periodic Hann window of 400, hop
+160, 160 samples of padding, Slaney mel filters), the same short encoder window filled with the features'
+floor, the same prompt, greedy decoding with the same suppressed tokens, the same no-speech probability and
+the same words for finals. What it does not do: beam search and segment timestamps (a request for either is
+decoded greedily without timestamps, as one segment: streams use timestamps only to find a place to cut a
+long turn, and then cut at the end instead) and language detection on English-only models.
+
+Model math is in torch_whisper.py; no livekit, no CTranslate2, no faster-whisper import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .ct2_file import dequantized, read_model_bin
+from .model import (
+    HOP,
+    PRIORITY_PARTIAL,
+    SAMPLE_RATE,
+    DecodeRequest,
+    DecodeResult,
+    ModelOptions,
+    Segment,
+    encoder_frames,
+    max_new_tokens,
+)
+from .weights import WhisperModelError, resolve_model_path
+from .words import TAIL_TOKENS, Word, group_words
+
+logger = logging.getLogger("parley.stt")
+
+N_FFT = 400
+N_MELS = 80
+FULL_FRAMES = 3000
+PAD_SAMPLES = 160
+
+
+def mel_filters(sr: int = SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS) -> np.ndarray:
+    """Slaney-style mel filters [n_mels, n_fft/2 + 1] (librosa's default, which Whisper was trained on)."""
+    fft_hz = np.fft.rfftfreq(n_fft, 1.0 / sr)
+    f_sp, min_log_hz = 200.0 / 3, 1000.0
+    min_log_mel = min_log_hz / f_sp
+    logstep = np.log(6.4) / 27.0
+    max_mel = min_log_mel + np.log(sr / 2 / min_log_hz) / logstep
+    mels = np.linspace(0.0, max_mel, n_mels + 2)
+    hz = np.where(mels < min_log_mel, f_sp * mels, min_log_hz * np.exp(logstep * (mels - min_log_mel)))
+    ramps = hz[:, None] - fft_hz[None, :]
+    widths = np.diff(hz)
+    lower = -ramps[:-2] / widths[:-1, None]
+    upper = ramps[2:] / widths[1:, None]
+    weights = np.maximum(0.0, np.minimum(lower, upper))
+    return (weights * (2.0 / (hz[2:] - hz[:-2]))[:, None]).astype(np.float32)
+
+
+def compression_ratio(text: str) -> float:
+    raw = text.encode("utf-8")
+    return len(raw) / len(zlib.compress(raw)) if raw else 0.0
+
+
+class TorchWhisperRunner:
+    """One Whisper model in PyTorch; `decode_batch` decodes requests of one batch key in one pass."""
+
+    def __init__(self, options: ModelOptions = ModelOptions()) -> None:
+        self.options = options
+        self._lock = threading.Lock()
+        self._state: dict[str, Any] | None = None
+
+    @property
+    def model_name(self) -> str:
+        return self.options.model
+
+    @property
+    def multilingual(self) -> bool:
+        self.load()
+        assert self._state is not None
+        return bool(self._state["multilingual"])
+
+    @property
+    def loaded(self) -> bool:
+        return self._state is not None
+
+    def _device(self) -> str:
+        import torch
+
+        if self.options.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if self.options.device == "cuda" and not torch.cuda.is_available():
+            raise WhisperModelError("device=cuda asked for, but PyTorch sees no CUDA device")
+        return self.options.device
+
+    def load(self) -> None:
+        with self._lock:
+            if self._state is not None:
+                return
+            import torch
+            from tokenizers import Tokenizer
+
+            from . import torch_whisper as tw
+
+            path = Path(resolve_model_path(self.options.model, self.options.download_root))
+            device = self._device()
+            started = time.perf_counter()
+            try:
+                spec, raw = read_model_bin(path / "model.bin")
+                config = json.loads((path / "config.json").read_text())
+                tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+            except (OSError, ValueError) as e:
+                raise WhisperModelError(f"cannot load Whisper model {str(path)!r}: {e}") from None
+            if spec != "WhisperSpec":
+                raise WhisperModelError(f"{path}: a {spec}, not a Whisper model")
+            weights = dequantized(raw)
+            dtype = torch.float16 if device == "cuda" else torch.float32
+            if self.options.compute_type in ("float32", "int8_float32"):
+                dtype = torch.float32
+            elif self.options.compute_type == "float16":
+                dtype = torch.float16
+            dims = tw.dims_of(raw)
+            params = tw.to_params(weights, device, dtype)
+
+            def tid(token: str) -> int | None:
+                return tokenizer.token_to_id(token)
+
+            eot = tid("<|endoftext|>")
+            sot = tid("<|startoftranscript|>")
+            if eot is None or sot is None:
+                raise WhisperModelError(f"{path}: the tokenizer has no Whisper special tokens")
+            lang_ids = [int(i) for i in config.get("lang_ids", [])]
+            multilingual = dims.vocab >= 51865
+            specials = [
+                tid(t)
+                for t in (
+                    "<|transcribe|>",
+                    "<|translate|>",
+                    "<|startoftranscript|>",
+                    "<|startofprev|>",
+                    "<|startoflm|>",
+                    "<|nospeech|>",
+                    "<|nocaptions|>",
+                )
+            ]
+            suppress = sorted({int(i) for i in config.get("suppress_ids", [])} | {i for i in specials if i})
+            self._state = {
+                "torch": torch,
+                "tw": tw,
+                "params": params,
+                "dims": dims,
+                "device": device,
+                "dtype": dtype,
+                "tokenizer": tokenizer,
+                "multilingual": multilingual,
+                "lang_ids": lang_ids,
+                "sot": sot,
+                "greedy": tw.GreedyOptions(
+                    eot=eot,
+                    suppress=suppress,
+                    suppress_first=[int(i) for i in config.get("suppress_ids_begin", [220, eot])],
+                    no_speech=tid("<|nospeech|>") or tid("<|nocaptions|>"),
+                    sot_index=0,
+                    text_vocab=eot + 1,
+                ),
+                "filters": torch.from_numpy(mel_filters()).to(device),
+                "window": torch.hann_window(N_FFT, periodic=True, device=device),
+            }
+            logger.info(
+                "whisper model loaded",
+                extra={
+                    "model": self.model_name,
+                    "device": device,
+                    "backend": "torch",
+                    "load_s": round(time.perf_counter() - started, 3),
+                },
+            )
+
+    def warmup(self) -> None:
+        self.decode(np.zeros(SAMPLE_RATE // 2, dtype=np.float32), DecodeRequest(language=None))
+
+    def features(self, audio: np.ndarray, frames: int) -> tuple[Any, int]:
+        """Log-mel [80, frames] of one request cut to its window and floor-filled after the audio, and the
+        number of frames the audio fills (as batch.py's `_features`)."""
+        s = self._state
+        assert s is not None
+        torch = s["torch"]
+        wave = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32)).to(s["device"])
+        wave = torch.nn.functional.pad(wave, (0, PAD_SAMPLES))
+        spec = torch.stft(
+            wave, N_FFT, HOP, window=s["window"], center=True, pad_mode="reflect", return_complex=True
+        )
+        power = spec[:, :-1].abs() ** 2
+        log_spec = (s["filters"] @ power).clamp(min=1e-10).log10()
+        log_spec = torch.maximum(log_spec, log_spec.max() - 8.0)
+        feats = (log_spec + 4.0) / 4.0
+        content = min(FULL_FRAMES, feats.shape[-1] - 1)
+        out = torch.zeros((N_MELS, frames), dtype=feats.dtype, device=feats.device)
+        n = min(content, frames)
+        out[:, :n] = feats[:, :n]
+        used = min(len(audio) // HOP, frames)
+        if frames < FULL_FRAMES and 0 < used < frames:
+            out[:, used:] = out[:, :used].min()
+        return out, content
+
+    def _language(self, request: DecodeRequest, multilingual: bool) -> str | None:
+        lang = request.language
+        if lang is not None and not multilingual and lang != "en":
+            raise WhisperModelError(f"model {self.model_name!r} is English-only; cannot decode {lang!r}")
+        return "en" if lang is None and not multilingual else lang
+
+    def decode(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
+        return self.decode_batch([(audio, request)])[0]
+
+    def decode_batch(self, items: Sequence[tuple[np.ndarray, DecodeRequest]]) -> list[DecodeResult]:
+        """Requests that share a window and a prompt (engine.py groups them), decoded in one pass."""
+        if not items:
+            return []
+        self.load()
+        s = self._state
+        assert s is not None
+        torch, tw, tok = s["torch"], s["tw"], s["tokenizer"]
+        started = time.perf_counter()
+        first = items[0][1]
+        frames = max(encoder_frames(len(a), r.window_s) or FULL_FRAMES for a, r in items)
+        language = self._language(first, s["multilingual"])
+        feats = [self.features(a, frames) for a, _ in items]
+        with torch.inference_mode():
+            mel = torch.stack([f for f, _ in feats]).to(s["dtype"])
+            encoded = tw.encode(s["params"], s["dims"], mel)
+            languages = self._languages(encoded, language, len(items))
+        prompts = [self._prompt(lang, first.initial_prompt) for lang in languages]
+        budgets = [max_new_tokens(len(a)) for a, _ in items]
+        g: Any = s["greedy"]
+        g = tw.GreedyOptions(**{**g.__dict__, "sot_index": prompts[0].index(s["sot"])})
+        prompt = torch.tensor(prompts, device=s["device"])
+        gens = tw.greedy(s["params"], s["dims"], encoded, prompt, budgets, g)
+        decode_s = time.perf_counter() - started
+        out = []
+        for (audio, request), (_, content), gen, lang in zip(items, feats, gens, languages, strict=True):
+            text = tok.decode(gen.tokens)
+            avg_logprob = gen.sum_logprob / (len(gen.tokens) + 1)
+            segments: tuple[Segment, ...] = ()
+            silent = gen.no_speech_prob > 0.6 and avg_logprob <= -1.0  # faster-whisper's silence rule
+            if text.strip() and not silent and content > 0:
+                segments = (
+                    Segment(
+                        text,
+                        0.0,
+                        content / 100,
+                        gen.no_speech_prob,
+                        avg_logprob,
+                        compression_ratio(text.strip()),
+                    ),
+                )
+            words: tuple[Word, ...] = ()
+            if segments and request.priority != PRIORITY_PARTIAL:
+                words = self._words(gen)
+            out.append(DecodeResult(segments, lang, len(audio) / SAMPLE_RATE, decode_s, words=words))
+        return out
+
+    def _languages(self, encoded: Any, language: str | None, n: int) -> list[str]:
+        if language is not None:
+            return [language] * n
+        s = self._state
+        assert s is not None
+        torch, tw, tok = s["torch"], s["tw"], s["tokenizer"]
+        cache = tw.start_decoder(s["params"], s["dims"], encoded, 1)
+        logits = tw.decode_step(
+            s["params"], s["dims"], cache, torch.full((n, 1), s["sot"], device=s["device"])
+        )
+        ids = torch.tensor(s["lang_ids"], device=s["device"])
+        best = ids[logits[:, -1, ids].argmax(-1)].tolist()
+        return [(tok.id_to_token(i) or "<|en|>")[2:-2] for i in best]
+
+    def _prompt(self, language: str | None, initial_prompt: str | None) -> list[int]:
+        s = self._state
+        assert s is not None
+        tok = s["tokenizer"]
+        prompt: list[int] = []
+        if initial_prompt:
+            prev = tok.encode(" " + initial_prompt.strip(), add_special_tokens=False).ids
+            prompt = [tok.token_to_id("<|startofprev|>"), *prev[-223:]]
+        prompt.append(s["sot"])
+        if s["multilingual"]:
+            prompt += [tok.token_to_id(f"<|{language}|>"), tok.token_to_id("<|transcribe|>")]
+        prompt.append(tok.token_to_id("<|notimestamps|>"))
+        return prompt
+
+    def _words(self, gen: Any) -> tuple[Word, ...]:
+        """The last words with their probabilities, read as words.py reads a CTranslate2 generation."""
+        tok = self._state["tokenizer"]  # type: ignore[index]
+        ids = gen.tokens
+        start = max(0, len(ids) - TAIL_TOKENS)
+        while start > 0 and not (tok.id_to_token(ids[start]) or "").startswith("Ġ"):
+            start -= 1
+        return group_words(
+            ids[start:],
+            gen.probabilities[start:],
+            lambda t: tok.id_to_token(t) or "",
+            lambda g: tok.decode(g),
+        )
+
+    async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
+        return await asyncio.to_thread(self.decode, audio, request)
+
+    def close(self) -> None:
+        with self._lock:
+            self._state = None

@@ -1,0 +1,218 @@
+"""The PyTorch Whisper runner (a CUDA 13 GPU host's speech engine), checked on CPU against faster-whisper.
+
+The real bundled tiny.en through both runtimes: the same text, and the same no-speech probability, mean
+log-probability and last-word probability to within what int8 against float32 arithmetic moves them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from plugins.whisper.ct2_file import (
+    dequantized,
+    quantized_int8,
+    read_model_bin,
+    save_int8_copy,
+    write_model_bin,
+)
+from plugins.whisper.engine_client import SpeechClientOptions, SpeechEngineClient
+from plugins.whisper.model import (
+    PRIORITY_FINAL,
+    PRIORITY_PARTIAL,
+    DecodeRequest,
+    ModelOptions,
+    WhisperModelRunner,
+    bundled_model_path,
+    make_runner,
+)
+from plugins.whisper.torch_runner import TorchWhisperRunner, mel_filters
+from plugins.whisper.weights import WhisperModelError
+from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
+
+NAMES = ("a01", "a02", "a03", "a04")
+
+
+def speech(speech_audio: Path, name: str) -> np.ndarray:
+    data, sr = sf.read(str(speech_audio / "asr" / f"{name}.wav"), dtype="float32")
+    assert sr == 16000
+    return np.asarray(data, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def torch_runner() -> TorchWhisperRunner:
+    runner = TorchWhisperRunner(ModelOptions())
+    runner.load()
+    return runner
+
+
+@pytest.fixture(scope="module")
+def ct2_runner() -> WhisperModelRunner:
+    runner = WhisperModelRunner(ModelOptions(cpu_threads=1))
+    runner.load()
+    return runner
+
+
+def test_model_bin_round_trip_keeps_names_shapes_dtypes_and_aliases(tmp_path: Path) -> None:
+    shared = np.arange(12, dtype=np.float16).reshape(3, 4)
+    variables = {
+        "a/weight": shared,
+        "a/bias": np.ones(3, dtype=np.float32),
+        "flag": np.array(1, dtype=np.int8),
+        "b/weight": shared,  # an alias
+    }
+    write_model_bin(tmp_path / "model.bin", "WhisperSpec", variables)
+    spec, back = read_model_bin(tmp_path / "model.bin")
+    assert spec == "WhisperSpec"
+    assert set(back) == set(variables)
+    for name, arr in variables.items():
+        assert back[name].dtype == arr.dtype and back[name].shape == arr.shape
+        np.testing.assert_array_equal(back[name], arr)
+
+
+def test_a_truncated_or_foreign_model_bin_is_one_clear_error(tmp_path: Path) -> None:
+    write_model_bin(tmp_path / "model.bin", "WhisperSpec", {"w": np.ones((4, 4), np.float32)})
+    raw = (tmp_path / "model.bin").read_bytes()
+    (tmp_path / "cut.bin").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(WhisperModelError, match="truncated"):
+        read_model_bin(tmp_path / "cut.bin")
+    (tmp_path / "junk.bin").write_bytes(b"\xff" * 64)
+    with pytest.raises(WhisperModelError, match="not a CTranslate2"):
+        read_model_bin(tmp_path / "junk.bin")
+
+
+def test_int8_quantisation_is_per_row_and_close() -> None:
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((8, 16)) * np.arange(1, 9)[:, None]).astype(np.float16)
+    q = quantized_int8({"x/weight": w, "x/bias": np.ones(8, np.float16)})
+    assert q["x/weight"].dtype == np.int8 and q["x/weight_scale"].shape == (8,)
+    assert q["x/bias"].dtype == np.float16
+    back = dequantized(q)["x/weight"]
+    assert np.abs(back - w.astype(np.float32)).max() <= np.abs(w).max(axis=1).max() / 127
+
+
+def test_mel_filters_are_whispers() -> None:
+    from faster_whisper.feature_extractor import FeatureExtractor
+
+    np.testing.assert_allclose(mel_filters(), FeatureExtractor.get_mel_filters(16000, 400, 80), atol=1e-7)
+
+
+def test_torch_decodes_what_faster_whisper_decodes(
+    torch_runner: TorchWhisperRunner, ct2_runner: WhisperModelRunner, speech_audio: Path
+) -> None:
+    for name in NAMES:
+        audio = speech(speech_audio, name)
+        request = DecodeRequest(priority=PRIORITY_FINAL, window_s=15)
+        want = ct2_runner.decode_batch([(audio, request)])[0]
+        got = torch_runner.decode(audio, request)
+        assert got.text == want.text and got.text, name
+        (g,), (w,) = got.segments, want.segments
+        assert abs(g.no_speech_prob - w.no_speech_prob) < 0.05
+        assert abs(g.avg_logprob - w.avg_logprob) < 0.05
+        assert abs(g.compression_ratio - w.compression_ratio) < 1e-6
+        assert [x.text for x in got.words] == [x.text for x in want.words]
+        assert got.last_word_probability is not None and want.last_word_probability is not None
+        assert abs(got.last_word_probability - want.last_word_probability) < 0.1
+
+
+def test_a_batch_decodes_each_request_as_it_would_alone(
+    torch_runner: TorchWhisperRunner, speech_audio: Path
+) -> None:
+    items = [
+        (speech(speech_audio, n), DecodeRequest(priority=p, window_s=15))
+        for n, p in zip(
+            NAMES, (PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_FINAL, PRIORITY_PARTIAL), strict=True
+        )
+    ]
+    together = torch_runner.decode_batch(items)
+    for (audio, request), got in zip(items, together, strict=True):
+        alone = torch_runner.decode(audio, request)
+        assert got.text == alone.text
+        assert (got.words == ()) == (request.priority == PRIORITY_PARTIAL)  # partials carry no words
+
+
+def test_silence_reads_as_faster_whisper_reads_it_and_english_only_refuses_korean(
+    torch_runner: TorchWhisperRunner, ct2_runner: WhisperModelRunner
+) -> None:
+    """Whisper invents a word for digital silence in both runtimes (the guard drops it: guard.py)."""
+    silence = (np.zeros(16000, np.float32), DecodeRequest(window_s=10))
+    got, want = torch_runner.decode(*silence), ct2_runner.decode_batch([silence])[0]
+    assert got.text == want.text
+    assert [round(s.no_speech_prob, 1) for s in got.segments] == [
+        round(s.no_speech_prob, 1) for s in want.segments
+    ]
+    with pytest.raises(WhisperModelError, match="English-only"):
+        torch_runner.decode(np.zeros(16000, np.float32), DecodeRequest(language="ko"))
+
+
+def test_cuda_without_a_gpu_is_one_line() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(WhisperModelError, match="no CUDA device"):
+        TorchWhisperRunner(ModelOptions(device="cuda")).load()
+
+
+def test_backend_choice() -> None:
+    assert isinstance(make_runner(ModelOptions(backend="torch")), TorchWhisperRunner)
+    assert isinstance(make_runner(ModelOptions()), WhisperModelRunner)
+    # on a box where CTranslate2 sees no GPU, "auto" on CUDA means PyTorch
+    import ctranslate2
+
+    auto = make_runner(ModelOptions(device="cuda", backend="auto"))
+    assert isinstance(auto, TorchWhisperRunner) == (ctranslate2.get_cuda_device_count() == 0)
+
+
+@pytest.mark.slow
+def test_the_int8_copy_decodes_alike_in_both_runtimes(tmp_path: Path, speech_audio: Path) -> None:
+    """The copy the GPU check carries: CTranslate2 itself loads it, and both runtimes write the same."""
+    copy = save_int8_copy(bundled_model_path(), tmp_path / "tiny-int8")
+    assert (copy / "model.bin").stat().st_size < 0.6 * (bundled_model_path() / "model.bin").stat().st_size
+    ct2 = WhisperModelRunner(ModelOptions(model=str(copy), cpu_threads=1))
+    pt = TorchWhisperRunner(ModelOptions(model=str(copy)))
+    for name in NAMES[:2]:
+        audio = speech(speech_audio, name)
+        request = DecodeRequest(priority=PRIORITY_FINAL, window_s=15)
+        assert pt.decode(audio, request).text == ct2.decode_batch([(audio, request)])[0].text != ""
+
+
+@pytest.mark.slow
+async def test_the_host_engine_serves_the_torch_backend(tmp_path: Path, speech_audio: Path) -> None:
+    """`python -m plugins.whisper serve --backend torch` as the worker starts it, four streams at once."""
+    engine = HostSpeechEngine(
+        HostSpeechEngineOptions(
+            address=f"unix://{tmp_path}/stt.sock", backend="torch", workers=1, max_batch=4
+        )
+    )
+    engine.start()
+    client = SpeechEngineClient(SpeechClientOptions(engine.address, wait_s=30))
+    try:
+        audio = [speech(speech_audio, n) for n in NAMES]
+        results = await asyncio.gather(
+            *(
+                client.transcribe(a, DecodeRequest(priority=PRIORITY_FINAL, window_s=15, stream_id=f"s{i}"))
+                for i, a in enumerate(audio)
+            )
+        )
+        assert "pizza" in results[0].text.lower()
+        assert all(r.text for r in results)
+        assert results[0].words, "finals carry their last words' probabilities"
+        capacity = await client.capacity()
+        assert capacity["decoded"] >= 4 and capacity["max_batch_seen"] >= 1
+    finally:
+        await client.aclose()
+        engine.close()
+
+
+@pytest.mark.gpu
+def test_gpu_decodes_what_the_cpu_decodes(torch_runner: TorchWhisperRunner, speech_audio: Path) -> None:
+    gpu = TorchWhisperRunner(ModelOptions(device="cuda"))
+    for name in NAMES:
+        audio = speech(speech_audio, name)
+        request = DecodeRequest(priority=PRIORITY_FINAL, window_s=15)
+        assert gpu.decode(audio, request).text == torch_runner.decode(audio, request).text
