@@ -49,6 +49,7 @@ class SttBenchOptions:
     workers: int = 2
     audio_dir: str = ""
     agree_dir: str = ""
+    profile_batches: tuple[int, ...] = ()
     seed: int = 0
 
 
@@ -141,12 +142,64 @@ def agreement(o: SttBenchOptions) -> dict[str, Any]:
     return {"files": len(files), "same_text": same, "differ": differ[:5]}
 
 
+def phases(o: SttBenchOptions, batches: tuple[int, ...]) -> dict[str, Any]:
+    """Where one batch's time goes in the PyTorch runner (features, encoder, greedy decoding), in process,
+    the device synchronised around each phase; audio as the load uses it (`clips`, 1-8 s)."""
+    import torch
+
+    from plugins.whisper import torch_whisper as tw
+    from plugins.whisper.model import ModelOptions, encoder_frames, max_new_tokens
+    from plugins.whisper.torch_runner import TorchWhisperRunner
+
+    runner = TorchWhisperRunner(ModelOptions(model=o.model, device=o.device))  # type: ignore[arg-type]
+    runner.warmup()
+    s = runner._state
+    assert s is not None
+    audio = clips(o)
+    rng = random.Random(o.seed)
+    sync = torch.cuda.synchronize if o.device == "cuda" else (lambda: None)
+    out: dict[str, Any] = {}
+    for b in batches:
+        items = []
+        for _ in range(b):
+            clip = audio[rng.randrange(len(audio))]
+            items.append(clip[: int(rng.uniform(1.0, min(8.0, len(clip) / SAMPLE_RATE)) * SAMPLE_RATE)])
+        frames = max(encoder_frames(len(a), 10) or 3000 for a in items)
+        times: dict[str, list[float]] = {"features": [], "encode": [], "greedy": [], "total": []}
+        steps = 0
+        for _ in range(4):  # the first is a warm-up
+            sync()
+            t0 = time.perf_counter()
+            mel, _ = runner.features(items, frames)
+            sync()
+            t1 = time.perf_counter()
+            with torch.inference_mode():
+                enc = tw.encode(s["params"], s["dims"], mel.to(s["dtype"]))
+            sync()
+            t2 = time.perf_counter()
+            prompt = torch.tensor([runner._prompt("en", None)] * b, device=s["device"])
+            gens = tw.greedy(
+                s["params"], s["dims"], enc, prompt, [max_new_tokens(len(a)) for a in items], s["greedy"]
+            )
+            sync()
+            t3 = time.perf_counter()
+            for key, took in zip(times, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
+                times[key].append(took * 1000)
+            steps = max(len(g.tokens) for g in gens) + 1
+        out[str(b)] = {k: round(float(np.median(v[1:])), 1) for k, v in times.items()} | {
+            "steps": steps,
+            "decodes_per_s": round(b / (float(np.median(times["total"][1:])) / 1000), 1),
+        }
+    return out
+
+
 def run(o: SttBenchOptions) -> dict[str, Any]:
     from plugins.whisper.model import ModelOptions, resolve_backend
     from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
 
     backend = resolve_backend(ModelOptions(device=o.device, backend=o.backend))  # type: ignore[arg-type]
     checked = agreement(o) if o.agree_dir else None
+    profiled = phases(o, o.profile_batches) if o.profile_batches and backend == "torch" else None
     engine = HostSpeechEngine(
         HostSpeechEngineOptions(
             model=o.model, device=o.device, backend=backend, workers=o.workers, max_batch=o.max_batch
@@ -167,6 +220,7 @@ def run(o: SttBenchOptions) -> dict[str, Any]:
         "audio": "speech" if o.audio_dir else "noise",
         "seconds": o.seconds,
         "gpu_cpu_agreement": checked,
+        "torch_phases_ms": profiled,
         "by_streams": rows,
     }
 
@@ -180,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--clients", type=int, default=d.clients)
     ap.add_argument("--backend", choices=("ctranslate2", "torch", "auto"), default=d.backend)
     ap.add_argument("--agree", default="", help="a folder of 16 kHz WAVs decoded on the device and the CPU")
+    ap.add_argument("--profile", default="", help="batch sizes to time phase by phase (torch backend)")
     ap.add_argument("--model", default=d.model)
     ap.add_argument("--max-batch", type=int, default=d.max_batch)
     ap.add_argument("--workers", type=int, default=d.workers)
@@ -197,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
         workers=a.workers,
         audio_dir=a.audio,
         agree_dir=a.agree,
+        profile_batches=tuple(int(b) for b in a.profile.split(",") if b),
     )
     report = run(o)
     sys.exit(emit(report, print_json, a.json))

@@ -27,6 +27,7 @@
 #   SNAC_COALESCE_MS=0 (40: also with SNAC batches pooled)  TESTS=1 (0: no pytest step); an empty list
 #   skips its phase.  ORPHEUS=1 (0: no engine benchmark)  STT=1 (0: no speech engine step)
 #   STT_STREAMS=64,256  STT_SECONDS=15  STT_MAX_BATCH=64  STT_RESERVE_S=150 (kept for step 2b)
+#   STT_PROFILE=1,16,64,128 (batch sizes timed phase by phase: features, encoder, greedy decoding)
 set -u
 set -o pipefail
 
@@ -104,7 +105,8 @@ else
   log "speech engine (PyTorch Whisper on the GPU): up to ${T_STT}s"
   timeout -k 10 "$T_STT" "$PY" -u -m benchmarks.stt_engine --device cuda --backend torch --model "$STT_MODEL" \
     --streams "${STT_STREAMS:-64,256}" --seconds "${STT_SECONDS:-15}" --max-batch "${STT_MAX_BATCH:-64}" \
-    --audio "$ROOT/.gpucheck/speech" --agree "$ROOT/.gpucheck/speech" --json "$OUT/stt_engine.json" 2>&1 |
+    --audio "$ROOT/.gpucheck/speech" --agree "$ROOT/.gpucheck/speech" --profile "${STT_PROFILE-1,16,64,128}" \
+    --json "$OUT/stt_engine.json" 2>&1 |
     tee "$OUT/stt.log"
   stt_rc=${PIPESTATUS[0]}
   log "speech engine rc=$stt_rc"
@@ -168,6 +170,7 @@ if r:
 try:
     s = json.load(open(os.path.join(out, "stt_engine.json")))
     print("speech engine:", s.get("backend"), s.get("model"), "| GPU/CPU texts:", s.get("gpu_cpu_agreement"))
+    print("  phases by batch (ms):", s.get("torch_phases_ms"))
     for row in s.get("by_streams", []):
         print(f"  {row['streams']} streams: {row['decodes_per_s']} decodes/s, latency {row['latency_ms']} ms, "
               f"final {row['final_ms']}, mean batch {row['mean_batch']}, errors {row['errors']}")

@@ -187,29 +187,44 @@ class TorchWhisperRunner:
     def warmup(self) -> None:
         self.decode(np.zeros(SAMPLE_RATE // 2, dtype=np.float32), DecodeRequest(language=None))
 
-    def features(self, audio: np.ndarray, frames: int) -> tuple[Any, int]:
-        """Log-mel [80, frames] of one request cut to its window and floor-filled after the audio, and the
-        number of frames the audio fills (as batch.py's `_features`)."""
+    def features(self, audios: Sequence[np.ndarray], frames: int) -> tuple[Any, list[int]]:
+        """Log-mel [B, 80, frames] of a batch, each cut to the window and floor-filled after its audio, and
+        the frames each one's audio fills (batch.py's `_features`, for all requests at once).
+
+        One STFT for the whole batch, of a shape that depends on the window only: every request's signal is
+        padded as faster-whisper pads it (160 zeros, then 200 mirrored samples each side) and zeros fill the
+        rest of its row, so its own frames are exactly faster-whisper's; each row's loudness floor is taken
+        over its own frames. (An STFT per request of its own length costs a new cuFFT plan per length.)
+        """
         s = self._state
         assert s is not None
         torch = s["torch"]
-        wave = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32)).to(s["device"])
-        wave = torch.nn.functional.pad(wave, (0, PAD_SAMPLES))
-        spec = torch.stft(
-            wave, N_FFT, HOP, window=s["window"], center=True, pad_mode="reflect", return_complex=True
-        )
-        power = spec[:, :-1].abs() ** 2
-        log_spec = (s["filters"] @ power).clamp(min=1e-10).log10()
-        log_spec = torch.maximum(log_spec, log_spec.max() - 8.0)
-        feats = (log_spec + 4.0) / 4.0
-        content = min(FULL_FRAMES, feats.shape[-1] - 1)
-        out = torch.zeros((N_MELS, frames), dtype=feats.dtype, device=feats.device)
-        n = min(content, frames)
-        out[:, :n] = feats[:, :n]
-        used = min(len(audio) // HOP, frames)
-        if frames < FULL_FRAMES and 0 < used < frames:
-            out[:, used:] = out[:, :used].min()
-        return out, content
+        half = N_FFT // 2
+        counts = [1 + (len(a) + PAD_SAMPLES) // HOP for a in audios]  # frames of a centred STFT
+        n_frames = max(frames + 2, *counts)
+        buf = np.zeros((len(audios), (n_frames - 1) * HOP + N_FFT), dtype=np.float32)
+        for row, audio in enumerate(audios):
+            signal = np.pad(np.asarray(audio, dtype=np.float32), (0, PAD_SAMPLES))
+            padded = np.pad(signal, (half, half), mode="reflect")
+            buf[row, : len(padded)] = padded
+        wave = torch.from_numpy(buf).to(s["device"])
+        spec = torch.stft(wave, N_FFT, HOP, window=s["window"], center=False, return_complex=True)
+        log_spec = (s["filters"] @ spec.abs() ** 2).clamp(min=1e-10).log10()  # [B, 80, n_frames]
+        valid = (
+            torch.arange(log_spec.shape[-1], device=s["device"])[None, :]
+            < torch.tensor([c - 1 for c in counts], device=s["device"])[:, None]
+        )  # faster-whisper drops each STFT's last frame
+        top = log_spec.masked_fill(~valid[:, None, :], float("-inf")).amax(dim=(1, 2), keepdim=True)
+        feats = (torch.maximum(log_spec, top - 8.0) + 4.0) / 4.0
+        contents = [min(FULL_FRAMES, c - 2) for c in counts]
+        out = torch.zeros((len(audios), N_MELS, frames), dtype=feats.dtype, device=feats.device)
+        for row, (audio, content) in enumerate(zip(audios, contents, strict=True)):
+            n = min(content, frames)
+            out[row, :, :n] = feats[row, :, :n]
+            used = min(len(audio) // HOP, frames)
+            if frames < FULL_FRAMES and 0 < used < frames:
+                out[row, :, used:] = out[row, :, :used].min()
+        return out, contents
 
     def _language(self, request: DecodeRequest, multilingual: bool) -> str | None:
         lang = request.language
@@ -232,10 +247,9 @@ class TorchWhisperRunner:
         first = items[0][1]
         frames = max(encoder_frames(len(a), r.window_s) or FULL_FRAMES for a, r in items)
         language = self._language(first, s["multilingual"])
-        feats = [self.features(a, frames) for a, _ in items]
+        mel, contents = self.features([a for a, _ in items], frames)
         with torch.inference_mode():
-            mel = torch.stack([f for f, _ in feats]).to(s["dtype"])
-            encoded = tw.encode(s["params"], s["dims"], mel)
+            encoded = tw.encode(s["params"], s["dims"], mel.to(s["dtype"]))
             languages = self._languages(encoded, language, len(items))
         prompts = [self._prompt(lang, first.initial_prompt) for lang in languages]
         budgets = [max_new_tokens(len(a)) for a, _ in items]
@@ -245,7 +259,7 @@ class TorchWhisperRunner:
         gens = tw.greedy(s["params"], s["dims"], encoded, prompt, budgets, g)
         decode_s = time.perf_counter() - started
         out = []
-        for (audio, request), (_, content), gen, lang in zip(items, feats, gens, languages, strict=True):
+        for (audio, request), content, gen, lang in zip(items, contents, gens, languages, strict=True):
             text = tok.decode(gen.tokens)
             avg_logprob = gen.sum_logprob / (len(gen.tokens) + 1)
             segments: tuple[Segment, ...] = ()

@@ -101,6 +101,22 @@ def test_mel_filters_are_whispers() -> None:
     np.testing.assert_allclose(mel_filters(), FeatureExtractor.get_mel_filters(16000, 400, 80), atol=1e-7)
 
 
+def test_batch_features_are_faster_whispers_features(
+    torch_runner: TorchWhisperRunner, ct2_runner: WhisperModelRunner, speech_audio: Path
+) -> None:
+    """One STFT for a batch of different lengths gives each request the features it would get alone."""
+    from plugins.whisper.batch import _features
+
+    clip = speech(speech_audio, "a01")
+    audios = [clip[:n] for n in (700, 16000, 3 * 16000 + 77, len(clip))]
+    for frames in (1000, 3000):
+        got, contents = torch_runner.features(audios, frames)
+        for row, audio in enumerate(audios):
+            want, content = _features(ct2_runner._model, audio, frames)
+            assert contents[row] == content
+            np.testing.assert_allclose(got[row].numpy(), want, atol=2e-4)
+
+
 def test_torch_decodes_what_faster_whisper_decodes(
     torch_runner: TorchWhisperRunner, ct2_runner: WhisperModelRunner, speech_audio: Path
 ) -> None:
