@@ -152,7 +152,7 @@ def phases(o: SttBenchOptions, batches: tuple[int, ...]) -> dict[str, Any]:
     from plugins.whisper.torch_runner import TorchWhisperRunner
 
     runner = TorchWhisperRunner(ModelOptions(model=o.model, device=o.device))  # type: ignore[arg-type]
-    runner.warmup()
+    runner.warmup(max(batches))
     s = runner._state
     assert s is not None
     audio = clips(o)
@@ -189,6 +189,27 @@ def phases(o: SttBenchOptions, batches: tuple[int, ...]) -> dict[str, Any]:
         out[str(b)] = {k: round(float(np.median(v[1:])), 1) for k, v in times.items()} | {
             "steps": steps,
             "decodes_per_s": round(b / (float(np.median(times["total"][1:])) / 1000), 1),
+        }
+    # batches as an engine meets them: every size and window differs from the last
+    for pad in (True, False):
+        s["pad_batches"] = pad and o.device == "cuda"
+        mixed = []
+        for _ in range(2 * len(batches) + 8):
+            b = rng.randint(1, max(batches))
+            cut = [a[: int(rng.uniform(1.0, min(8.0, len(a) / SAMPLE_RATE)) * SAMPLE_RATE)] for a in audio]
+            items = [(cut[rng.randrange(len(cut))], DecodeRequest(window_s=10)) for _ in range(b)]
+            sync()
+            t0 = time.perf_counter()
+            runner.decode_batch(items)
+            sync()
+            mixed.append((b, time.perf_counter() - t0))
+        total_s = sum(t for _, t in mixed)
+        out["mixed_padded" if pad else "mixed_unpadded"] = {
+            "batches": len(mixed),
+            "mean_batch": round(sum(b for b, _ in mixed) / len(mixed), 1),
+            "ms_per_batch_mean": round(total_s / len(mixed) * 1000, 1),
+            "ms_per_batch_max": round(max(t for _, t in mixed) * 1000, 1),
+            "decodes_per_s": round(sum(b for b, _ in mixed) / total_s, 1),
         }
     return out
 

@@ -112,7 +112,7 @@ class SpeechEngine:
     def start(self) -> None:
         """Load and warm the model, then start decoding (blocking; call it off the event loop)."""
         self.runner.load()
-        self.runner.warmup()
+        self.runner.warmup(self.options.max_batch)
         workers = self.options.workers or self.runner.options.num_workers
         with self._cond:
             while len(self._threads) < workers:

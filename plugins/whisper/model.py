@@ -323,8 +323,9 @@ class WhisperModelRunner:
                 },
             )
 
-    def warmup(self) -> None:
-        """One short decode so the first real request does not pay for lazy initialisation."""
+    def warmup(self, max_batch: int = 1) -> None:
+        """One short decode so the first real request does not pay for lazy initialisation (CTranslate2
+        needs no warm-up per batch size: `max_batch` is for the PyTorch runner's sake)."""
         self.decode(np.zeros(SAMPLE_RATE // 2, dtype=np.float32), DecodeRequest(language=None))
 
     def decode(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:

@@ -46,6 +46,14 @@ N_FFT = 400
 N_MELS = 80
 FULL_FRAMES = 3000
 PAD_SAMPLES = 160
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+WARM_WINDOWS_S = (10, 30)
+"""Encoder windows warmed at start: the streams' default (options.py) and Whisper's full window."""
+
+
+def batch_bucket(n: int) -> int:
+    """The batch a GPU decode of `n` requests runs as (the next bucket up)."""
+    return next((b for b in BATCH_BUCKETS if b >= n), n)
 
 
 def mel_filters(sr: int = SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS) -> np.ndarray:
@@ -172,6 +180,7 @@ class TorchWhisperRunner:
                     text_vocab=eot + 1,
                 ),
                 "filters": torch.from_numpy(mel_filters()).to(device),
+                "pad_batches": device == "cuda",
                 "window": torch.hann_window(N_FFT, periodic=True, device=device),
             }
             logger.info(
@@ -184,8 +193,20 @@ class TorchWhisperRunner:
                 },
             )
 
-    def warmup(self) -> None:
+    def warmup(self, max_batch: int = 1) -> None:
+        """One decode; on a GPU one per batch bucket up to `max_batch`, in the windows streams use most, so
+        the first calls of the day do not pay for plans and kernel choices."""
         self.decode(np.zeros(SAMPLE_RATE // 2, dtype=np.float32), DecodeRequest(language=None))
+        s = self._state
+        assert s is not None
+        if not s["pad_batches"]:
+            return
+        noise = np.random.default_rng(0).standard_normal(3 * SAMPLE_RATE).astype(np.float32) * 0.05
+        for window in WARM_WINDOWS_S:
+            for b in BATCH_BUCKETS:
+                if b > max(1, max_batch):
+                    break
+                self.decode_batch([(noise, DecodeRequest(window_s=window))] * b)
 
     def features(self, audios: Sequence[np.ndarray], frames: int) -> tuple[Any, list[int]]:
         """Log-mel [B, 80, frames] of a batch, each cut to the window and floor-filled after its audio, and
@@ -217,13 +238,16 @@ class TorchWhisperRunner:
         top = log_spec.masked_fill(~valid[:, None, :], float("-inf")).amax(dim=(1, 2), keepdim=True)
         feats = (torch.maximum(log_spec, top - 8.0) + 4.0) / 4.0
         contents = [min(FULL_FRAMES, c - 2) for c in counts]
-        out = torch.zeros((len(audios), N_MELS, frames), dtype=feats.dtype, device=feats.device)
-        for row, (audio, content) in enumerate(zip(audios, contents, strict=True)):
-            n = min(content, frames)
-            out[row, :, :n] = feats[row, :, :n]
-            used = min(len(audio) // HOP, frames)
-            if frames < FULL_FRAMES and 0 < used < frames:
-                out[row, :, used:] = out[row, :, :used].min()
+        # each row: its own frames, then zeros (a 30 s window, as pad_or_trim) or, in a shorter window, the
+        # lowest value of its audio's frames (the floor silence gives)
+        t = torch.arange(frames, device=s["device"])[None, None, :]
+        kept = torch.tensor([min(c, frames) for c in contents], device=s["device"])[:, None, None]
+        used = torch.tensor([min(len(a) // HOP, frames) for a in audios], device=s["device"])[:, None, None]
+        feats = feats[:, :, :frames]
+        floor = feats.masked_fill(t >= used, float("inf")).amin(dim=(1, 2), keepdim=True)
+        out = torch.where(t < kept, feats, torch.zeros_like(feats))
+        if frames < FULL_FRAMES:
+            out = torch.where((t >= used) & (used > 0), floor, out)
         return out, contents
 
     def _language(self, request: DecodeRequest, multilingual: bool) -> str | None:
@@ -247,19 +271,24 @@ class TorchWhisperRunner:
         first = items[0][1]
         frames = max(encoder_frames(len(a), r.window_s) or FULL_FRAMES for a, r in items)
         language = self._language(first, s["multilingual"])
-        mel, contents = self.features([a for a, _ in items], frames)
+        n = len(items)
+        rows = batch_bucket(n) if s["pad_batches"] else n
+        audios = [a for a, _ in items]
+        # padded to a bucket with copies of the last request (decoded for one token, then dropped): a few
+        # shapes whatever the batch, so no cuFFT plan or kernel choice is made per batch size
+        mel, contents = self.features(audios + audios[-1:] * (rows - n), frames)
         with torch.inference_mode():
             encoded = tw.encode(s["params"], s["dims"], mel.to(s["dtype"]))
-            languages = self._languages(encoded, language, len(items))
+            languages = self._languages(encoded[:n], language, n)
         prompts = [self._prompt(lang, first.initial_prompt) for lang in languages]
-        budgets = [max_new_tokens(len(a)) for a, _ in items]
+        budgets = [max_new_tokens(len(a)) for a in audios]
         g: Any = s["greedy"]
         g = tw.GreedyOptions(**{**g.__dict__, "sot_index": prompts[0].index(s["sot"])})
-        prompt = torch.tensor(prompts, device=s["device"])
-        gens = tw.greedy(s["params"], s["dims"], encoded, prompt, budgets, g)
+        prompt = torch.tensor(prompts + prompts[-1:] * (rows - n), device=s["device"])
+        gens = tw.greedy(s["params"], s["dims"], encoded, prompt, budgets + [1] * (rows - n), g)[:n]
         decode_s = time.perf_counter() - started
         out = []
-        for (audio, request), content, gen, lang in zip(items, contents, gens, languages, strict=True):
+        for (audio, request), content, gen, lang in zip(items, contents[:n], gens, languages, strict=True):
             text = tok.decode(gen.tokens)
             avg_logprob = gen.sum_logprob / (len(gen.tokens) + 1)
             segments: tuple[Segment, ...] = ()

@@ -86,11 +86,25 @@ def _mlp(p: Params, name: str, x: torch.Tensor) -> torch.Tensor:
     return _linear(p, name + "/linear_1", F.gelu(_linear(p, name + "/linear_0", h)))
 
 
+def _conv3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int) -> torch.Tensor:
+    """A width-3, padding-1 convolution over time as three matrix products, [B, T, in] → [B, T', out].
+
+    Why not `conv1d`: on CUDA each new input shape (and a speech engine's batches come in many) makes
+    cuDNN build a new plan; matrix products have no such first-call cost."""
+    t_out = (x.shape[1] - 1) // stride + 1
+    padded = F.pad(x, (0, 0, 1, 1))
+    out = bias
+    for k in range(3):
+        tap = padded[:, k : k + stride * (t_out - 1) + 1 : stride]
+        out = out + tap @ weight[:, :, k].T
+    return out
+
+
 def encode(p: Params, dims: Dims, mel: torch.Tensor) -> torch.Tensor:
     """Log-mel features [B, 80, frames] → encoder states [B, frames / 2, width]."""
-    x = F.gelu(F.conv1d(mel, p["encoder/conv1/weight"], p["encoder/conv1/bias"], padding=1))
-    x = F.gelu(F.conv1d(x, p["encoder/conv2/weight"], p["encoder/conv2/bias"], stride=2, padding=1))
-    x = x.transpose(1, 2)
+    x = mel.transpose(1, 2)
+    x = F.gelu(_conv3(x, p["encoder/conv1/weight"], p["encoder/conv1/bias"], stride=1))
+    x = F.gelu(_conv3(x, p["encoder/conv2/weight"], p["encoder/conv2/bias"], stride=2))
     x = x + p["encoder/position_encodings/encodings"][: x.shape[1]]
     for i in range(dims.encoder_layers):
         name = f"encoder/layer_{i}"

@@ -151,6 +151,24 @@ def test_a_batch_decodes_each_request_as_it_would_alone(
         assert (got.words == ()) == (request.priority == PRIORITY_PARTIAL)  # partials carry no words
 
 
+def test_a_batch_padded_to_its_bucket_decodes_the_same(
+    torch_runner: TorchWhisperRunner, speech_audio: Path
+) -> None:
+    """On a GPU, three requests run as a batch of four (the last copied): the copy changes nothing."""
+    items = [
+        (speech(speech_audio, n), DecodeRequest(priority=PRIORITY_FINAL, window_s=15)) for n in NAMES[:3]
+    ]
+    plain = torch_runner.decode_batch(items)
+    state = torch_runner._state
+    assert state is not None
+    state["pad_batches"] = True
+    try:
+        padded = torch_runner.decode_batch(items)
+    finally:
+        state["pad_batches"] = False
+    assert [r.text for r in padded] == [r.text for r in plain] and len(padded) == 3
+
+
 def test_silence_reads_as_faster_whisper_reads_it_and_english_only_refuses_korean(
     torch_runner: TorchWhisperRunner, ct2_runner: WhisperModelRunner
 ) -> None:
