@@ -197,10 +197,10 @@ def phases(o: SttBenchOptions, batches: tuple[int, ...]) -> dict[str, Any]:
         for _ in range(2 * len(batches) + 8):
             b = rng.randint(1, max(batches))
             cut = [a[: int(rng.uniform(1.0, min(8.0, len(a) / SAMPLE_RATE)) * SAMPLE_RATE)] for a in audio]
-            items = [(cut[rng.randrange(len(cut))], DecodeRequest(window_s=10)) for _ in range(b)]
+            batch = [(cut[rng.randrange(len(cut))], DecodeRequest(window_s=10)) for _ in range(b)]
             sync()
             t0 = time.perf_counter()
-            runner.decode_batch(items)
+            runner.decode_batch(batch)
             sync()
             mixed.append((b, time.perf_counter() - t0))
         total_s = sum(t for _, t in mixed)
