@@ -190,6 +190,7 @@ def phases(o: SttBenchOptions, batches: tuple[int, ...]) -> dict[str, Any]:
             "steps": steps,
             "decodes_per_s": round(b / (float(np.median(times["total"][1:])) / 1000), 1),
         }
+    out["graphs"] = sorted(b for b, sb in s["static"].items() if sb.graph is not None)
     # batches as an engine meets them: every size and window differs from the last
     for pad in (True, False):
         s["pad_batches"] = pad and o.device == "cuda"

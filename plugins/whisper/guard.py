@@ -1,11 +1,16 @@
 """Hallucination guard: Whisper invents text for silence and noise; this decides what to throw away.
 
 Checks, cheapest first: on each decoded segment the model's own no-speech probability, log-probability and
-gzip compression ratio (long loops compress far too well); on the text, repetition loops (`cut_loop`: short
+gzip compression ratio (long loops compress far too well); on the text, repetition loops (`loops.py`: short
 loops and scripts whose bytes gzip reads differently slip past the ratio), a sentence written twice in a row
 (`drop_repeated_sentences`), and a blocklist of the phrases
 Whisper is known to produce from nothing (subtitle credits, "thanks for watching", music notes). Phrases a
 caller might really say ("thank you", "bye") are only dropped when the audio evidence is weak.
+
+A decode that is one short stretch repeated from its first word is the one case where the text alone cannot
+tell: Whisper loops like that on noise ("you you you", "Thank you. Thank you. …") and on a caller who
+repeated a word ("Wait, wait." written "Wait, wait. Wait. Wait. …"). The audio decides (`_heard_saying`):
+with evidence that a person said the stretch it is kept once ("Wait."), else the decode is dropped.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .loops import LOOP_REPEATS, cut_loop, leading_loop, said_once
 from .model import DecodeResult, Segment
 
 # Never plausible from a caller talking to a voice agent, per language (keys as `phrase_key` writes them).
@@ -65,6 +71,8 @@ WEAK_PHRASES: dict[str, frozenset[str]] = {
 }
 
 _ANNOTATION = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*|[♪♫♬]+")
+_TOKEN = re.compile(r"[^\W_]+")
+_SENTENCE = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,19 @@ class GuardOptions:
     weak_phrase_min_speech_s: float = 0.35
     """A weak phrase needs at least this much detected speech and a confident decode to survive."""
     weak_phrase_min_logprob: float = -0.5
+    loop_min_speech_s: float = 0.35
+    """A decode that is one stretch repeated (a loop from its first word, or a segment over the compression
+    ratio that repeats one sentence) keeps the stretch once only with this much detected speech (as for a
+    weak phrase: noise the speech gate lets through is short)..."""
+    loop_max_no_speech_prob: float = 0.5
+    """...when Whisper rated each of its segments more likely speech than not (its no-speech probability is
+    read before it writes a word, so the loop after it does not move it)..."""
+    loop_s_per_word: float = 0.4
+    """...and when the stretch said up to `LOOP_REPEATS` times at this many seconds a word could fill the
+    speech heard. A one-word loop over 2 s of speech hid the caller's other words: the decode is dropped
+    and the caller asked to repeat (`unintelligible`), not handed one word of it. The segment's
+    log-probability is not used: the loop after the stretch sets its average (-0.45 to -1.0 on real "Wait,
+    wait.")."""
     unheard_min_speech_s: float = 1.0
     """`unintelligible`: speech at least this long that the guard emptied is a caller not understood."""
 
@@ -103,78 +124,41 @@ def _phrase_sets(language: str) -> tuple[frozenset[str], frozenset[str]]:
     return phantom, weak
 
 
-def _segment_ok(seg: Segment, opts: GuardOptions) -> bool:
+def _believed(seg: Segment, opts: GuardOptions) -> bool:
+    """The model's own verdict on a segment: speech, and words it believes (compression is checked apart)."""
     if seg.no_speech_prob >= opts.no_speech_hard:
         return False
     if seg.no_speech_prob > opts.no_speech_threshold and seg.avg_logprob < opts.logprob_threshold:
         return False
-    if seg.avg_logprob < opts.min_logprob:
-        return False
-    return seg.compression_ratio <= opts.max_compression_ratio
+    return seg.avg_logprob >= opts.min_logprob
 
 
-_TOKEN = re.compile(r"[^\W_]+")
-_INNER_LOOP = re.compile(r"(\w{1,8}?)\1{2,}")
-LOOP_REPEATS = 4
-"""A stretch of one to `LOOP_MAX_WORDS` words said this many times in a row, running to the end of the
-decode, is a loop. Whisper does not come back from a loop: it runs to the token budget, so the stretch ends
-the text ("the the the the", "그가, 그가, 그가, 그가, 그가"). People repeat too, but fewer times or with
-more words after ("no, no, no, that's not what I said", "thank you, thank you, thank you so much"):
-those are kept whole."""
-LOOP_MAX_WORDS = 4
-DIGIT_LOOP_REPEATS = 6
-"""Digits said one by one repeat for real ("my PIN is 1, 1, 1, 1"), so a digit-only stretch needs more."""
-INNER_LOOP_MIN_CHARS = 6
-"""Inside one word (scripts written without spaces, or a loop glued together: "ㅋㅋㅋㅋㅋㅋ",
-"감사합니다감사합니다감사합니다"), a stretch repeated three times and at least this long; words that double a
-syllable ("하하하", "반짝반짝") are shorter or repeat twice. Words holding a digit are numbers ("1111",
-"100000") and are left to the check above."""
+def _heard_saying(once: str, segs: list[Segment], speech_s: float, opts: GuardOptions) -> bool:
+    """Whether the audio says a person spoke `once`, the stretch a looping decode repeats (see the
+    `loop_*` options): enough speech, but no more than the stretch said a few times fills, and segments
+    Whisper took for speech."""
+    most_s = max(1, len(_TOKEN.findall(once))) * LOOP_REPEATS * opts.loop_s_per_word
+    return (
+        bool(segs)
+        and opts.loop_min_speech_s <= speech_s <= most_s
+        and max(s.no_speech_prob for s in segs) <= opts.loop_max_no_speech_prob
+    )
 
 
-def _word_loop_start(words: list[re.Match[str]]) -> int | None:
-    keys = [w.group(0).casefold() for w in words]
-    for i in range(len(keys)):
-        for n in range(1, LOOP_MAX_WORDS + 1):
-            unit = keys[i : i + n]
-            if len(unit) < n:
-                break
-            repeats = 1
-            while keys[i + repeats * n : i + (repeats + 1) * n] == unit:
-                repeats += 1
-            rest = keys[i + repeats * n :]
-            runs_to_end = len(rest) < n and rest == unit[: len(rest)]  # a loop may stop mid-stretch
-            need = DIGIT_LOOP_REPEATS if all(k.isdigit() for k in unit) else LOOP_REPEATS
-            if repeats >= need and runs_to_end:
-                return words[i].start()
-    return None
-
-
-def _inner_loop_start(words: list[re.Match[str]]) -> int | None:
-    for w in words:
-        word = w.group(0)
-        if len(word) < INNER_LOOP_MIN_CHARS or any(c.isdigit() for c in word):
-            continue
-        for m in _INNER_LOOP.finditer(word):
-            if m.end() - m.start() >= INNER_LOOP_MIN_CHARS:
-                return w.start() + m.start()
-    return None
-
-
-def cut_loop(text: str) -> str:
-    """`text` up to where a repetition loop starts ("" when it starts with one), whatever the language.
-
-    Words are runs of letters or digits of any script, compared case-folded; punctuation between repeats
-    ("4-4-4", "그가, 그가") does not hide a loop. Whisper does not come back from a loop, so what precedes it
-    is the decode's last trustworthy text.
-    """
-    words = list(_TOKEN.finditer(text))
-    starts = [s for s in (_word_loop_start(words), _inner_loop_start(words)) if s is not None]
-    if not starts:
+def _segment_text(seg: Segment, speech_s: float, opts: GuardOptions) -> str:
+    """A believed segment's text, annotations out. One over the compression ratio is a long loop: kept as
+    its stretch said once when the whole segment repeats one stretch and the audio says a person said it
+    ("Sorry. Sorry. Sorry. …" -> "Sorry."), else dropped ("")."""
+    text = " ".join(_ANNOTATION.sub(" ", seg.text).split())
+    if seg.compression_ratio <= opts.max_compression_ratio:
         return text
-    return text[: min(starts)].rstrip(" ,.;:!?-–—…、。，")
+    loop = leading_loop(text)
+    once = said_once(text, loop) if loop is not None else drop_repeated_sentences(text)
+    if once == text or len(_SENTENCE.findall(once)) != 1:
+        return ""  # not one stretch again and again: something else went wrong in the segment
+    return once if _heard_saying(once, [seg], speech_s, opts) else ""
 
 
-_SENTENCE = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
 REPEATED_SENTENCE_MIN_WORDS = 2
 
 
@@ -211,13 +195,27 @@ def clean_text(
 ) -> str:
     """The text worth showing for a decode, or "" when it looks invented.
 
-    `speech_s` is how much of the audio the speech gate classed as speech. The phrase lists follow the
+    `speech_s` is how much of the audio the speech gate classed as speech: with the segments' own
+    statistics it decides whether a decode that only repeats one stretch was a caller saying it (kept
+    once) or an invention (dropped). The phrase lists follow the
     decode's language (`result.language`). `prompt` is the text the decode was primed with: Whisper fed a
     noise tail after a primed decode writes the prompt out again ("She can't hear very well." twice).
     """
-    kept = [s for s in result.segments if _segment_ok(s, opts)]
-    text = " ".join(_ANNOTATION.sub(" ", s.text).strip() for s in kept)
-    text = drop_repeated_sentences(cut_loop(" ".join(text.split())))
+    kept: list[Segment] = []
+    texts: list[str] = []
+    for s in result.segments:
+        seg_text = _segment_text(s, speech_s, opts) if _believed(s, opts) else ""
+        if seg_text:
+            kept.append(s)
+            texts.append(seg_text)
+    text = " ".join(texts)
+    loop = leading_loop(text)
+    if loop is None:
+        text = cut_loop(text)
+    else:  # the whole decode repeats one stretch: the caller said it, or Whisper invented it
+        text = said_once(text, loop)
+        text = text if _heard_saying(text, kept, speech_s, opts) else ""
+    text = drop_repeated_sentences(text)
     key = phrase_key(text)
     phantom, weak = _phrase_sets(result.language)
     if not key or key in phantom:

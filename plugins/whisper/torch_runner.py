@@ -181,6 +181,7 @@ class TorchWhisperRunner:
                 ),
                 "filters": torch.from_numpy(mel_filters()).to(device),
                 "pad_batches": device == "cuda",
+                "static": {},  # bucket → torch_static.StaticBatch, made (and captured) at warm-up
                 "window": torch.hann_window(N_FFT, periodic=True, device=device),
             }
             logger.info(
@@ -201,6 +202,20 @@ class TorchWhisperRunner:
         assert s is not None
         if not s["pad_batches"]:
             return
+        from . import torch_static as ts
+
+        for b in BATCH_BUCKETS:
+            if b > max(1, max_batch):
+                break
+            sb = ts.new_batch(s["params"], s["dims"], b, s["greedy"], s["device"], s["dtype"])
+            if s["device"] == "cuda":
+                try:
+                    ts.capture(s["params"], s["dims"], sb, s["greedy"].eot)
+                except RuntimeError as e:  # decoded without the graph: slower, still right
+                    logger.warning(
+                        "whisper step graph not captured", extra={"batch": b, "error": str(e)[:200]}
+                    )
+            s["static"][b] = sb
         noise = np.random.default_rng(0).standard_normal(3 * SAMPLE_RATE).astype(np.float32) * 0.05
         for window in WARM_WINDOWS_S:
             for b in BATCH_BUCKETS:
@@ -285,7 +300,15 @@ class TorchWhisperRunner:
         g: Any = s["greedy"]
         g = tw.GreedyOptions(**{**g.__dict__, "sot_index": prompts[0].index(s["sot"])})
         prompt = torch.tensor(prompts + prompts[-1:] * (rows - n), device=s["device"])
-        gens = tw.greedy(s["params"], s["dims"], encoded, prompt, budgets + [1] * (rows - n), g)[:n]
+        budgets += [1] * (rows - n)
+        sb = s["static"].get(rows)
+        if sb is not None:  # fixed shapes, a CUDA graph per step (torch_static.py)
+            from .torch_static import greedy_static
+
+            with sb.lock:
+                gens = greedy_static(s["params"], s["dims"], sb, encoded, prompt, budgets, g)[:n]
+        else:
+            gens = tw.greedy(s["params"], s["dims"], encoded, prompt, budgets, g)[:n]
         decode_s = time.perf_counter() - started
         out = []
         for (audio, request), content, gen, lang in zip(items, contents[:n], gens, languages, strict=True):

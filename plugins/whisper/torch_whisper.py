@@ -12,6 +12,7 @@ cross-attention's k/v into `linear_1`; the names below are CTranslate2's.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -239,16 +240,18 @@ def greedy(
         logits = decode_step(p, dims, cache, nxt[:, None])[:, -1]
     ids = torch.stack(chosen, 1).tolist()
     lps = torch.stack(logprobs, 1).tolist()
-    out = []
-    for row in range(b):
-        toks: list[int] = []
-        probs: list[float] = []
-        total = 0.0
-        for tid, lp_ in zip(ids[row][: budgets[row]], lps[row], strict=False):
-            total += lp_
-            if tid == o.eot:
-                break
-            toks.append(tid)
-            probs.append(float(np.exp(lp_)))
-        out.append(Generation(toks, probs, total, float(no_speech[row])))
-    return out
+    return [generation_of(ids[r][: budgets[r]], lps[r], float(no_speech[r]), o.eot) for r in range(b)]
+
+
+def generation_of(ids: Sequence[int], lps: Sequence[float], no_speech: float, eot: int) -> Generation:
+    """One row's chosen tokens and log-probabilities, read up to and including its end of text."""
+    tokens: list[int] = []
+    probs: list[float] = []
+    total = 0.0
+    for tid, lp in zip(ids, lps, strict=False):
+        total += lp
+        if tid == eot:
+            break
+        tokens.append(tid)
+        probs.append(math.exp(lp))
+    return Generation(tokens, probs, total, no_speech)

@@ -148,6 +148,16 @@ async def test_a_barge_in_ends_the_paused_reply_before_the_session_hears_its_wor
     assert r["user_turns"] == ["Could we do Thursday instead?"]
 
 
+async def test_a_repeated_word_kept_once_ends_the_paused_reply(voice: CpuVoice) -> None:
+    # "Wait, wait." makes Whisper loop on the word; the guard keeps it once ("Wait.", plugins/whisper/loops.py):
+    # one settled word over the paused reply is a barge-in like a sentence
+    track = caller_track(voice, [(1.2, "Wait, wait.")])
+    r = await run_call(track, [ScriptLine("wait", "Wait.")], TurnOptions())
+    assert r["reply_ended_at_final"] == [True]
+    assert r["interrupted"] and r["false_interruptions"] == []
+    assert r["user_turns"] == ["Wait."]
+
+
 async def test_background_voice_without_words_does_not_cut_the_greeting(voice: CpuVoice) -> None:
     # reversed speech: the VAD hears a voice (a TV, a colleague) but the STT gets no words out of it
     speech = caller_track(voice, [(0.0, "I would like to hear about the opening hours please.")], 3.0)

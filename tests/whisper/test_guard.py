@@ -41,10 +41,25 @@ def test_no_speech_probability() -> None:
     assert clean_text(result((" Okay then.", 0.7, -0.2, 1.0)), speech_s=1.0) == "Okay then."
 
 
-def test_loops_and_low_logprob_are_dropped() -> None:
-    loop = " I'd like. " * 20
-    assert clean_text(result((loop, 0.05, -0.1, 9.0)), speech_s=2.0) == ""
+def test_low_logprob_is_dropped() -> None:
     assert clean_text(result((" mumble", 0.1, -2.0, 1.0)), speech_s=2.0) == ""
+
+
+def test_a_segment_over_the_compression_ratio_keeps_its_stretch_once_only_when_a_person_said_it() -> None:
+    loop = " I'd like." * 20
+    assert clean_text(result((loop, 0.05, -0.1, 9.0)), speech_s=2.0) == "I'd like."
+    assert clean_text(result((loop, 0.55, -0.1, 9.0)), speech_s=2.0) == ""  # Whisper doubts it was speech
+    assert clean_text(result((loop, 0.05, -0.1, 9.0)), speech_s=0.2) == ""  # a blip of "speech"
+    assert clean_text(result((loop, 0.05, -0.1, 9.0)), speech_s=6.0) == ""  # far more speech than the stretch
+    # a sentence written again and again (five words: longer than a word loop) is one stretch too
+    library = " What about the main library?" * 3 + " What about the main"
+    assert clean_text(result((library, 0.05, -0.14, 2.85)), speech_s=1.3) == "What about the main library?"
+    # a segment over the ratio that is not one stretch repeated is still dropped, whatever the evidence
+    mixed = " I need to book for 4-4-4-4-4-4-4-4-4-4-4-4-4-4"
+    assert clean_text(result((mixed, 0.05, -0.1, 3.0)), speech_s=2.0) == ""
+    two = result((" Move my appointment.", 0.02, -0.2, 1.0), (" Thank you." * 12, 0.02, -0.2, 6.0))
+    # the utterance's speech is more than "thank you" said four times fills (3.2 s): the old rule, dropped
+    assert clean_text(two, speech_s=4.0) == "Move my appointment."
 
 
 def test_only_bad_segments_are_removed() -> None:
@@ -124,9 +139,44 @@ def test_a_decode_that_only_repeats_its_prompt_is_dropped() -> None:
     ],
 )
 def test_repetition_loops_are_dropped_in_any_language(text: str) -> None:
+    """Whisper's loops on noise ("you you you", "Thank you. Thank you. …"): without evidence that a person
+    said the stretch, the whole decode goes (the compression ratio alone let these through)."""
     assert cut_loop(text) == ""
-    r = DecodeResult((Segment(f" {text}", 0.0, 2.0, 0.05, -0.2, 1.5),), "ko", 2.0, 0.1)
-    assert clean_text(r, speech_s=2.0) == ""  # the compression ratio alone let these through
+    for no_speech, speech_s in (
+        (0.05, 0.2),  # the speech gate heard a blip
+        (0.55, 1.0),  # Whisper rated it more likely not speech
+        (0.05, 8.0),  # far more speech than the stretch said a few times: the loop hid the caller's words
+    ):
+        r = DecodeResult((Segment(f" {text}", 0.0, 2.0, no_speech, -0.2, 1.5),), "ko", 2.0, 0.1)
+        assert clean_text(r, speech_s=speech_s) == "", (no_speech, speech_s)
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("Wait, wait. Wait, wait. Wait. Wait. Wait. Wait. Wait. Wait. Wait", "Wait."),
+        ("Wait-wait- wait... Wait- wait", "Wait."),
+        ("Sorry. Sorry. Sorry. Sorry. Sorry.", "Sorry."),
+        ("No? No? No? No?", "No?"),
+        ("Oh, okay. Oh, okay. Oh, okay. Oh, okay.", "Oh, okay."),
+        ("잠깐만요, 잠깐만요, 잠깐만요, 잠깐만요", "잠깐만요."),
+        ("감사합니다감사합니다감사합니다", "감사합니다."),
+    ],
+)
+def test_a_loop_a_caller_was_heard_saying_is_kept_once(text: str, kept: str) -> None:
+    """"Wait, wait." over the agent, decoded as a loop of "wait": the gate heard a person's worth of speech
+    and Whisper took it for speech, so the word is kept once and the barge-in is not lost."""
+    r = DecodeResult((Segment(f" {text}", 0.0, 1.0, 0.05, -0.45, 1.5),), "ko", 1.0, 0.1)
+    assert clean_text(r, speech_s=0.7) == kept
+    loud = DecodeResult((Segment(f" {text}", 0.0, 1.0, 0.05, -0.45, 3.0),), "ko", 1.0, 0.1)
+    assert clean_text(loud, speech_s=0.7) == kept  # the same over the compression ratio
+
+
+def test_a_kept_stretch_still_faces_the_weak_phrase_rule() -> None:
+    loop = " Thank you. Thank you. Thank you. Thank you. Thank"
+    assert clean_text(result((loop, 0.05, -0.3, 1.5)), speech_s=0.8) == "Thank you."
+    assert clean_text(result((loop, 0.05, -0.7, 1.5)), speech_s=0.8) == ""  # not a confident decode
+    assert clean_text(result((" Thanks for watching." * 4, 0.05, -0.1, 1.5)), speech_s=1.0) == ""
 
 
 @pytest.mark.parametrize(
@@ -193,7 +243,8 @@ def _unheard(r: DecodeResult, speech_s: float = 2.0) -> bool:
 
 def test_words_the_guard_emptied_are_a_caller_not_understood() -> None:
     assert _unheard(result((" Kay dum dum dirt ban nah", 0.1, -1.9, 1.2)))  # barely believed
-    assert _unheard(result((" the the the the the the the the the the", 0.2, -0.4, 1.8)))  # a loop
+    # a loop over more speech than its word said a few times: the caller said more than Whisper wrote
+    assert _unheard(result((" the the the the the the the the the the", 0.2, -0.4, 1.8)))
     # not: words kept, too little speech, what Whisper took for no speech, its inventions for noise
     assert not _unheard(result((" Can I book a cleaning?", 0.02, -0.2, 1.1)))
     assert not _unheard(result((" Kay dum dum dirt ban nah", 0.1, -1.9, 1.2)), speech_s=0.6)

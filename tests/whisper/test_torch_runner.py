@@ -169,6 +169,33 @@ def test_a_batch_padded_to_its_bucket_decodes_the_same(
     assert [r.text for r in padded] == [r.text for r in plain] and len(padded) == 3
 
 
+def test_fixed_shape_decoding_matches_step_by_step_decoding(
+    torch_runner: TorchWhisperRunner, speech_audio: Path
+) -> None:
+    """The GPU's graph-replayed decoder (torch_static.py), run eagerly here: the same tokens and scores."""
+    from plugins.whisper import torch_static as ts
+
+    state = torch_runner._state
+    assert state is not None
+    items = [
+        (speech(speech_audio, n), DecodeRequest(priority=PRIORITY_FINAL, window_s=15)) for n in NAMES[:2]
+    ]
+    items.append((np.zeros(8000, np.float32), DecodeRequest(priority=PRIORITY_FINAL, window_s=15)))
+    dynamic = torch_runner.decode_batch(items)
+    state["static"][3] = ts.new_batch(
+        state["params"], state["dims"], 3, state["greedy"], "cpu", state["dtype"]
+    )
+    try:
+        fixed = torch_runner.decode_batch(items)
+        again = torch_runner.decode_batch(items)  # buffers reused: nothing left over from the last batch
+    finally:
+        state["static"].clear()
+    for d, f, a in zip(dynamic, fixed, again, strict=True):
+        assert d.text == f.text == a.text
+        assert [round(s.avg_logprob, 4) for s in d.segments] == [round(s.avg_logprob, 4) for s in f.segments]
+        assert [w.text for w in d.words] == [w.text for w in f.words]
+
+
 def test_silence_reads_as_faster_whisper_reads_it_and_english_only_refuses_korean(
     torch_runner: TorchWhisperRunner, ct2_runner: WhisperModelRunner
 ) -> None:
