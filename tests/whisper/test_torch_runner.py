@@ -151,28 +151,12 @@ def test_a_batch_decodes_each_request_as_it_would_alone(
         assert (got.words == ()) == (request.priority == PRIORITY_PARTIAL)  # partials carry no words
 
 
-def test_a_batch_padded_to_its_bucket_decodes_the_same(
-    torch_runner: TorchWhisperRunner, speech_audio: Path
-) -> None:
-    """On a GPU, three requests run as a batch of four (the last copied): the copy changes nothing."""
-    items = [
-        (speech(speech_audio, n), DecodeRequest(priority=PRIORITY_FINAL, window_s=15)) for n in NAMES[:3]
-    ]
-    plain = torch_runner.decode_batch(items)
-    state = torch_runner._state
-    assert state is not None
-    state["pad_batches"] = True
-    try:
-        padded = torch_runner.decode_batch(items)
-    finally:
-        state["pad_batches"] = False
-    assert [r.text for r in padded] == [r.text for r in plain] and len(padded) == 3
-
-
 def test_fixed_shape_decoding_matches_step_by_step_decoding(
     torch_runner: TorchWhisperRunner, speech_audio: Path
 ) -> None:
-    """The GPU's graph-replayed decoder (torch_static.py), run eagerly here: the same tokens and scores."""
+    """The GPU's path, run eagerly here: three requests padded to a bucket of four (the last copied) and
+    decoded in fixed shapes (torch_static.py, a CUDA graph per step there) give the step-by-step decoder's
+    tokens and scores, and a second batch in the same buffers is not disturbed by the first."""
     from plugins.whisper import torch_static as ts
 
     state = torch_runner._state
@@ -182,14 +166,17 @@ def test_fixed_shape_decoding_matches_step_by_step_decoding(
     ]
     items.append((np.zeros(8000, np.float32), DecodeRequest(priority=PRIORITY_FINAL, window_s=15)))
     dynamic = torch_runner.decode_batch(items)
-    state["static"][3] = ts.new_batch(
-        state["params"], state["dims"], 3, state["greedy"], "cpu", state["dtype"]
+    state["static"][4] = ts.new_batch(
+        state["params"], state["dims"], 4, state["greedy"], "cpu", state["dtype"]
     )
+    state["pad_batches"] = True
     try:
         fixed = torch_runner.decode_batch(items)
-        again = torch_runner.decode_batch(items)  # buffers reused: nothing left over from the last batch
+        again = torch_runner.decode_batch(items[::-1])[::-1]
     finally:
         state["static"].clear()
+        state["pad_batches"] = False
+    assert len(fixed) == len(again) == 3
     for d, f, a in zip(dynamic, fixed, again, strict=True):
         assert d.text == f.text == a.text
         assert [round(s.avg_logprob, 4) for s in d.segments] == [round(s.avg_logprob, 4) for s in f.segments]
@@ -203,7 +190,9 @@ def test_silence_reads_as_faster_whisper_reads_it_and_english_only_refuses_korea
     silence = (np.zeros(16000, np.float32), DecodeRequest(window_s=10))
     got, want = torch_runner.decode(*silence), ct2_runner.decode_batch([silence])[0]
     assert got.text == want.text
-    assert [round(s.no_speech_prob, 1) for s in got.segments] == [
+    assert len(got.segments) == len(want.segments)
+    for g, w in zip(got.segments, want.segments, strict=True):
+        assert abs(g.no_speech_prob - w.no_speech_prob) < 0.05
         round(s.no_speech_prob, 1) for s in want.segments
     ]
     with pytest.raises(WhisperModelError, match="English-only"):
