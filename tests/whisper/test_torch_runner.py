@@ -264,3 +264,18 @@ def test_gpu_decodes_what_the_cpu_decodes(torch_runner: TorchWhisperRunner, spee
         audio = speech(speech_audio, name)
         request = DecodeRequest(priority=PRIORITY_FINAL, window_s=15)
         assert gpu.decode(audio, request).text == torch_runner.decode(audio, request).text
+
+
+@pytest.mark.slow
+def test_multilingual_base_detects_the_language_and_reads_the_prompt_as_faster_whisper(
+    speech_audio: Path,
+) -> None:
+    """The packaged multilingual base: language detection, the language and task tokens, a style prompt."""
+    audio = speech(speech_audio, "a02")
+    request = DecodeRequest(
+        priority=PRIORITY_FINAL, window_s=15, language=None, initial_prompt="Um, uh, mm-hmm."
+    )
+    want = WhisperModelRunner(ModelOptions(model="base", cpu_threads=1)).decode_batch([(audio, request)])[0]
+    got = TorchWhisperRunner(ModelOptions(model="base")).decode(audio, request)
+    assert got.language == want.language == "en"
+    assert got.text == want.text != ""
