@@ -284,6 +284,8 @@ class TorchWhisperRunner:
         torch, tw, tok = s["torch"], s["tw"], s["tokenizer"]
         started = time.perf_counter()
         first = items[0][1]
+        if any((r.language, r.initial_prompt) != (first.language, first.initial_prompt) for _, r in items):
+            raise ValueError("a batch shares one language and one prompt (engine.py groups requests so)")
         frames = max(encoder_frames(len(a), r.window_s) or FULL_FRAMES for a, r in items)
         language = self._language(first, s["multilingual"])
         n = len(items)

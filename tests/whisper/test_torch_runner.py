@@ -195,6 +195,8 @@ def test_silence_reads_as_faster_whisper_reads_it_and_english_only_refuses_korea
         assert abs(g.no_speech_prob - w.no_speech_prob) < 0.05
     with pytest.raises(WhisperModelError, match="English-only"):
         torch_runner.decode(np.zeros(16000, np.float32), DecodeRequest(language="ko"))
+    with pytest.raises(ValueError, match="one prompt"):
+        torch_runner.decode_batch([silence, (silence[0], DecodeRequest(initial_prompt="Um."))])
 
 
 def test_cuda_without_a_gpu_is_one_line() -> None:
