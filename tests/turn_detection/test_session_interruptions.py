@@ -149,7 +149,7 @@ async def test_a_barge_in_ends_the_paused_reply_before_the_session_hears_its_wor
 
 
 async def test_a_repeated_word_kept_once_ends_the_paused_reply(voice: CpuVoice) -> None:
-    # "Wait, wait." makes Whisper loop on the word; the guard keeps it once ("Wait.", plugins/whisper/loops.py):
+    # "Wait, wait." makes Whisper loop on the word and the guard keeps it once ("Wait.", whisper/guard.py):
     # one settled word over the paused reply is a barge-in like a sentence
     track = caller_track(voice, [(1.2, "Wait, wait.")])
     r = await run_call(track, [ScriptLine("wait", "Wait.")], TurnOptions())
