@@ -164,8 +164,8 @@ def test_repetition_loops_are_dropped_in_any_language(text: str) -> None:
     ],
 )
 def test_a_loop_a_caller_was_heard_saying_is_kept_once(text: str, kept: str) -> None:
-    """ "Wait, wait." over the agent, decoded as a loop of "wait": the gate heard a person's worth of speech
-    and Whisper took it for speech, so the word is kept once and the barge-in is not lost."""
+    """A caller's "Wait, wait." over the agent, decoded as a loop of "wait": the gate heard a person's worth
+    of speech and Whisper took it for speech, so the word is kept once and the barge-in is not lost."""
     r = DecodeResult((Segment(f" {text}", 0.0, 1.0, 0.05, -0.45, 1.5),), "ko", 1.0, 0.1)
     assert clean_text(r, speech_s=0.7) == kept
     loud = DecodeResult((Segment(f" {text}", 0.0, 1.0, 0.05, -0.45, 3.0),), "ko", 1.0, 0.1)
