@@ -153,10 +153,22 @@ def _segment_text(seg: Segment, speech_s: float, opts: GuardOptions) -> str:
     if seg.compression_ratio <= opts.max_compression_ratio:
         return text
     loop = leading_loop(text)
-    once = said_once(text, loop) if loop is not None else drop_repeated_sentences(text)
-    if once == text or len(_SENTENCE.findall(once)) != 1:
-        return ""  # not one stretch again and again: something else went wrong in the segment
+    if loop is None or not _short(loop.unit):
+        return ""  # not a short stretch again and again: something else went wrong in the segment
+    once = said_once(text, loop)
     return once if _heard_saying(once, [seg], speech_s, opts) else ""
+
+
+KEEP_ONCE_MAX_WORDS = 2
+"""The longest looped stretch kept once. A caller who repeats to stop the agent repeats a word or two
+("wait, wait", "no no no", "hold on"); a longer stretch Whisper loops on is usually a clause it finished
+with a word it did not hear: through the room, "It is on Monday at, | nine" looped as "It is on Monday
+yet." and, kept once, read as a finished turn and ended it early (in both runs of the eleventh session's
+regression check)."""
+
+
+def _short(unit: str) -> bool:
+    return len(_TOKEN.findall(unit)) <= KEEP_ONCE_MAX_WORDS
 
 
 REPEATED_SENTENCE_MIN_WORDS = 2
@@ -214,7 +226,7 @@ def clean_text(
         text = cut_loop(text)
     else:  # the whole decode repeats one stretch: the caller said it, or Whisper invented it
         text = said_once(text, loop)
-        text = text if _heard_saying(text, kept, speech_s, opts) else ""
+        text = text if _short(loop.unit) and _heard_saying(text, kept, speech_s, opts) else ""
     text = drop_repeated_sentences(text)
     key = phrase_key(text)
     phantom, weak = _phrase_sets(result.language)
