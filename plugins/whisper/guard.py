@@ -161,10 +161,10 @@ def _segment_text(seg: Segment, speech_s: float, opts: GuardOptions) -> str:
 
 KEEP_ONCE_MAX_WORDS = 2
 """The longest looped stretch kept once. A caller who repeats to stop the agent repeats a word or two
-("wait, wait", "no no no", "hold on"); a longer stretch Whisper loops on is usually a clause it finished
-with a word it did not hear: through the room, "It is on Monday at, | nine" looped as "It is on Monday
-yet." and, kept once, read as a finished turn and ended it early (in both runs of the eleventh session's
-regression check)."""
+("wait, wait", "no no no", "hold on"): that is the case the rule is for. A longer stretch Whisper loops on
+is often a clause it finished with a word it did not hear, which kept once would read as a finished turn;
+`benchmarks.turns` cannot show that effect (it never calls the guard), so longer loops are dropped as they
+were before the rule."""
 
 
 def _short(unit: str) -> bool:
