@@ -150,7 +150,7 @@ def phases(o: SttBenchOptions, batches: tuple[int, ...]) -> dict[str, Any]:
     from plugins.whisper import torch_whisper as tw
     from plugins.whisper.model import ModelOptions, encoder_frames, max_new_tokens
     from plugins.whisper.torch_runner import TorchWhisperRunner
-    from plugins.whisper.torch_static import greedy_static
+    from plugins.whisper.torch_static import greedy, greedy_static
 
     runner = TorchWhisperRunner(ModelOptions(model=o.model, device=o.device))  # type: ignore[arg-type]
     runner.warmup(max(batches))
@@ -184,7 +184,7 @@ def phases(o: SttBenchOptions, batches: tuple[int, ...]) -> dict[str, Any]:
             if sb is not None:
                 gens = greedy_static(s["params"], s["dims"], sb, enc, prompt, budgets, s["greedy"])
             else:
-                gens = tw.greedy(s["params"], s["dims"], enc, prompt, budgets, s["greedy"])
+                gens = greedy(s["params"], s["dims"], enc, prompt, budgets, s["greedy"])
             sync()
             t3 = time.perf_counter()
             for key, took in zip(times, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):

@@ -304,13 +304,13 @@ class TorchWhisperRunner:
         prompt = torch.tensor(prompts + prompts[-1:] * (rows - n), device=s["device"])
         budgets += [1] * (rows - n)
         sb = s["static"].get(rows)
-        if sb is not None:  # fixed shapes, a CUDA graph per step (torch_static.py)
-            from .torch_static import greedy_static
+        from . import torch_static as ts
 
+        if sb is not None:  # a bucket's buffers, a CUDA graph per step
             with sb.lock:
-                gens = greedy_static(s["params"], s["dims"], sb, encoded, prompt, budgets, g)[:n]
+                gens = ts.greedy_static(s["params"], s["dims"], sb, encoded, prompt, budgets, g)[:n]
         else:
-            gens = tw.greedy(s["params"], s["dims"], encoded, prompt, budgets, g)[:n]
+            gens = ts.greedy(s["params"], s["dims"], encoded, prompt, budgets, g)[:n]
         decode_s = time.perf_counter() - started
         out = []
         for (audio, request), content, gen, lang in zip(items, contents[:n], gens, languages, strict=True):
@@ -340,11 +340,11 @@ class TorchWhisperRunner:
             return [language] * n
         s = self._state
         assert s is not None
-        torch, tw, tok = s["torch"], s["tw"], s["tokenizer"]
-        cache = tw.start_decoder(s["params"], s["dims"], encoded, 1)
-        logits = tw.decode_step(
-            s["params"], s["dims"], cache, torch.full((n, 1), s["sot"], device=s["device"])
-        )
+        from . import torch_static as ts
+
+        torch, tok = s["torch"], s["tokenizer"]
+        sot = torch.full((n, 1), s["sot"], device=s["device"])
+        logits = ts.prompt_logits(s["params"], s["dims"], s["greedy"], encoded, sot)
         ids = torch.tensor(s["lang_ids"], device=s["device"])
         best = ids[logits[:, -1, ids].argmax(-1)].tolist()
         return [(tok.id_to_token(i) or "<|en|>")[2:-2] for i in best]

@@ -8,7 +8,10 @@ all `text_ctx` cache rows under a mask of the positions written so far, the cros
 tokens and history live in device tensors that the step itself advances. The host only replays and, every
 few steps, asks whether every row has ended.
 
-On a CPU the same step runs eagerly (tests compare it with `torch_whisper.greedy` token for token).
+This is Parley's only Whisper decoder: a batch that is not padded to a bucket (the CPU's path) gets
+buffers of its own size (`greedy`), and language detection reads the first position's logits
+(`prompt_logits`). On a CPU the step runs eagerly; tests compare a padded, reused batch with one of the
+request's own size, and both with faster-whisper's text.
 """
 
 from __future__ import annotations
@@ -60,8 +63,18 @@ class StaticBatch:
 
 
 def new_batch(
-    p: Params, dims: Dims, batch: int, o: GreedyOptions, device: str, dtype: torch.dtype
+    p: Params,
+    dims: Dims,
+    batch: int,
+    o: GreedyOptions,
+    device: str | torch.device,
+    dtype: torch.dtype,
+    *,
+    text_rows: int | None = None,
+    encoder_rows: int = ENCODER_CTX,
 ) -> StaticBatch:
+    """Buffers for `batch` rows: a bucket's (every text position, the 30 s window's frames) unless sized
+    smaller for one batch that is decoded once."""
     dh = dims.width // dims.heads
     layers = range(dims.decoder_layers)
 
@@ -74,11 +87,11 @@ def new_batch(
     banned[o.eot] = False
     return StaticBatch(
         batch=batch,
-        self_k=zeros(dims.text_ctx),
-        self_v=zeros(dims.text_ctx),
-        cross_k=zeros(ENCODER_CTX),
-        cross_v=zeros(ENCODER_CTX),
-        enc_mask=torch.zeros(batch, 1, 1, ENCODER_CTX, dtype=torch.bool, device=device),
+        self_k=zeros(text_rows or dims.text_ctx),
+        self_v=zeros(text_rows or dims.text_ctx),
+        cross_k=zeros(encoder_rows),
+        cross_v=zeros(encoder_rows),
+        enc_mask=torch.zeros(batch, 1, 1, encoder_rows, dtype=torch.bool, device=device),
         tokens=torch.zeros(batch, dtype=torch.long, device=device),
         pos=torch.zeros((), dtype=torch.long, device=device),
         step=torch.zeros((), dtype=torch.long, device=device),
@@ -129,7 +142,7 @@ def step(p: Params, dims: Dims, sb: StaticBatch, eot: int) -> None:
     x = p["decoder/embeddings/weight"][sb.tokens][:, None] + p[
         "decoder/position_encodings/encodings"
     ].index_select(0, where)
-    rows = torch.arange(dims.text_ctx, device=sb.pos.device)
+    rows = torch.arange(sb.self_k[0].shape[2], device=sb.pos.device)
     self_mask = (rows <= sb.pos).view(1, 1, 1, -1)
     logits = _layers(p, dims, sb, x, self_mask, where)[:, -1]
     lp = logits.masked_fill(sb.banned, float("-inf")).log_softmax(-1)
@@ -166,9 +179,62 @@ def _load(p: Params, dims: Dims, sb: StaticBatch, encoded: torch.Tensor, budgets
         k, v = _linear(p, f"decoder/layer_{i}/attention/linear_1", encoded).chunk(2, dim=-1)
         sb.cross_k[i][:, :, :t] = _heads(k, dims.heads)
         sb.cross_v[i][:, :, :t] = _heads(v, dims.heads)
-    sb.enc_mask.copy_((torch.arange(ENCODER_CTX, device=encoded.device) < t).view(1, 1, 1, -1))
+    frames = sb.enc_mask.shape[-1]
+    sb.enc_mask.copy_((torch.arange(frames, device=encoded.device) < t).view(1, 1, 1, -1))
     sb.budget.copy_(torch.tensor(list(budgets), device=encoded.device))
     sb.done.zero_()
+
+
+def _prefill(
+    p: Params,
+    dims: Dims,
+    sb: StaticBatch,
+    encoded: torch.Tensor,
+    prompt: torch.Tensor,
+    budgets: Sequence[int],
+) -> torch.Tensor:
+    """Load the batch and read the prompt: logits [B, prompt length, vocab]."""
+    b, plen = prompt.shape
+    if b != sb.batch or encoded.shape[1] > sb.enc_mask.shape[-1] or plen > sb.self_k[0].shape[2]:
+        raise ValueError(
+            f"a batch of {b} rows, {plen} prompt tokens and {encoded.shape[1]} frames does not fit this "
+            f"{sb.batch}-row one"
+        )
+    _load(p, dims, sb, encoded, budgets)
+    x = p["decoder/embeddings/weight"][prompt] + p["decoder/position_encodings/encodings"][:plen]
+    causal = torch.ones(plen, sb.self_k[0].shape[2], dtype=torch.bool, device=prompt.device).tril()
+    return _layers(p, dims, sb, x, causal.view(1, 1, plen, -1), slice(0, plen))
+
+
+@torch.inference_mode()
+def prompt_logits(
+    p: Params, dims: Dims, o: GreedyOptions, encoded: torch.Tensor, prompt: torch.Tensor
+) -> torch.Tensor:
+    """Logits [B, prompt length, vocab] after reading `prompt` (language detection reads the first)."""
+    b, plen = prompt.shape
+    sb = new_batch(
+        p, dims, b, o, encoded.device, encoded.dtype, text_rows=plen, encoder_rows=encoded.shape[1]
+    )
+    return _prefill(p, dims, sb, encoded, prompt, [1] * b)
+
+
+@torch.inference_mode()
+def greedy(
+    p: Params,
+    dims: Dims,
+    encoded: torch.Tensor,
+    prompt: torch.Tensor,
+    budgets: Sequence[int],
+    o: GreedyOptions,
+) -> list[Generation]:
+    """Greedy decoding of a batch that shares one prompt length, in buffers of its own size; row i stops
+    at the end of text or after `budgets[i]` tokens (a loop never runs past its budget)."""
+    b, plen = prompt.shape
+    most = min(max(budgets), dims.text_ctx - plen)
+    sb = new_batch(
+        p, dims, b, o, encoded.device, encoded.dtype, text_rows=plen + most, encoder_rows=encoded.shape[1]
+    )
+    return greedy_static(p, dims, sb, encoded, prompt, budgets, o)
 
 
 @torch.inference_mode()
@@ -181,17 +247,10 @@ def greedy_static(
     budgets: Sequence[int],
     o: GreedyOptions,
 ) -> list[Generation]:
-    """What `torch_whisper.greedy` returns, decoded in `sb`'s fixed shapes (the caller holds `sb.lock`)."""
+    """Greedy decoding in `sb`'s buffers (a bucket's, whose caller holds `sb.lock`, or `greedy`'s own)."""
     b, plen = prompt.shape
-    if b != sb.batch or encoded.shape[1] > ENCODER_CTX:
-        raise ValueError(
-            f"a batch of {b} rows and {encoded.shape[1]} frames does not fit this {sb.batch}-row one"
-        )
-    most = min(max(budgets), dims.text_ctx - plen)
-    _load(p, dims, sb, encoded, budgets)
-    x = p["decoder/embeddings/weight"][prompt] + p["decoder/position_encodings/encodings"][:plen]
-    causal = torch.ones(plen, dims.text_ctx, dtype=torch.bool, device=prompt.device).tril()
-    logits = _layers(p, dims, sb, x, causal.view(1, 1, plen, -1), slice(0, plen))
+    most = min(max(budgets), dims.text_ctx - plen, sb.self_k[0].shape[2] - plen)
+    logits = _prefill(p, dims, sb, encoded, prompt, budgets)
     if o.no_speech is not None:
         no_speech = logits[:, o.sot_index].softmax(-1)[:, o.no_speech]
     else:

@@ -1,8 +1,9 @@
-"""Whisper's forward pass and batched greedy decoding in PyTorch, from CTranslate2-named weights.
+"""Whisper's encoder and the pieces its decoder is built of in PyTorch, from CTranslate2-named weights.
 
 Why: the GPU speech engine needs Whisper on CUDA 13, where CTranslate2's wheel (built for CUDA 12) cannot
 load; PyTorch is already the Orpheus engine's runtime on the GPU host. This is the model math only: the
 runner (torch_runner.py) makes features, prompts and results, and the engine (engine.py) batches requests.
+The decoder runs in torch_static.py (fixed shapes, so that a GPU replays each step as one CUDA graph).
 
 The architecture is OpenAI's: two convolutions and pre-norm transformer blocks with a sinusoidal position
 table over the log-mel frames; a decoder of learned positions with self- and cross-attention whose output
@@ -119,58 +120,6 @@ def encode(p: Params, dims: Dims, mel: torch.Tensor) -> torch.Tensor:
     return _norm(p, "encoder/layer_norm", x)
 
 
-@dataclass
-class DecoderCache:
-    """Per layer: the self-attention's keys/values so far (preallocated) and the cross-attention's."""
-
-    self_k: list[torch.Tensor]
-    self_v: list[torch.Tensor]
-    cross_k: list[torch.Tensor]
-    cross_v: list[torch.Tensor]
-    length: int = 0
-
-
-def start_decoder(p: Params, dims: Dims, encoded: torch.Tensor, max_len: int) -> DecoderCache:
-    b = encoded.shape[0]
-    dh = dims.width // dims.heads
-    shape = (b, dims.heads, max_len, dh)
-    cache = DecoderCache([], [], [], [])
-    for i in range(dims.decoder_layers):
-        k, v = _linear(p, f"decoder/layer_{i}/attention/linear_1", encoded).chunk(2, dim=-1)
-        cache.cross_k.append(_heads(k, dims.heads))
-        cache.cross_v.append(_heads(v, dims.heads))
-        cache.self_k.append(encoded.new_zeros(shape))
-        cache.self_v.append(encoded.new_zeros(shape))
-    return cache
-
-
-def decode_step(p: Params, dims: Dims, cache: DecoderCache, tokens: torch.Tensor) -> torch.Tensor:
-    """Logits [B, T, vocab] (float32) for `tokens` [B, T] following what the cache holds; the cache grows."""
-    start, t = cache.length, tokens.shape[1]
-    end = start + t
-    x = p["decoder/embeddings/weight"][tokens] + p["decoder/position_encodings/encodings"][start:end]
-    for i in range(dims.decoder_layers):
-        name = f"decoder/layer_{i}"
-        h = _norm(p, name + "/self_attention/layer_norm", x)
-        q, k, v = (
-            _heads(z, dims.heads) for z in _linear(p, name + "/self_attention/linear_0", h).chunk(3, -1)
-        )
-        cache.self_k[i][:, :, start:end] = k
-        cache.self_v[i][:, :, start:end] = v
-        keys, values = cache.self_k[i][:, :, :end], cache.self_v[i][:, :, :end]
-        # a prompt attends causally from position 0; one new token attends to everything so far
-        a = F.scaled_dot_product_attention(q, keys, values, is_causal=t > 1 and start == 0)
-        x = x + _linear(p, name + "/self_attention/linear_1", _merge(a))
-        h = _norm(p, name + "/attention/layer_norm", x)
-        q = _heads(_linear(p, name + "/attention/linear_0", h), dims.heads)
-        a = F.scaled_dot_product_attention(q, cache.cross_k[i], cache.cross_v[i])
-        x = x + _linear(p, name + "/attention/linear_2", _merge(a))
-        x = x + _mlp(p, name + "/ffn", x)
-    cache.length = end
-    x = _norm(p, "decoder/layer_norm", x)
-    return F.linear(x, p["decoder/embeddings/weight"]).float()
-
-
 @dataclass(frozen=True)
 class GreedyOptions:
     eot: int
@@ -194,53 +143,6 @@ class Generation:
     sum_logprob: float
     """Log-probability of the tokens and of the end of text (when written)."""
     no_speech_prob: float
-
-
-@torch.inference_mode()
-def greedy(
-    p: Params,
-    dims: Dims,
-    encoded: torch.Tensor,
-    prompt: torch.Tensor,
-    budgets: Sequence[int],
-    o: GreedyOptions,
-) -> list[Generation]:
-    """Greedy decoding of a batch that shares one prompt length; row i stops at the end of text or after
-    `budgets[i]` tokens (a loop never runs past its budget)."""
-    b, plen = prompt.shape
-    most = min(max(budgets), dims.text_ctx - plen)
-    cache = start_decoder(p, dims, encoded, plen + most)
-    device = encoded.device
-    banned = torch.zeros(dims.vocab, dtype=torch.bool, device=device)
-    banned[list(o.suppress)] = True
-    banned[o.text_vocab :] = True
-    banned[o.eot] = False
-    first_banned = banned.clone()
-    first_banned[list(o.suppress_first)] = True
-    budget = torch.tensor(list(budgets), device=device)
-    logits = decode_step(p, dims, cache, prompt)
-    if o.no_speech is not None:
-        no_speech = logits[:, o.sot_index].softmax(-1)[:, o.no_speech]
-    else:
-        no_speech = torch.zeros(b, device=device)
-    logits = logits[:, -1]
-    done = torch.zeros(b, dtype=torch.bool, device=device)
-    chosen: list[torch.Tensor] = []
-    logprobs: list[torch.Tensor] = []
-    for step in range(most):
-        logits = logits.masked_fill(first_banned if step == 0 else banned, float("-inf"))
-        lp = logits.log_softmax(-1)
-        nxt = lp.argmax(-1)
-        nxt = torch.where(done, torch.full_like(nxt, o.eot), nxt)
-        chosen.append(nxt)
-        logprobs.append(lp.gather(1, nxt[:, None])[:, 0].masked_fill(done, 0.0))
-        done = done | (nxt == o.eot) | (step + 1 >= budget)
-        if step % CHECK_EVERY == CHECK_EVERY - 1 and bool(done.all()):  # a host sync: not every step
-            break
-        logits = decode_step(p, dims, cache, nxt[:, None])[:, -1]
-    ids = torch.stack(chosen, 1).tolist()
-    lps = torch.stack(logprobs, 1).tolist()
-    return [generation_of(ids[r][: budgets[r]], lps[r], float(no_speech[r]), o.eot) for r in range(b)]
 
 
 def generation_of(ids: Sequence[int], lps: Sequence[float], no_speech: float, eot: int) -> Generation:

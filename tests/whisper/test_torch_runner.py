@@ -151,12 +151,13 @@ def test_a_batch_decodes_each_request_as_it_would_alone(
         assert (got.words == ()) == (request.priority == PRIORITY_PARTIAL)  # partials carry no words
 
 
-def test_fixed_shape_decoding_matches_step_by_step_decoding(
+def test_a_padded_reused_bucket_decodes_as_a_batch_of_its_own_size(
     torch_runner: TorchWhisperRunner, speech_audio: Path
 ) -> None:
     """The GPU's path, run eagerly here: three requests padded to a bucket of four (the last copied) and
-    decoded in fixed shapes (torch_static.py, a CUDA graph per step there) give the step-by-step decoder's
-    tokens and scores, and a second batch in the same buffers is not disturbed by the first."""
+    decoded in the bucket's full-size buffers (every text position, the 30 s window's frames, masked;
+    a CUDA graph per step there) give the tokens and scores of the same three in buffers of their own
+    size, and a second batch in the same buffers is not disturbed by the first."""
     from plugins.whisper import torch_static as ts
 
     state = torch_runner._state
