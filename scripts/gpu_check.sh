@@ -26,7 +26,8 @@
 #   COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256
 #   SNAC_COALESCE_MS=0 (40: also with SNAC batches pooled)  TESTS=1 (0: no pytest step); an empty list
 #   skips its phase.  ORPHEUS=1 (0: no engine benchmark)  STT=1 (0: no speech engine step)
-#   STT_STREAMS=64,256  STT_SECONDS=15  STT_MAX_BATCH=64  STT_RESERVE_S=150 (kept for step 2b)
+#   STT_STREAMS=64,256  STT_SECONDS=15  STT_MAX_BATCH=64  STT_RESERVE_S=100 (kept for step 2b)
+#   TEST_RESERVE_S=105 (kept for step 3 and the summary)
 #   STT_PROFILE=1,16,64,128 (batch sizes timed phase by phase: features, encoder, greedy decoding)
 set -u
 set -o pipefail
@@ -78,10 +79,12 @@ log "environment in env.txt ($(grep -c MISSING "$OUT/env.txt") modules missing)"
 
 # ---- 2. benchmark, phase by phase -----------------------------------------------------------------------
 STT_MODEL=${STT_MODEL:-$ROOT/.gpucheck/whisper}
+# what the later steps took on an H200 (2026-11-27): the speech engine step ~85 s, the gpu tests ~85 s
 STT_RESERVE=0
-[ "${STT:-1}" != 0 ] && [ -f "$STT_MODEL/model.bin" ] && STT_RESERVE=${STT_RESERVE_S:-150}
-T_BENCH=$(($(left) - 130 - STT_RESERVE)) # leave ~130 s for the tests and the summary
-[ "${TESTS:-1}" = 0 ] && T_BENCH=$(($(left) - 20 - STT_RESERVE))
+[ "${STT:-1}" != 0 ] && [ -f "$STT_MODEL/model.bin" ] && STT_RESERVE=${STT_RESERVE_S:-100}
+TEST_RESERVE=${TEST_RESERVE_S:-105} # the tests and the summary
+[ "${TESTS:-1}" = 0 ] && TEST_RESERVE=20
+T_BENCH=$(($(left) - TEST_RESERVE - STT_RESERVE))
 ((T_BENCH < 60)) && T_BENCH=60
 if [ "${ORPHEUS:-1}" = 0 ]; then
   bench_rc=0
@@ -99,8 +102,7 @@ if [ "$STT_RESERVE" = 0 ]; then
   stt_rc=0
   log "speech engine: skipped (STT=0, or no $STT_MODEL: run make gpu-check-stage)"
 else
-  T_STT=$(($(left) - 20))
-  [ "${TESTS:-1}" != 0 ] && T_STT=$(($(left) - 130))
+  T_STT=$(($(left) - TEST_RESERVE))
   ((T_STT < 60)) && T_STT=60
   log "speech engine (PyTorch Whisper on the GPU): up to ${T_STT}s"
   timeout -k 10 "$T_STT" "$PY" -u -m benchmarks.stt_engine --device cuda --backend torch --model "$STT_MODEL" \
