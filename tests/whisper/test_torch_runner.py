@@ -30,7 +30,7 @@ from plugins.whisper.model import (
     bundled_model_path,
     make_runner,
 )
-from plugins.whisper.torch_runner import TorchWhisperRunner, mel_filters
+from plugins.whisper.torch_runner import PAD_SAMPLES, TorchWhisperRunner, _padded_signals, mel_filters
 from plugins.whisper.weights import WhisperModelError
 from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
 
@@ -99,6 +99,20 @@ def test_mel_filters_are_whispers() -> None:
     from faster_whisper.feature_extractor import FeatureExtractor
 
     np.testing.assert_allclose(mel_filters(), FeatureExtractor.get_mel_filters(16000, 400, 80), atol=1e-7)
+
+
+def test_signals_padded_on_the_device_are_faster_whispers_padding() -> None:
+    """Every length class of the mirrored ends: none, under the mirror's reach, just at it, and long."""
+    import torch
+
+    rng = np.random.default_rng(3)
+    audios = [rng.standard_normal(n).astype(np.float32) for n in (0, 5, 40, 200, 201, 241, 1000, 16000)]
+    width = 16000 + PAD_SAMPLES + 400 + 37
+    got = _padded_signals(torch, audios, width, "cpu").numpy()
+    for row, audio in enumerate(audios):
+        want = np.pad(np.pad(audio, (0, PAD_SAMPLES)), (200, 200), mode="reflect")
+        assert np.array_equal(got[row, : len(want)], want), len(audio)
+        assert not got[row, len(want) :].any()
 
 
 def test_batch_features_are_faster_whispers_features(
