@@ -22,7 +22,7 @@ from livekit import rtc
 from livekit.agents import stt
 
 from .audio_eot import AudioTurnBuffer
-from .interruption_policy import OverlapVerdict, classify_overlap
+from .interruption_policy import Overlap, OverlapVerdict, classify_overlap
 from .options import ProfileParams, TurnOptions
 
 logger = logging.getLogger("parley.turns")
@@ -148,7 +148,7 @@ class TurnHooks:
             return False
         alt = ev.alternatives[0]
         korean = str(alt.language or "").lower().startswith("ko")
-        verdict = classify_overlap(alt.text, "ko" if korean else None)
+        verdict = classify_overlap(alt.text, "ko" if korean else None, overlap_sound(alt))
         if verdict is OverlapVerdict.BACKCHANNEL:
             if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
                 self.backchannels_ignored += 1
@@ -253,6 +253,14 @@ def _current_stt_pipeline() -> Any | None:
         return _STTPipelineContextVar.get(None)
     except Exception:
         return None
+
+
+def overlap_sound(alt: stt.SpeechData) -> Overlap:
+    """How long the caller's voice lasted and how sure the recogniser was of its words (the STT's speech
+    span and per-word probabilities; either None when the STT does not report it)."""
+    span = alt.end_time - alt.start_time if alt.end_time > alt.start_time else None
+    probs = [float(p) for w in alt.words or () if (p := getattr(w, "confidence", None)) is not None]
+    return Overlap(speech_s=span, word_probability=sum(probs) / len(probs) if probs else None)
 
 
 def _cleared(ev: stt.SpeechEvent) -> stt.SpeechEvent:

@@ -80,7 +80,9 @@ class SpeechGate:
         """Utterance sample index just after the last speech window."""
         self.speech_samples = 0
         self.start_sample = 0
-        """Stream clock of the utterance's first sample."""
+        """Stream clock of the utterance's first sample (the pre-roll's)."""
+        self.voice_start = 0
+        """Stream clock of the first speech window (after the pre-roll): where the caller's voice began."""
 
     @property
     def length(self) -> int:
@@ -130,6 +132,7 @@ class SpeechGate:
                 self._append(chunk)
             self._preroll.clear()
             self.start_sample = self.samples_in - self._length
+            self.voice_start = self.samples_in - self._run * WINDOW
             self.speech_samples = self._run * WINDOW
             self.speech_end = self._length
             self.revision += 1
@@ -175,6 +178,7 @@ class SpeechGate:
         self._length = len(rest)
         self.speech_end = max(0, self.speech_end - n)
         self.start_sample += n
+        self.voice_start = max(self.voice_start, self.start_sample)
         self.revision += 1
 
     def finish(self) -> None:

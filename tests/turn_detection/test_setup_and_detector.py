@@ -142,6 +142,30 @@ def test_filter_drops_backchannels_only_over_agent_speech() -> None:
     assert hooks.backchannels_ignored == 1
 
 
+def test_filter_reads_a_short_unsure_sound_over_the_agent_as_listening() -> None:
+    """The STT's speech span and word probabilities reach the policy: tiny.en's "Mama." for a hummed
+    "mm-hmm" (0.4 s, unsure) is dropped; the same words said for a second and a half, or sure, are a turn."""
+    hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
+    final = stt.SpeechEventType.FINAL_TRANSCRIPT
+    hooks.on_agent_state(SimpleNamespace(new_state="speaking"))
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=1.0))
+
+    def said(seconds: float, probability: float) -> stt.SpeechEvent:
+        data = stt.SpeechData(
+            language=LanguageCode("en"),
+            text="Mama.",
+            start_time=10.0,
+            end_time=10.0 + seconds,
+            words=[TimedString("Mama.", confidence=probability)],
+        )
+        return stt.SpeechEvent(type=final, alternatives=[data])
+
+    assert hooks.should_drop(said(0.4, 0.36))
+    assert not hooks.should_drop(said(1.5, 0.36))
+    assert not hooks.should_drop(said(0.4, 0.9))
+    assert not hooks.should_drop(_speech_event(final, "Mama."))  # nothing known besides the words
+
+
 async def test_audio_tap_passes_frames_and_fills_the_buffer() -> None:
     hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
     frames = [rtc.AudioFrame(np.full(480, 1000, np.int16).tobytes(), 48000, 1, 480) for _ in range(50)]

@@ -63,6 +63,12 @@ def test_preroll_and_tail_crop() -> None:
     assert gate.length / SAMPLE_RATE > 2.0  # the trailing silence is kept, just not decoded
     assert abs(gate.speech_s - 1.0) < 0.07
     assert abs(gate.start_sample / SAMPLE_RATE - 0.7) < 0.07
+    # where the voice began, and how long it lasted: what the backchannel rule reads
+    assert abs(gate.voice_start / SAMPLE_RATE - 1.0) < 0.04
+    voiced = (gate.start_sample + gate.speech_end - gate.voice_start) / SAMPLE_RATE
+    assert abs(voiced - 1.0) < 0.07
+    gate.trim(round(0.5 * SAMPLE_RATE))  # committed words past the onset move it with them
+    assert gate.voice_start == gate.start_sample
 
 
 def test_short_click_does_not_start_an_utterance() -> None:
