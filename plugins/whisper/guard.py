@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .loops import LOOP_REPEATS, cut_loop, leading_loop, said_once
+from .loops import LOOP_REPEATS, cut_loop, find_loop, leading_loop, said_once
 from .model import DecodeResult, Segment
 
 # Never plausible from a caller talking to a voice agent, per language (keys as `phrase_key` writes them).
@@ -239,6 +239,14 @@ def clean_text(
         if speech_s < opts.weak_phrase_min_speech_s or logprob < opts.weak_phrase_min_logprob:
             return ""
     return text
+
+
+def looped(result: DecodeResult, opts: GuardOptions = GuardOptions()) -> bool:
+    """Whether the decode ran into a repetition loop (a segment over the compression ratio, or text that
+    ends in a loop): the failure Whisper's own remedy, decoding again another way, is for."""
+    if any(s.compression_ratio > opts.max_compression_ratio for s in result.segments):
+        return True
+    return find_loop(result.text) is not None
 
 
 def unintelligible(

@@ -30,7 +30,7 @@ from livekit.agents.types import TimedString
 
 from .agreement import LocalAgreement, find_sentence_commit, words_after
 from .engine import DecodeDropped
-from .guard import clean_text, unintelligible
+from .guard import clean_text, looped, unintelligible
 from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_PAUSE, SAMPLE_RATE, DecodeRequest, DecodeResult
 from .speech_gate import GateEvent, SpeechGate
 
@@ -113,7 +113,8 @@ class WhisperStream(stt.RecognizeStream):
     # ---- events -------------------------------------------------------------------------------------------
 
     def _speech(self, text: str, result: DecodeResult | None) -> stt.SpeechData:
-        start = self._gate.start_sample / SAMPLE_RATE + self.start_time_offset
+        # from the voice's onset, not the pre-roll's first sample: the span is how long the caller spoke
+        start = self._gate.voice_start / SAMPLE_RATE + self.start_time_offset
         end = (self._gate.start_sample + self._gate.speech_end) / SAMPLE_RATE + self.start_time_offset
         language = result.language if result is not None else (self._language or "en")
         confidence = result.confidence if result is not None else 0.0
@@ -243,7 +244,7 @@ class WhisperStream(stt.RecognizeStream):
         context = " ".join(self._committed)[-200:]
         return " ".join(p for p in (self._opts.style_prompt.strip(), context) if p) or None
 
-    def _start(self, kind: str) -> _Decode:
+    def _start(self, kind: str, *, primed: bool = True) -> _Decode:
         gate = self._gate
         audio = gate.audio()
         partial = kind == "partial"
@@ -254,7 +255,7 @@ class WhisperStream(stt.RecognizeStream):
             language=self._language,
             beam_size=self._opts.partial_beam_size if partial else self._opts.final_beam_size,
             with_timestamps=partial and len(audio) >= self._opts.commit_after_s * SAMPLE_RATE,
-            initial_prompt=self._prompt(),
+            initial_prompt=self._prompt() if primed else None,
             priority={"final": PRIORITY_FINAL, "settle": PRIORITY_PAUSE}.get(kind, PRIORITY_PARTIAL),
             window_s=self._opts.partial_window_s if partial else self._opts.final_window_s,
             stream_id=f"{id(self):x}",
@@ -405,6 +406,22 @@ class WhisperStream(stt.RecognizeStream):
                 logger.warning("unheard listener failed", extra={"error": str(e)[:200]})
 
     async def _final_text(self) -> tuple[str, DecodeResult | None]:
+        """The utterance's text; when the guard emptied a primed decode that looped, the text of one more
+        decode without the prompt. Whisper does not come back from a loop, and its own remedy is to decode
+        again another way; a priming prompt is a known cause (tiny.en wrote "What about the main library?"
+        four times after the style prompt, and once without it)."""
+        text, result = await self._first_final_text()
+        if text or result is None or self._prompt() is None or not looped(result, self._opts.guard):
+            return text, result
+        again = self._start("final", primed=False)
+        retried = await again.task
+        if retried is None:
+            return text, result
+        retried_text = self._clean(retried, again)
+        logger.debug("looped final decoded again without the prompt", extra={"kept": bool(retried_text)})
+        return (retried_text, retried) if retried_text else (text, result)
+
+    async def _first_final_text(self) -> tuple[str, DecodeResult | None]:
         """The settled text if current; else the running decode that covers everything; else decode now."""
         gate = self._gate
         for _ in range(2):
