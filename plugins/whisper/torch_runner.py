@@ -392,8 +392,8 @@ def _padded_signals(torch: Any, audios: Sequence[np.ndarray], width: int, device
     half = N_FFT // 2
     rows = torch.zeros(len(audios), width, dtype=torch.float32, device=device)
     lengths = [len(a) for a in audios]
-    flat = np.concatenate([np.asarray(a, dtype=np.float32) for a in audios]) if sum(lengths) else None
-    src = torch.from_numpy(flat).to(device) if flat is not None else None
+    flat = np.concatenate([np.asarray(a, dtype=np.float32) for a in audios] or [np.zeros(0, np.float32)])
+    src = torch.from_numpy(flat).to(device)
     tail = half - PAD_SAMPLES + 1  # audio samples the end's mirror reaches
     at = 0
     for row, n in enumerate(lengths):
