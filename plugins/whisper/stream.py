@@ -407,9 +407,11 @@ class WhisperStream(stt.RecognizeStream):
 
     async def _final_text(self) -> tuple[str, DecodeResult | None]:
         """The utterance's text; when the guard emptied a primed decode that looped, the text of one more
-        decode without the prompt. Whisper does not come back from a loop, and its own remedy is to decode
-        again another way; a priming prompt is a known cause (tiny.en wrote "What about the main library?"
-        four times after the style prompt, and once without it)."""
+        decode without the prompt, if Whisper is sure of it. Whisper does not come back from a loop, and its
+        own remedy is to decode again another way; a priming prompt is a known cause (tiny.en wrote "What
+        about the main library?" four times after the style prompt, and once without it, at an average
+        log-probability of -0.15). Speech it cannot read loops too, and its second reading is as unsure
+        (-1.4 to -2.0 for Korean said to tiny.en): that caller is still asked to repeat."""
         text, result = await self._first_final_text()
         if text or result is None or self._prompt() is None or not looped(result, self._opts.guard):
             return text, result
@@ -418,8 +420,11 @@ class WhisperStream(stt.RecognizeStream):
         if retried is None:
             return text, result
         retried_text = self._clean(retried, again)
-        logger.debug("looped final decoded again without the prompt", extra={"kept": bool(retried_text)})
-        return (retried_text, retried) if retried_text else (text, result)
+        sure = all(s.avg_logprob >= self._opts.guard.logprob_threshold for s in retried.segments)
+        logger.debug(
+            "looped final decoded again without the prompt", extra={"kept": bool(retried_text and sure)}
+        )
+        return (retried_text, retried) if retried_text and sure else (text, result)
 
     async def _first_final_text(self) -> tuple[str, DecodeResult | None]:
         """The settled text if current; else the running decode that covers everything; else decode now."""
