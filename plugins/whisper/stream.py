@@ -33,6 +33,7 @@ from .engine import DecodeDropped
 from .guard import clean_text, looped, unintelligible
 from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_PAUSE, SAMPLE_RATE, DecodeRequest, DecodeResult
 from .speech_gate import GateEvent, SpeechGate
+from .words import words_kept
 
 if TYPE_CHECKING:
     from .stt import WhisperSTT
@@ -485,13 +486,14 @@ class WhisperStream(stt.RecognizeStream):
 
 
 def _scored_words(text: str, result: DecodeResult | None) -> list[TimedString] | None:
-    """The text's last words with the recogniser's probability for each (the end-of-turn detector reads the
-    last one: a word Whisper invented at a pause is usually one it is unsure of). Only the decode's own
-    words are known, so a long turn's committed sentences have none; no times (no timestamps are decoded)."""
+    """The text's words with the recogniser's probability for each (the end-of-turn detector reads the
+    last one: a word Whisper invented at a pause is usually one it is unsure of; the backchannel rule reads
+    their mean). Only the decode's own last words are scored, so a long turn's committed sentences have
+    none; no times (no timestamps are decoded)."""
     if result is None or not result.words or not text:
         return None
-    n = min(len(text.split()), len(result.words))
-    return [TimedString(w.text, confidence=w.probability) for w in result.words[-n:]]
+    words = words_kept(text, result.text, result.words)
+    return [TimedString(w.text, confidence=w.probability) for w in words] or None
 
 
 def _behind(earlier: np.ndarray, audio: np.ndarray) -> np.ndarray:

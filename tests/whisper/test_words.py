@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from plugins.whisper.engine_client import _words
-from plugins.whisper.words import TAIL_TOKENS, Word, chosen_probabilities, group_words, words_of
+from plugins.whisper.words import (
+    TAIL_TOKENS,
+    Word,
+    chosen_probabilities,
+    group_words,
+    words_kept,
+    words_of,
+)
 
 PIECES = {1: "ĠCould", 2: "Ġyou", 3: "Ġput", 4: "Ġthr", 5: "ough", 6: ",", 7: "Ġtoo", 8: "."}
 
@@ -76,3 +83,26 @@ def test_only_the_tail_of_a_long_decode_is_read_from_a_whole_word() -> None:
 def test_a_result_without_log_probs_or_with_a_bad_shape_gives_no_words() -> None:
     assert words_of(type("G", (), {"sequences_ids": [[1, 2]], "logits": []})(), _Tokenizer()) == ()
     assert words_of(type("G", (), {"sequences_ids": [[1, 2]], "logits": [["x", "y"]]})(), _Tokenizer()) == ()
+
+
+def test_text_that_holds_the_whole_decode_ends_with_its_scored_words() -> None:
+    words = (Word("put", 0.9), Word("me", 0.8), Word("through.", 0.3))
+    assert words_kept("Could you put me through.", "Could you put me through.", words) == words
+    # committed sentences in front of the decode have no scores; the decode's own words still end the text
+    assert words_kept("Hi there. Put me through.", "Put me through.", words[1:]) == words[1:]
+
+
+def test_a_loop_kept_once_is_scored_where_it_first_occurs() -> None:
+    """Whisper grows surer with each repeat it copies; the first reading is the one that measures the
+    audio (a hum decoded "Mama." ten times: 0.49 the first time, 0.98 later)."""
+    loop = (Word("Mama.", 0.49), Word("Mama.", 0.86), Word("Mama.", 0.97), Word("Mama", 0.98))
+    assert words_kept("Mama.", "Mama. Mama. Mama. Mama", loop) == (Word("Mama.", 0.49),)
+    wait = (Word("Wait,", 0.7), Word("wait.", 0.8), Word("Wait,", 0.95), Word("wait.", 0.97))
+    assert words_kept("Wait, wait.", "Wait, wait. Wait, wait.", wait) == wait[:2]
+
+
+def test_kept_words_that_are_not_among_the_scored_ones_have_no_scores() -> None:
+    """The scored tail of a long loop may not reach its first reading: no score beats a copied one."""
+    tail = (Word("again.", 0.97), Word("Go", 0.98), Word("again.", 0.99))
+    assert words_kept("Go home.", "Go home. Go again. Go again. Go again.", tail) == ()
+    assert words_kept("", "Mama.", (Word("Mama.", 0.5),)) == ()
