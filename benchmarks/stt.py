@@ -41,6 +41,7 @@ from plugins.whisper.model import (
     default_model,
     shared_runner,
 )
+from plugins.whisper.stream import turn_text
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
 from worker.measurement import VOICED_AMPLITUDE
 from worker.settings import ENGLISH_STYLE_PROMPT
@@ -159,7 +160,10 @@ async def stream_file(
                 marks.setdefault("preflight", time.perf_counter())
             if ev.type == lkstt.SpeechEventType.FINAL_TRANSCRIPT:
                 text = ev.alternatives[0].text if ev.alternatives else ""
-                if text.strip():
+                whole = turn_text(ev)
+                if whole is not None:  # the whole turn decoded again: it replaces the earlier FINALs
+                    finals[:] = [whole]
+                elif text.strip():
                     finals.append(text.strip())
                 if "flush" in marks and not last.done():
                     marks["final"] = time.perf_counter()
@@ -226,6 +230,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             partial_interval_s=args.partial_interval,
             settle_s=args.settle_ms / 1000,
             context_gap_s=args.context_gap,
+            whole_turn=args.whole_turn,
             style_prompt=args.prompt,
         ),
     )
@@ -397,6 +402,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=StreamingOptions.context_gap_s,
         help="an utterance this soon after a FINAL is decoded behind its audio (0 = off, the default)",
+    )
+    p.add_argument(
+        "--whole-turn",
+        action="store_true",
+        help="with --context-gap: such an utterance's FINAL is the whole turn, replacing the earlier ones",
     )
     p.add_argument(
         "--prompt",

@@ -18,6 +18,8 @@ from typing import Any
 
 from livekit.agents import stt
 
+from plugins.whisper.stream import turn_text
+
 from .audio_eot import TRAILING_SILENCE_S, load_model, predict_window
 from .endpoint_policy import EndpointDecision, decide
 from .lm_eot import LmEotScorer
@@ -123,7 +125,7 @@ class ParleyTurnDetector:
             return
         text = ev.alternatives[0].text
         if text and text.strip():
-            self._lm.prefetch(self.turn_text(text))
+            self._lm.prefetch(turn_text(ev) or self.turn_text(text))
 
     async def lm_probability(self, text: str) -> float | None:
         """The language model's score of the turn's text, or None when it does not answer by the deadline

@@ -6,7 +6,9 @@ detector knows when the last speech ended and whether the caller started talking
 end-of-turn model reads, and drops transcripts that are only a backchannel said over the agent — so the
 framework never sees words, never pauses or interrupts the agent, and never commits a turn for them. Settled
 words that do pass while the caller's voice holds the agent's reply paused end that reply first, so the
-turn's preflight can start the next one (`TurnHooks.end_paused_reply`).
+turn's preflight can start the next one (`TurnHooks.end_paused_reply`). A transcript that holds the caller's
+whole turn, decoded again as one (`plugins.whisper` with `whole_turn`), replaces the turn's earlier FINALs in
+the session instead of following them (`TurnHooks.replace_turn_text`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 from livekit.agents import stt
+
+from plugins.whisper.stream import turn_text
 
 from .audio_eot import AudioTurnBuffer
 from .interruption_policy import Overlap, OverlapVerdict, classify_overlap
@@ -65,6 +69,8 @@ class TurnHooks:
         """Called with the end time of each caller utterance (the detector starts its audio model there)."""
         self._attached = False
         self._session: Any | None = None
+        self._stt: Any | None = None
+        """The STT behind the node, told when the agent answers (`new_turn()`, where it has one)."""
 
     # -- session events ------------------------------------------------------------------------------------
     def attach(self, session: Any) -> None:
@@ -117,6 +123,25 @@ class TurnHooks:
         busy = ("thinking", "speaking")
         if ev.new_state in busy and getattr(ev, "old_state", None) not in busy:
             self.replies_started += 1
+            new_turn = getattr(self._stt, "new_turn", None)
+            if callable(new_turn):
+                new_turn()  # the caller's next words are a turn of their own, not more of this one
+
+    def replace_turn_text(self, ev: stt.SpeechEvent) -> None:
+        """Make a whole-turn transcript the turn's text: livekit-agents joins a turn's FINALs, appending
+        each new one's text (a PREFLIGHT's likewise), and the event's text is the end of the whole turn,
+        so the joined text is set to the rest of it first. The caller's transcript display keeps the
+        appended parts. Private livekit-agents 1.8.9 state (`AudioRecognition._audio_transcript`)."""
+        whole = turn_text(ev)
+        part = ev.alternatives[0].text.strip() if ev.alternatives else ""
+        if whole is None or not part or not whole.endswith(part) or self._session is None:
+            return
+        try:
+            recognition = self._session._activity._audio_recognition
+            if recognition is not None:
+                recognition._audio_transcript = whole[: len(whole) - len(part)].strip()
+        except AttributeError as e:  # another livekit-agents: the earlier FINALs stand, the part follows
+            logger.warning("could not replace the turn's text with its whole-turn transcript: %s", e)
 
     @property
     def awaiting_final(self) -> bool:
@@ -228,6 +253,7 @@ class TurnHooks:
         from livekit.agents import Agent
 
         self._stt_pipeline = _current_stt_pipeline()
+        self._stt = getattr(agent, "stt", None) or getattr(self._session, "stt", None)
         self.stt_node_running = True
         async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
             if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
@@ -240,6 +266,7 @@ class TurnHooks:
                 continue
             if isinstance(ev, stt.SpeechEvent) and ev.alternatives:
                 await self.end_paused_reply(ev)
+                self.replace_turn_text(ev)
                 for listener in self.transcript_listeners:
                     listener(ev)
             yield ev

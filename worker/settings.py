@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     input_frame_ms: int = Field(20, ge=10, le=100)  # room audio handed to VAD/STT in frames this long
     stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode
     stt_settle_s: float = Field(0.064, gt=0)  # gate silence that starts the whole-utterance decode
+    # a caller's words this soon after their last FINAL continue the turn: decoded again with the turn's
+    # earlier audio as one, the whole turn replaces the earlier FINALs (0 = every fragment decoded alone)
+    stt_whole_turn_gap_s: float = Field(3.0, ge=0, le=10)
     # style prompt in front of every decode: None = the language's default (English: the fillers and
     # backchannels Whisper should write out, `ENGLISH_STYLE_PROMPT`; others: none); "" = none
     stt_prompt: str | None = Field(None, max_length=200)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .loops import LOOP_REPEATS, cut_loop, find_loop, leading_loop, said_once
+from .loops import LOOP_REPEATS, collapse_runs, cut_loop, find_loop, leading_loop, said_once
 from .model import DecodeResult, Segment
 
 # Never plausible from a caller talking to a voice agent, per language (keys as `phrase_key` writes them).
@@ -223,7 +223,7 @@ def clean_text(
     text = " ".join(texts)
     loop = leading_loop(text)
     if loop is None:
-        text = cut_loop(text)
+        text = collapse_runs(cut_loop(text))
     else:  # the whole decode repeats one stretch: the caller said it, or Whisper invented it
         text = said_once(text, loop)
         text = text if _short(loop.unit) and _heard_saying(text, kept, speech_s, opts) else ""

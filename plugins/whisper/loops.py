@@ -80,6 +80,39 @@ def find_loop(text: str) -> Loop | None:
     return min(loops, key=lambda loop: loop.start, default=None)
 
 
+INNER_RUN_REPEATS = 8
+"""A stretch said this many times in a row with more words after it is Whisper looping and coming back to
+the audio ("447 902 902 902 … 902 9 1156", from a member number read in groups): written once. Nobody says
+a stretch that often, digits included (a PIN's "1, 1, 1, 1" is four)."""
+
+
+def _inner_run(keys: list[str]) -> tuple[int, int, int] | None:
+    """(first word, stretch length, repeats) of the first stretch repeated INNER_RUN_REPEATS times."""
+    for i in range(len(keys)):
+        for n in range(1, LOOP_MAX_WORDS + 1):
+            unit = keys[i : i + n]
+            if len(unit) < n:
+                break
+            repeats = 1
+            while keys[i + repeats * n : i + (repeats + 1) * n] == unit:
+                repeats += 1
+            if repeats >= INNER_RUN_REPEATS:
+                return i, n, repeats
+    return None
+
+
+def collapse_runs(text: str) -> str:
+    """`text` with every stretch repeated INNER_RUN_REPEATS times or more written once (a loop Whisper came
+    back from; one that runs to the end of the text is `cut_loop`'s)."""
+    while True:
+        words = list(_TOKEN.finditer(text))
+        run = _inner_run([w.group(0).casefold() for w in words])
+        if run is None:
+            return text
+        i, n, repeats = run
+        text = text[: words[i + n - 1].end()] + text[words[i + repeats * n - 1].end() :]
+
+
 def cut_loop(text: str) -> str:
     """`text` up to where a repetition loop starts ("" when it starts with one), whatever the language."""
     loop = find_loop(text)

@@ -60,6 +60,14 @@ class StreamingOptions:
     WER 38.4 %, flush -> FINAL p50/p95 166/266 ms; with 3 s of context 37.3 %, 180/702 ms (longer decodes,
     and a second decode when the first part cannot be lined up; digit groups got worse); the first half as a
     text prompt instead: 42.1 % (tiny.en looped on it). Whole files decoded at once: 34.2 %."""
+    whole_turn: bool = False
+    """With `context_gap_s`: an utterance that continues the turn is decoded with the turn's earlier audio
+    in front and the whole reading is kept: its PREFLIGHT/FINAL carry it in their metadata
+    (`stream.TURN_TEXT`, for a consumer that replaces the turn's text with it, as Parley's turn hooks do),
+    and their own text is the end of it after the earlier FINAL (what a transcript display appends). No
+    second decode when the two readings do not line up; a reading with no more letters than the earlier
+    FINAL (Whisper skipped the start) is not used. Tell the STT when the agent answers
+    (`WhisperSTT.new_turn()`), so a caller's next words never carry the answered turn's audio."""
     context_max_s: float = 8.0
     """At most this much earlier audio goes in front (the decode window grows with the audio)."""
     commit_after_s: float = 12.0

@@ -43,6 +43,19 @@ logger = logging.getLogger("parley.stt")
 _CONTEXT_GAP_S = 0.3
 """Silence put between a turn's earlier audio and the new utterance when they are decoded together."""
 
+TURN_TEXT = "parley.turn_text"
+"""`SpeechData.metadata` key: the caller's whole turn so far, decoded again as one
+(`StreamingOptions.whole_turn`). The event's own text is the end of it that follows the turn's earlier
+FINALs, so a consumer that only appends FINALs (LiveKit alone, a transcript display) still reads sense; one
+that knows the key replaces the turn's text with this."""
+
+
+def turn_text(ev: stt.SpeechEvent) -> str | None:
+    """The caller's whole turn so far when a transcript event carries it (see TURN_TEXT), else None."""
+    meta = ev.alternatives[0].metadata if ev.alternatives else None
+    whole = meta.get(TURN_TEXT) if meta else None
+    return whole if isinstance(whole, str) and whole else None
+
 
 def frame_to_float(frame: rtc.AudioFrame) -> np.ndarray:
     """int16 frame -> float32 mono in [-1, 1]."""
@@ -67,16 +80,20 @@ class _Decode:
     prompt: str | None = None
     said: str | None = None
     """Text already sent as FINAL for the earlier audio decoded in front of this utterance."""
+    earlier_speech_s: float = 0.0
+    """Speech in that earlier audio (the guard weighs the whole decode's speech)."""
 
 
 @dataclass(frozen=True)
 class _TurnContext:
-    """The caller's previous utterance(s) of this turn: their audio, the FINAL text sent for it, and the
-    stream sample where that speech ended."""
+    """The caller's turn so far: its audio from the turn's first word (None once it cannot be decoded again
+    whole: too long, or part of it committed), the FINAL text sent for it, the stream sample where its last
+    speech ended, and how much speech it holds."""
 
-    audio: np.ndarray
+    audio: np.ndarray | None
     text: str
     end_sample: int
+    speech_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +101,18 @@ class _Settled:
     revision: int
     text: str
     result: DecodeResult
+    revises: str | None = None
+    """The text is the whole turn, revising this earlier FINAL text (None: the utterance's own text)."""
+
+
+@dataclass(frozen=True)
+class _Text:
+    """An utterance's final text, the decode it came from, and the earlier FINAL text it revises when it
+    is the whole turn's."""
+
+    text: str
+    result: DecodeResult | None
+    revises: str | None = None
 
 
 class WhisperStream(stt.RecognizeStream):
@@ -113,10 +142,15 @@ class WhisperStream(stt.RecognizeStream):
 
     # ---- events -------------------------------------------------------------------------------------------
 
-    def _speech(self, text: str, result: DecodeResult | None) -> stt.SpeechData:
+    def _speech(self, text: str, result: DecodeResult | None, revises: str | None = None) -> stt.SpeechData:
         # from the voice's onset, not the pre-roll's first sample: the span is how long the caller spoke
         start = self._gate.voice_start / SAMPLE_RATE + self.start_time_offset
         end = (self._gate.start_sample + self._gate.speech_end) / SAMPLE_RATE + self.start_time_offset
+        words = _scored_words(text, result)  # the decode's own words: the whole turn's when it is one
+        metadata = None
+        if revises is not None and text:
+            whole = " ".join(text.split())
+            text, metadata = _new_part(revises, whole), {TURN_TEXT: whole}
         language = result.language if result is not None else (self._language or "en")
         confidence = result.confidence if result is not None else 0.0
         return stt.SpeechData(
@@ -125,20 +159,29 @@ class WhisperStream(stt.RecognizeStream):
             start_time=start,
             end_time=end,
             confidence=confidence,
-            words=_scored_words(text, result),
+            words=words,
+            metadata=metadata,
         )
 
-    def _emit(self, kind: stt.SpeechEventType, text: str = "", result: DecodeResult | None = None) -> None:
-        alternatives = [self._speech(text, result)] if kind in _TEXT_EVENTS else []
+    def _emit(
+        self,
+        kind: stt.SpeechEventType,
+        text: str = "",
+        result: DecodeResult | None = None,
+        revises: str | None = None,
+    ) -> None:
+        alternatives = [self._speech(text, result, revises)] if kind in _TEXT_EVENTS else []
         self._event_ch.send_nowait(
             stt.SpeechEvent(type=kind, request_id=self._request_id, alternatives=alternatives)
         )
 
-    def _emit_text(self, kind: stt.SpeechEventType, text: str, result: DecodeResult) -> None:
+    def _emit_text(
+        self, kind: stt.SpeechEventType, text: str, result: DecodeResult, revises: str | None = None
+    ) -> None:
         full = " ".join([*self._committed, text]).strip()
         # an unchanged INTERIM is not repeated; a PREFLIGHT goes out even when an INTERIM said the same
         if full and full != self._last_sent.get(kind.value):
-            self._emit(kind, full, result)
+            self._emit(kind, full, result, revises)
             self._last_sent[kind.value] = full
 
     def _emit_usage(self) -> None:
@@ -207,8 +250,9 @@ class WhisperStream(stt.RecognizeStream):
 
     def _send_preflight(self) -> None:
         if self._settled is not None and self._is_settled():
+            settled = self._settled
             self._emit_text(
-                stt.SpeechEventType.PREFLIGHT_TRANSCRIPT, self._settled.text, self._settled.result
+                stt.SpeechEventType.PREFLIGHT_TRANSCRIPT, settled.text, settled.result, settled.revises
             )
 
     # ---- decoding -----------------------------------------------------------------------------------------
@@ -274,6 +318,7 @@ class WhisperStream(stt.RecognizeStream):
             task,
             request.initial_prompt,
             None if turn is None else turn.text,
+            0.0 if turn is None else turn.speech_s,
         )
         if partial:
             self._partial = d
@@ -282,12 +327,17 @@ class WhisperStream(stt.RecognizeStream):
         task.add_done_callback(lambda _t: self._on_decoded(d))
         return d
 
-    def _turn_context(self) -> _TurnContext | None:
-        """The previous utterance, if this one follows it closely enough to be the same turn."""
+    def _turn_so_far(self) -> _TurnContext | None:
+        """The turn this utterance continues: the previous utterances, when it follows them closely enough."""
         prev = self._previous
-        if prev is None or self._committed or self._context_failed:
+        if prev is None or self._gate.start_sample - prev.end_sample > self._opts.context_gap_s * SAMPLE_RATE:
             return None
-        if self._gate.start_sample - prev.end_sample > self._opts.context_gap_s * SAMPLE_RATE:
+        return prev
+
+    def _turn_context(self) -> _TurnContext | None:
+        """The turn so far when this utterance can be decoded behind its audio."""
+        prev = self._turn_so_far()
+        if prev is None or prev.audio is None or self._committed or self._context_failed:
             return None
         return prev
 
@@ -324,7 +374,7 @@ class WhisperStream(stt.RecognizeStream):
         if text is None:
             return  # the earlier part was heard too differently: the FINAL decodes this utterance alone
         if d.complete and d.revision == gate.revision:
-            self._settled = _Settled(d.revision, text, result)
+            self._settled = _Settled(d.revision, text, result, self._whole(d))
             if gate.paused:
                 self._send_preflight()
             return
@@ -371,17 +421,18 @@ class WhisperStream(stt.RecognizeStream):
             return
         self._finalizing = True
         try:
-            text, result = "", None
+            got = _Text("", None)
             if gate.speech_s >= self._opts.min_speech_s or self._committed:
-                text, result = await self._final_text()
+                got = await self._final_text()
+            text, result = got.text, got.result
             final = " ".join([*self._committed, text]).strip()
-            self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, final, result)
+            self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, final, result, got.revises)
             if result is not None and unintelligible(
                 result, final, speech_s=gate.speech_s, opts=self._opts.guard
             ):
                 self._tell_unheard(gate.speech_s)
             if final:
-                self._remember(final)
+                self._remember(final, whole_turn=got.revises is not None)
             self._emit(stt.SpeechEventType.END_OF_SPEECH)
             self._emit_usage()
         finally:
@@ -406,33 +457,35 @@ class WhisperStream(stt.RecognizeStream):
             except Exception as e:  # a listener's fault never ends the stream
                 logger.warning("unheard listener failed", extra={"error": str(e)[:200]})
 
-    async def _final_text(self) -> tuple[str, DecodeResult | None]:
+    async def _final_text(self) -> _Text:
         """The utterance's text; when the guard emptied a primed decode that looped, the text of one more
         decode without the prompt, if Whisper is sure of it. Whisper does not come back from a loop, and its
         own remedy is to decode again another way; a priming prompt is a known cause (tiny.en wrote "What
         about the main library?" four times after the style prompt, and once without it, at an average
         log-probability of -0.15). Speech it cannot read loops too, and its second reading is as unsure
         (-1.4 to -2.0 for Korean said to tiny.en): that caller is still asked to repeat."""
-        text, result = await self._first_final_text()
+        first = await self._first_final_text()
+        text, result = first.text, first.result
         if text or result is None or self._prompt() is None or not looped(result, self._opts.guard):
-            return text, result
+            return first
         again = self._start("final", primed=False)
         retried = await again.task
         if retried is None:
-            return text, result
+            return first
         retried_text = self._clean(retried, again)
         sure = all(s.avg_logprob >= self._opts.guard.logprob_threshold for s in retried.segments)
         logger.debug(
             "looped final decoded again without the prompt", extra={"kept": bool(retried_text and sure)}
         )
-        return (retried_text, retried) if retried_text and sure else (text, result)
+        return _Text(retried_text, retried, self._whole(again)) if retried_text and sure else first
 
-    async def _first_final_text(self) -> tuple[str, DecodeResult | None]:
+    async def _first_final_text(self) -> _Text:
         """The settled text if current; else the running decode that covers everything; else decode now."""
         gate = self._gate
         for _ in range(2):
             if self._settled is not None and self._is_settled():
-                return self._settled.text, self._settled.result
+                settled = self._settled
+                return _Text(settled.text, settled.result, settled.revises)
             running = [
                 d
                 for d in (self._settle, self._partial)
@@ -440,49 +493,76 @@ class WhisperStream(stt.RecognizeStream):
             ]
             if not running:
                 break
-            result = await running[0].task
-            text = None if result is None else self._clean(result, running[0])
+            d = running[0]
+            result = await d.task
+            text = None if result is None else self._clean(result, d)
             if text is not None:
-                return text, result
+                return _Text(text, result, self._whole(d))
             if result is not None:
                 break
         if len(gate.audio()) == 0:
-            return "", None
+            return _Text("", None)
         for _ in range(2):  # a context decode that cannot be lined up is retried alone (context_failed)
             final = self._start("final")
             result = await final.task
             if result is None:
-                return "", None
+                return _Text("", None)
             text = self._clean(result, final)
             if text is not None:
-                return text, result
-        return "", None
+                return _Text(text, result, self._whole(final))
+        return _Text("", None)
+
+    def _whole(self, d: _Decode) -> str | None:
+        """The earlier FINAL text `d`'s text revises when it is the whole turn (it decoded the turn's earlier
+        audio in front, and the stream sends whole turns), else None."""
+        return d.said if self._opts.whole_turn else None
 
     def _clean(self, result: DecodeResult, d: _Decode) -> str | None:
         """The decode's new text; None when it held earlier audio whose words it could not line up."""
-        text = clean_text(result, speech_s=self._gate.speech_s, opts=self._opts.guard, prompt=d.prompt)
+        speech_s = self._gate.speech_s + d.earlier_speech_s
+        text = clean_text(result, speech_s=speech_s, opts=self._opts.guard, prompt=d.prompt)
         if d.said is None or not text:
             return text
+        if self._opts.whole_turn:
+            if _letters(text) > _letters(d.said):
+                return text
+            # the turn read again says no more than its first part did: Whisper skipped words; rather than
+            # lose them, this utterance is decoded alone and follows the earlier FINAL
+            self._context_failed = True
+            return None
         new = words_after(d.said, text)
         if new is None:
             self._context_failed = True
         return new
 
-    def _remember(self, final: str) -> None:
-        """Keep this utterance's audio and FINAL as context for a next utterance of the same turn."""
+    def _remember(self, final: str, *, whole_turn: bool) -> None:
+        """Keep the turn so far, this utterance included, as context for a next utterance of the same turn.
+        Its audio always runs from the turn's first word, so a whole-turn reading is the whole turn; once
+        that cannot be (too long, or sentences committed), later utterances of the turn are decoded alone."""
         if self._opts.context_gap_s <= 0:
             return
         gate = self._gate
-        audio, text = gate.audio(), final
-        turn = self._turn_context()
+        turn = self._turn_so_far()
+        audio: np.ndarray | None = None if self._committed else gate.audio()
+        text, speech_s = final, gate.speech_s
         if turn is not None:
-            audio, text = _behind(turn.audio, audio), f"{turn.text} {final}"
-        if len(audio) > self._opts.context_max_s * SAMPLE_RATE:
-            audio, text = gate.audio(), final
-        fits = len(audio) <= self._opts.context_max_s * SAMPLE_RATE
-        self._previous = (
-            _TurnContext(audio.copy(), text, gate.start_sample + gate.speech_end) if fits else None
-        )
+            speech_s += turn.speech_s
+            text = final if whole_turn else f"{turn.text} {final}"
+            audio = None if turn.audio is None or audio is None else _behind(turn.audio, audio)
+        if audio is not None and len(audio) > self._opts.context_max_s * SAMPLE_RATE:
+            audio = None
+        end = gate.start_sample + gate.speech_end
+        self._previous = _TurnContext(None if audio is None else audio.copy(), text, end, speech_s)
+
+    def new_turn(self) -> None:
+        """The agent answered: the caller's next words start a turn of their own. Decodes of this utterance
+        that carry the answered turn's audio are set aside (the FINAL decodes it alone)."""
+        self._previous = None
+        carried = [d for d in (self._settle, self._stale) if d is not None and d.said is not None]
+        if carried or (self._settled is not None and self._settled.revises is not None):
+            self._epoch += 1
+            self._settled = None
+            self._last_decode_len = 0
 
 
 def _scored_words(text: str, result: DecodeResult | None) -> list[TimedString] | None:
@@ -494,6 +574,22 @@ def _scored_words(text: str, result: DecodeResult | None) -> list[TimedString] |
         return None
     words = words_kept(text, result.text, result.words)
     return [TimedString(w.text, confidence=w.probability) for w in words] or None
+
+
+def _new_part(said: str, whole: str) -> str:
+    """The end of `whole` (the turn decoded again) after what the earlier FINAL text `said` covered: the
+    words after it where they line up, else after as many words as it had. Never empty (at least the last
+    word), so the session still gets a FINAL to re-judge the turn on."""
+    words = whole.split()
+    new = words_after(said, whole)
+    if new is None:
+        new = " ".join(words[len(said.split()) :])
+    return new or words[-1]
+
+
+def _letters(text: str) -> int:
+    """Letters and digits in `text` (a word count would call "555-214-8839" one word, as "555-214" is)."""
+    return sum(c.isalnum() for c in text)
 
 
 def _behind(earlier: np.ndarray, audio: np.ndarray) -> np.ndarray:

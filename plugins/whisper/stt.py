@@ -124,6 +124,12 @@ class WhisperSTT(stt.STT):
     def forget_stream(self, stream: WhisperStream) -> None:
         self._streams.discard(stream)
 
+    def new_turn(self) -> None:
+        """The agent answered the caller: no open stream decodes the caller's next words with the answered
+        turn's audio in front (`StreamingOptions.context_gap_s`)."""
+        for s in self._streams:
+            s.new_turn()
+
     def _decode_language(self, language: NotGivenOr[str]) -> str | None:
         if not is_given(language) or not language:
             return self._language

@@ -15,6 +15,7 @@ import soxr
 from livekit.agents import AgentSession
 
 from plugins.cpu_voice.voice import CpuVoice
+from plugins.whisper.stream import turn_text
 from turn_detection import Profile, TurnOptions, build_turn_handling
 
 from .session_io import MIC_RATE, PacedSpeaker, ScriptedMic
@@ -33,7 +34,10 @@ def _words(text: str) -> list[str]:
     return "".join(c if c.isalnum() or c == " " else " " for c in text.lower()).split()
 
 
-async def test_hesitation_mid_sentence_gives_one_turn() -> None:
+@pytest.mark.parametrize("whole_turn", [False, True], ids=["fragment-finals", "whole-turn-finals"])
+async def test_hesitation_mid_sentence_gives_one_turn(whole_turn: bool) -> None:
+    """With whole-turn finals the second half's FINAL is the whole sentence decoded again; the turn hooks
+    make it replace the first half's FINAL, so the agent still sees each word once."""
     voice = CpuVoice()
     silence = lambda s: np.zeros(int(s * MIC_RATE), dtype=np.int16)  # noqa: E731
     track = np.concatenate(
@@ -46,10 +50,15 @@ async def test_hesitation_mid_sentence_gives_one_turn() -> None:
         ]
     )
     setup = build_turn_handling(TurnOptions(), Profile.WEB)
-    stt = whisper.WhisperSTT()
+    streaming = whisper.StreamingOptions(context_gap_s=3.0 if whole_turn else 0.0, whole_turn=whole_turn)
+    stt = whisper.WhisperSTT(whisper.WhisperSTTOptions(streaming=streaming))
     stt.prewarm()
     session = AgentSession(stt=stt, **setup.session_kwargs)
     setup.attach(session)
+    whole_turns: list[str] = []
+    setup.hooks.transcript_listeners.append(
+        lambda ev: whole_turns.append(whole) if (whole := turn_text(ev)) else None
+    )
     session.input.audio = ScriptedMic(track)
     speaker = PacedSpeaker()
     session.output.audio = speaker
@@ -63,5 +72,7 @@ async def test_hesitation_mid_sentence_gives_one_turn() -> None:
     assert len(agent.user_turns) == 1, agent.user_turns
     words = _words(agent.user_turns[0])
     assert {"table", "people"} <= set(words)
+    assert words.count("table") == 1, agent.user_turns  # the first half is not repeated
+    assert bool(whole_turns) is whole_turn, whole_turns  # the second half came as the whole sentence
     assert words.index("table") < words.index("people")  # both halves, in order, in the one turn
     assert setup.detector.last_decision is not None

@@ -224,6 +224,51 @@ async def test_stt_node_replaces_a_dropped_final_with_an_empty_interim(
     assert out[2].alternatives[0].text == ""
 
 
+async def test_a_whole_turn_transcript_becomes_the_turns_text_and_an_answer_starts_a_new_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The session's joined text of the turn is set so that, with the event's own words appended, it is
+    the whole-turn reading; and the STT is told once per answer that the caller's next words start anew."""
+    from livekit.agents import Agent
+
+    from plugins.whisper.stream import TURN_TEXT
+
+    hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
+    recognition = SimpleNamespace(_audio_transcript="It is on Monday yet.")
+    hooks.attach(
+        SimpleNamespace(on=lambda *a: None, _activity=SimpleNamespace(_audio_recognition=recognition))
+    )
+    answered: list[int] = []
+    agent = SimpleNamespace(stt=SimpleNamespace(new_turn=lambda: answered.append(1)))
+    final = stt.SpeechEventType.FINAL_TRANSCRIPT
+    seen: list[str] = []
+
+    def whole(part: str, turn: str) -> stt.SpeechEvent:
+        ev = _speech_event(final, part)
+        ev.alternatives[0].metadata = {TURN_TEXT: turn}
+        return ev
+
+    async def fake_default(agent, audio, model_settings):  # type: ignore[no-untyped-def]
+        async for _ in audio:
+            pass
+        yield whole("in the evening.", "It is on Monday at nine in the morning.")  # not its end: ignored
+        seen.append(recognition._audio_transcript)
+        yield whole("nine in the morning.", "It is on Monday at nine in the morning.")
+        seen.append(recognition._audio_transcript)
+
+    monkeypatch.setattr(Agent.default, "stt_node", fake_default)
+
+    async def no_audio():  # type: ignore[no-untyped-def]
+        return
+        yield
+
+    out = [ev async for ev in hooks.stt_node(agent, no_audio(), None)]
+    assert len(out) == 2 and seen == ["It is on Monday yet.", "It is on Monday at"]
+    hooks.on_agent_state(SimpleNamespace(old_state="listening", new_state="thinking"))
+    hooks.on_agent_state(SimpleNamespace(old_state="thinking", new_state="speaking"))  # the same answer
+    assert answered == [1]
+
+
 class SlowModel:
     """Stands in for the native model: a fixed probability after a short think."""
 

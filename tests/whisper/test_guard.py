@@ -208,6 +208,16 @@ def test_real_repeats_and_numbers_are_kept(text: str) -> None:
     assert cut_loop(text) == text
 
 
+def test_a_loop_whisper_came_back_from_is_written_once() -> None:
+    """From a whole member number read in groups: "447, 902, 1156"."""
+    looped = " The member number is 447 " + "902 " * 11 + "9 1156."
+    assert (
+        clean_text(result((looped, 0.02, -0.3, 1.9)), speech_s=4.0) == "The member number is 447 902 9 1156."
+    )
+    for text in ("My PIN is 1, 1, 1, 1, 1, 1, 1 then.", "No no no no, wait, the other one."):
+        assert clean_text(result((f" {text}", 0.02, -0.3, 1.5)), speech_s=3.0) == text  # people repeat less
+
+
 def test_the_words_before_a_loop_are_kept() -> None:
     assert cut_loop("I need to book for 4-4-4-4-4-4-4-4") == "I need to book for"
     assert cut_loop("예약하고 싶은데요, 그가, 그가, 그가, 그가") == "예약하고 싶은데요"
