@@ -44,7 +44,7 @@ from plugins.whisper.model import (
 from plugins.whisper.stream import turn_text
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
 from worker.measurement import VOICED_AMPLITUDE
-from worker.settings import ENGLISH_STYLE_PROMPT
+from worker.settings import ENGLISH_STYLE_PROMPT, Settings
 
 
 class BenchmarkInputError(ValueError):
@@ -230,7 +230,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             partial_interval_s=args.partial_interval,
             settle_s=args.settle_ms / 1000,
             context_gap_s=args.context_gap,
-            whole_turn=args.whole_turn,
+            whole_turn=not args.new_words_only,
             style_prompt=args.prompt,
         ),
     )
@@ -324,6 +324,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "flush_delay_ms": args.flush_delay_ms,
         "flushes": "at each VAD end of speech (web profile)" if args.fragments else "once per file",
         "speed": args.speed,
+        "context_gap_s": args.context_gap,
+        "whole_turn": args.context_gap > 0 and not args.new_words_only,
         "model": runner.model_name,
         "language": args.language,
         "cpu_threads": args.cpu_threads,
@@ -400,13 +402,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--context-gap",
         type=float,
-        default=StreamingOptions.context_gap_s,
-        help="an utterance this soon after a FINAL is decoded behind its audio (0 = off, the default)",
+        default=Settings.model_fields["stt_whole_turn_gap_s"].default,
+        help="an utterance this soon after a FINAL is decoded behind the turn's audio "
+        "(default: the worker's, PARLEY_STT_WHOLE_TURN_GAP_S; 0 = every part alone)",
     )
     p.add_argument(
-        "--whole-turn",
+        "--new-words-only",
         action="store_true",
-        help="with --context-gap: such an utterance's FINAL is the whole turn, replacing the earlier ones",
+        help="with a context gap, a FINAL keeps only the words after the earlier one (not the whole turn)",
     )
     p.add_argument(
         "--prompt",

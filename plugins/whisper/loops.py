@@ -11,6 +11,7 @@ guard can keep it once when the audio says a person spoke (`guard.clean_text`). 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 _TOKEN = re.compile(r"[^\W_]+")
@@ -40,21 +41,25 @@ class Loop:
     """The repeated stretch as first written, inner punctuation kept ("Wait", "Oh, okay", "감사합니다")."""
 
 
+def _stretches(keys: list[str]) -> Iterator[tuple[int, int, int]]:
+    """(first word, words in the stretch, times said in a row) for every stretch of one to
+    `LOOP_MAX_WORDS` words, in text order."""
+    for i in range(len(keys)):
+        for n in range(1, min(LOOP_MAX_WORDS, len(keys) - i) + 1):
+            repeats = 1
+            while keys[i + repeats * n : i + (repeats + 1) * n] == keys[i : i + n]:
+                repeats += 1
+            yield i, n, repeats
+
+
 def _word_loop(text: str, words: list[re.Match[str]]) -> Loop | None:
     keys = [w.group(0).casefold() for w in words]
-    for i in range(len(keys)):
-        for n in range(1, LOOP_MAX_WORDS + 1):
-            unit = keys[i : i + n]
-            if len(unit) < n:
-                break
-            repeats = 1
-            while keys[i + repeats * n : i + (repeats + 1) * n] == unit:
-                repeats += 1
-            rest = keys[i + repeats * n :]
-            runs_to_end = len(rest) < n and rest == unit[: len(rest)]  # a loop may stop mid-stretch
-            need = DIGIT_LOOP_REPEATS if all(k.isdigit() for k in unit) else LOOP_REPEATS
-            if repeats >= need and runs_to_end:
-                return Loop(words[i].start(), text[words[i].start() : words[i + n - 1].end()])
+    for i, n, repeats in _stretches(keys):
+        unit, rest = keys[i : i + n], keys[i + repeats * n :]
+        runs_to_end = len(rest) < n and rest == unit[: len(rest)]  # a loop may stop mid-stretch
+        need = DIGIT_LOOP_REPEATS if all(k.isdigit() for k in unit) else LOOP_REPEATS
+        if repeats >= need and runs_to_end:
+            return Loop(words[i].start(), text[words[i].start() : words[i + n - 1].end()])
     return None
 
 
@@ -86,27 +91,13 @@ the audio ("447 902 902 902 … 902 9 1156", from a member number read in groups
 a stretch that often, digits included (a PIN's "1, 1, 1, 1" is four)."""
 
 
-def _inner_run(keys: list[str]) -> tuple[int, int, int] | None:
-    """(first word, stretch length, repeats) of the first stretch repeated INNER_RUN_REPEATS times."""
-    for i in range(len(keys)):
-        for n in range(1, LOOP_MAX_WORDS + 1):
-            unit = keys[i : i + n]
-            if len(unit) < n:
-                break
-            repeats = 1
-            while keys[i + repeats * n : i + (repeats + 1) * n] == unit:
-                repeats += 1
-            if repeats >= INNER_RUN_REPEATS:
-                return i, n, repeats
-    return None
-
-
 def collapse_runs(text: str) -> str:
     """`text` with every stretch repeated INNER_RUN_REPEATS times or more written once (a loop Whisper came
     back from; one that runs to the end of the text is `cut_loop`'s)."""
     while True:
         words = list(_TOKEN.finditer(text))
-        run = _inner_run([w.group(0).casefold() for w in words])
+        keys = [w.group(0).casefold() for w in words]
+        run = next(((i, n, r) for i, n, r in _stretches(keys) if r >= INNER_RUN_REPEATS), None)
         if run is None:
             return text
         i, n, repeats = run

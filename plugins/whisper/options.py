@@ -54,12 +54,12 @@ class StreamingOptions:
     it makes tiny.en write twice is kept once by the guard."""
     context_gap_s: float = 0.0
     """An utterance starting within this long after the previous FINAL is one turn with it (a hesitation
-    split it): its settle/final decode takes the previous utterance's audio in front, and only the words
-    after what already went out become its FINAL. 0 (default) decodes every utterance alone. On the dev
-    split's 140 hesitation files flushed at every VAD end (`benchmarks.stt --fragments`, tiny.en): alone
-    WER 38.4 %, flush -> FINAL p50/p95 166/266 ms; with 3 s of context 37.3 %, 180/702 ms (longer decodes,
-    and a second decode when the first part cannot be lined up; digit groups got worse); the first half as a
-    text prompt instead: 42.1 % (tiny.en looped on it). Whole files decoded at once: 34.2 %."""
+    split it): its settle/final decode takes the turn's earlier audio in front. 0 (default here; the worker
+    uses 3 s) decodes every utterance alone. On the dev split's 140 hesitation files flushed at every VAD
+    end (`benchmarks.stt --fragments --speed 2`, tiny.en, style prompt): alone 37.0 % WER, with 3 s and
+    `whole_turn` 28.7 % (59 files better, 15 worse), whole files decoded at once 31.4 %; flush -> FINAL
+    p50/p95 24/93 -> 52/241 ms at double speed (benchmarks/RESULTS.md). Keeping only the new words instead
+    (2026-11-23): 38.4 -> 37.3 %, digit groups worse, and a second decode when the parts did not line up."""
     whole_turn: bool = False
     """With `context_gap_s`: an utterance that continues the turn is decoded with the turn's earlier audio
     in front and the whole reading is kept: its PREFLIGHT/FINAL carry it in their metadata

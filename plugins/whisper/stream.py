@@ -294,7 +294,7 @@ class WhisperStream(stt.RecognizeStream):
         audio = gate.audio()
         partial = kind == "partial"
         turn = None if partial else self._turn_context()
-        if turn is not None:
+        if turn is not None and turn.audio is not None:  # _turn_context() gives only a turn with its audio
             audio = _behind(turn.audio, audio)
         request = DecodeRequest(
             language=self._language,

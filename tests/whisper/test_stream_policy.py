@@ -322,32 +322,37 @@ async def test_an_utterance_soon_after_a_final_is_decoded_behind_that_audio() ->
     assert all(r.initial_prompt is None for _, r in first + second + third)
 
 
-async def _hesitating_turn(stream: stt.RecognizeStream, answered_by: WhisperSTT | None = None) -> None:
-    """Sentence 1, a 0.3 s hesitation, sentence 2; flushed at each end of speech as the session does.
-    With `answered_by`, the agent answers the first part (the session tells that STT) before the second."""
-    await push(stream, np.concatenate([sentence_audio(1, 0.8), silence(0.4)]))
-    stream.flush()
-    await push(stream, silence(0.3))
-    await asyncio.sleep(0.05)
-    if answered_by is not None:
-        answered_by.new_turn()
-    await push(stream, np.concatenate([sentence_audio(2, 0.8), silence(0.4)]))
-    stream.flush()
-    await push(stream, silence(0.1))
+async def _turn_in_parts(
+    model: ScriptedModel, parts: int = 2, answered_after_first: bool = False
+) -> list[stt.SpeechEvent]:
+    """Sentences 1..parts with a 0.3 s hesitation between them, flushed at each end of speech as the session
+    does, through a whole-turn stream; with `answered_after_first` the agent answers the first part (the
+    session tells the STT) before the caller goes on. The FINALs with words."""
+    s = make_stt(model, context_gap_s=1.0, whole_turn=True)
+    stream = s.stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    for k in range(1, parts + 1):
+        await push(stream, np.concatenate([sentence_audio(k, 0.8), silence(0.4)]))
+        stream.flush()
+        await push(stream, silence(0.3))
+        await asyncio.sleep(0.05)
+        if answered_after_first and k == 1:
+            s.new_turn()
     stream.end_input()
+    await asyncio.wait_for(reader, 5)
+    return events
+
+
+def _finals(events: list[stt.SpeechEvent]) -> list[stt.SpeechEvent]:
+    return [e for e in events if e.type == E.FINAL_TRANSCRIPT and e.alternatives[0].text]
 
 
 async def test_whole_turn_finals_carry_the_whole_turn_beside_their_own_words() -> None:
     """The second part of a hesitating turn is decoded behind the first part's audio; its PREFLIGHT and
     FINAL carry that whole-turn reading (TURN_TEXT) for the session to replace the turn's text with."""
-    model = ScriptedModel()
-    stream = make_stt(model, context_gap_s=1.0, whole_turn=True).stream()
-    events: list[stt.SpeechEvent] = []
-    reader = asyncio.create_task(collect(stream, events))
-    await _hesitating_turn(stream)
-    await asyncio.wait_for(reader, 5)
-
-    finals = [e for e in events if e.type == E.FINAL_TRANSCRIPT and e.alternatives[0].text]
+    events = await _turn_in_parts(ScriptedModel())
+    finals = _finals(events)
     # each FINAL's own text still follows the one before (a transcript display appends them) ...
     assert [e.alternatives[0].text for e in finals] == ["Sentence 1.", "Sentence 2."]
     # ... and the second carries the whole turn, read as one
@@ -360,73 +365,39 @@ async def test_whole_turn_finals_carry_the_whole_turn_beside_their_own_words() -
 
 
 class SkipsTheStart(ScriptedModel):
-    """Hears only the last sentence of a decode that holds two: Whisper skipping the turn's first part."""
+    """Hears only the last sentence of a decode that holds `of` of them (Whisper skipping the start of
+    the turn), others whole."""
+
+    def __init__(self, of: int) -> None:
+        super().__init__()
+        self.of = of
 
     async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
         result = await super().transcribe(audio, request)
-        text = result.text
-        if text.count("Sentence") < 2:
+        if result.text.count("Sentence") != self.of:
             return result
-        last = "Sentence" + text.rsplit("Sentence", 1)[1]
+        last = "Sentence" + result.text.rsplit("Sentence", 1)[1]
         return replace(result, segments=(replace(result.segments[0], text=f" {last}"),))
 
 
 async def test_a_whole_turn_reading_that_loses_the_first_part_is_not_used() -> None:
-    model = SkipsTheStart()
-    stream = make_stt(model, context_gap_s=1.0, whole_turn=True).stream()
-    events: list[stt.SpeechEvent] = []
-    reader = asyncio.create_task(collect(stream, events))
-    await _hesitating_turn(stream)
-    await asyncio.wait_for(reader, 5)
-
-    finals = [e for e in events if e.type == E.FINAL_TRANSCRIPT and e.alternatives[0].text]
-    assert [e.alternatives[0].text for e in finals] == ["Sentence 1.", "Sentence 2."]
+    events = await _turn_in_parts(SkipsTheStart(of=2))
+    assert [e.alternatives[0].text for e in _finals(events)] == ["Sentence 1.", "Sentence 2."]
     assert not any(turn_text(e) for e in events)
-
-
-class SkipsTheStartOfTwo(ScriptedModel):
-    """Skips the first of exactly two sentences, reads three whole."""
-
-    async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
-        result = await super().transcribe(audio, request)
-        if result.text.count("Sentence") != 2:
-            return result
-        last = "Sentence" + result.text.rsplit("Sentence", 1)[1]
-        return replace(result, segments=(replace(result.segments[0], text=f" {last}"),))
 
 
 async def test_a_whole_turn_reading_always_starts_at_the_turns_first_word() -> None:
     """After a part whose whole reading was not used (decoded alone instead), the next part is still read
     behind the whole turn's audio, never behind the previous part's alone: the turn text it carries
     replaces everything the caller said in the turn."""
-    model = SkipsTheStartOfTwo()
-    stream = make_stt(model, context_gap_s=1.0, whole_turn=True).stream()
-    events: list[stt.SpeechEvent] = []
-    reader = asyncio.create_task(collect(stream, events))
-    for k in (1, 2, 3):
-        await push(stream, np.concatenate([sentence_audio(k, 0.8), silence(0.4)]))
-        stream.flush()
-        await push(stream, silence(0.3))
-        await asyncio.sleep(0.05)
-    stream.end_input()
-    await asyncio.wait_for(reader, 5)
-
-    finals = [e for e in events if e.type == E.FINAL_TRANSCRIPT and e.alternatives[0].text]
+    finals = _finals(await _turn_in_parts(SkipsTheStart(of=2), parts=3))
     assert [e.alternatives[0].text for e in finals] == ["Sentence 1.", "Sentence 2.", "Sentence 3."]
     assert [turn_text(e) for e in finals] == [None, None, "Sentence 1. Sentence 2. Sentence 3."]
 
 
 async def test_after_the_agent_answers_the_next_words_are_a_turn_of_their_own() -> None:
-    model = ScriptedModel()
-    s = make_stt(model, context_gap_s=1.0, whole_turn=True)
-    stream = s.stream()
-    events: list[stt.SpeechEvent] = []
-    reader = asyncio.create_task(collect(stream, events))
-    await _hesitating_turn(stream, answered_by=s)
-    await asyncio.wait_for(reader, 5)
-
-    finals = [e for e in events if e.type == E.FINAL_TRANSCRIPT and e.alternatives[0].text]
-    assert [e.alternatives[0].text for e in finals] == ["Sentence 1.", "Sentence 2."]
+    events = await _turn_in_parts(ScriptedModel(), answered_after_first=True)
+    assert [e.alternatives[0].text for e in _finals(events)] == ["Sentence 1.", "Sentence 2."]
     assert not any(turn_text(e) for e in events)
 
 
