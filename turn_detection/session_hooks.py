@@ -71,6 +71,8 @@ class TurnHooks:
         self._session: Any | None = None
         self._stt: Any | None = None
         """The STT behind the node, told when the agent answers (`new_turn()`, where it has one)."""
+        self._replies_at_final = 0
+        """`replies_started` when the last FINAL came: a whole-turn text revises only the same turn."""
 
     # -- session events ------------------------------------------------------------------------------------
     def attach(self, session: Any) -> None:
@@ -134,7 +136,10 @@ class TurnHooks:
         appended parts. Private livekit-agents 1.8.9 state (`AudioRecognition._audio_transcript`)."""
         whole = turn_text(ev)
         part = ev.alternatives[0].text.strip() if ev.alternatives else ""
-        if whole is None or not part or not whole.endswith(part) or self._session is None:
+        same_turn = self.replies_started == self._replies_at_final  # no answer since the FINAL it revises
+        if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
+            self._replies_at_final = self.replies_started
+        if whole is None or not part or not whole.endswith(part) or not same_turn or self._session is None:
             return
         try:
             recognition = self._session._activity._audio_recognition

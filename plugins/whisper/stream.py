@@ -495,6 +495,8 @@ class WhisperStream(stt.RecognizeStream):
                 break
             d = running[0]
             result = await d.task
+            if d.epoch != self._epoch:
+                continue  # the agent answered meanwhile (new_turn): this utterance is decoded alone
             text = None if result is None else self._clean(result, d)
             if text is not None:
                 return _Text(text, result, self._whole(d))
@@ -505,6 +507,8 @@ class WhisperStream(stt.RecognizeStream):
         for _ in range(2):  # a context decode that cannot be lined up is retried alone (context_failed)
             final = self._start("final")
             result = await final.task
+            if final.epoch != self._epoch:
+                continue  # the agent answered meanwhile (new_turn): decoded again, alone
             if result is None:
                 return _Text("", None)
             text = self._clean(result, final)

@@ -267,6 +267,10 @@ async def test_a_whole_turn_transcript_becomes_the_turns_text_and_an_answer_star
     hooks.on_agent_state(SimpleNamespace(old_state="listening", new_state="thinking"))
     hooks.on_agent_state(SimpleNamespace(old_state="thinking", new_state="speaking"))  # the same answer
     assert answered == [1]
+    # a whole-turn text that reaches the session after the answer began is not the new turn's text
+    recognition._audio_transcript = ""
+    hooks.replace_turn_text(whole("nine in the morning.", "It is on Monday at nine in the morning."))
+    assert recognition._audio_transcript == ""
 
 
 class SlowModel:

@@ -401,6 +401,29 @@ async def test_after_the_agent_answers_the_next_words_are_a_turn_of_their_own() 
     assert not any(turn_text(e) for e in events)
 
 
+async def test_an_answer_while_the_final_waits_on_a_whole_turn_decode_gets_it_decoded_alone() -> None:
+    """The agent answers (the session tells the STT) while the second part's FINAL waits on its decode
+    behind the first part's audio: that reading is set aside and the part is decoded alone."""
+    model = ScriptedModel(delay_s=0.3)
+    s = make_stt(model, context_gap_s=1.0, whole_turn=True)
+    stream = s.stream()
+    events: list[stt.SpeechEvent] = []
+    reader = asyncio.create_task(collect(stream, events))
+    await push(stream, np.concatenate([sentence_audio(1, 0.8), silence(0.4)]))
+    stream.flush()
+    await push(stream, silence(0.5))
+    await asyncio.sleep(0.4)
+    await push(stream, np.concatenate([sentence_audio(2, 0.8), silence(0.1)]))
+    stream.flush()  # the FINAL now waits on the settle decode that holds the first part's audio
+    await asyncio.sleep(0.05)
+    s.new_turn()
+    await push(stream, silence(0.2))
+    stream.end_input()
+    await asyncio.wait_for(reader, 5)
+    assert [e.alternatives[0].text for e in _finals(events)] == ["Sentence 1.", "Sentence 2."]
+    assert not any(turn_text(e) for e in events)
+
+
 async def test_style_prompt_leads_every_decode_and_committed_text_follows_it() -> None:
     model = ScriptedModel(delay_s=0.005)
     await speak_sentences(model, 6, style_prompt=" Um, mm-hmm. ")
