@@ -3,8 +3,10 @@
 Each re-decode of the utterance gives a hypothesis. Words at the start of two consecutive hypotheses that
 agree are confirmed; the rest is tentative. The interim text is always the newest hypothesis, word for word
 (its confirmed part in the newest spelling): when a decode rewrites confirmed words, the confirmed part
-shrinks to what it still agrees with, so an interim never duplicates or drops a word. Pure logic (no model, no
-livekit) so the policy is tested on scripted hypotheses.
+shrinks to what it still agrees with, so an interim never duplicates or drops a word. The same word keys line
+up a turn decoded again whole with what already went out (`words_after`) and the words the guard kept with
+the decode's scored words (`words_kept`). Pure logic (no model, no livekit) so the policy is tested on
+scripted hypotheses.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .model import Segment
+from .words import Word
 
 _SENTENCE_END = re.compile(r"[.?!][\"')\]]*$")
 
@@ -135,3 +138,24 @@ def words_after(said: str, hypothesis: str, *, min_match: float = 0.6) -> str | 
     unmatched_tail = len(said_words) - (last.a + last.size)
     cut = min(len(hyp_words), last.b + last.size + unmatched_tail)
     return " ".join(hyp_words[cut:])
+
+
+def words_kept(text: str, decoded: str, words: Sequence[Word]) -> tuple[Word, ...]:
+    """The scored words that belong to `text`, the part of a decode (`decoded`, scored `words` from its end)
+    the hallucination guard kept.
+
+    Text that holds the whole decode (and maybe committed sentences before it) ends with the decode's
+    words. Text the guard shortened (a loop said once, a repeated sentence dropped) is the decode's first
+    part, so its words are taken where they first occur among the scored ones: inside a loop Whisper grows
+    surer with every repeat because it copies itself ("Mama." from a hum: 0.49 the first time, 0.98 the
+    ninth), and the first reading is the one that measures the audio. () when they cannot be found."""
+    said = [k for w in text.split() if (k := word_key(w))]
+    if not words or not said:
+        return ()
+    if len(said) >= len([w for w in decoded.split() if word_key(w)]):
+        return tuple(words[-min(len(said), len(words)) :])
+    keys = [word_key(w.text) for w in words]
+    for i in range(len(keys) - len(said) + 1):
+        if keys[i : i + len(said)] == said:
+            return tuple(words[i : i + len(said)])
+    return ()

@@ -28,12 +28,11 @@ from livekit.agents import APIConnectOptions, stt
 from livekit.agents.language import LanguageCode
 from livekit.agents.types import TimedString
 
-from .agreement import LocalAgreement, find_sentence_commit, words_after
+from .agreement import LocalAgreement, find_sentence_commit, words_after, words_kept
 from .engine import DecodeDropped
 from .guard import clean_text, looped, unintelligible
 from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_PAUSE, SAMPLE_RATE, DecodeRequest, DecodeResult
 from .speech_gate import GateEvent, SpeechGate
-from .words import words_kept
 
 if TYPE_CHECKING:
     from .stt import WhisperSTT

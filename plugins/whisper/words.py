@@ -126,28 +126,3 @@ def _tail_words(result: Any, tokenizer: Any, limit: int | None) -> tuple[Word, .
         lambda t: tokenizer.id_to_token(t) or "",
         lambda g: tokenizer.decode(g),
     )
-
-
-def _word_key(word: str) -> str:
-    return "".join(c for c in word.casefold() if c.isalnum())
-
-
-def words_kept(text: str, decoded: str, words: Sequence[Word]) -> tuple[Word, ...]:
-    """The scored words that belong to `text`, the part of a decode (`decoded`, scored `words` from its end)
-    the hallucination guard kept.
-
-    Text that holds the whole decode (and maybe committed sentences before it) ends with the decode's
-    words. Text the guard shortened (a loop said once, a repeated sentence dropped) is the decode's first
-    part, so its words are taken where they first occur among the scored ones: inside a loop Whisper grows
-    surer with every repeat because it copies itself ("Mama." from a hum: 0.49 the first time, 0.98 the
-    ninth), and the first reading is the one that measures the audio. () when they cannot be found."""
-    said = [k for w in text.split() if (k := _word_key(w))]
-    if not words or not said:
-        return ()
-    if len(said) >= len([w for w in decoded.split() if _word_key(w)]):
-        return tuple(words[-min(len(said), len(words)) :])
-    keys = [_word_key(w.text) for w in words]
-    for i in range(len(keys) - len(said) + 1):
-        if keys[i : i + len(said)] == said:
-            return tuple(words[i : i + len(said)])
-    return ()

@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
+from plugins.whisper.agreement import words_kept
 from plugins.whisper.engine_client import _words
 from plugins.whisper.words import (
     TAIL_TOKENS,
     Word,
     chosen_probabilities,
     group_words,
-    words_kept,
     words_of,
 )
 
