@@ -99,6 +99,8 @@ class Case:
     split: str = ""
     parts: list[str] = field(default_factory=list)
     """The words of each speech segment (the corpus's `parts`), for `--reference-text`."""
+    agent_line: str = ""
+    """What the agent said just before the turn (the corpus's `agent_line`), read by the LM scorer."""
 
     @property
     def last_end(self) -> float | None:
@@ -191,6 +193,7 @@ def load_turn_cases(data: Path) -> list[Case]:
                 clause=str(lab.get("clause", "")),
                 split=str(lab.get("split", "")),
                 parts=[str(p) for p in lab.get("parts", [])],
+                agent_line=str(lab.get("agent_line", "")),
             )
             for lab in labels
         ]
@@ -376,8 +379,8 @@ class Transcriber:
 # --- the two pipelines on the virtual clock ----------------------------------------
 Decision = tuple[float, float, str, float | None, float | None]
 """(P(turn ended), delay, reason, the text cue's own completeness or None, the LM's score or None)"""
-Decider = Callable[[str, float | None, float | None], Decision]
-"""(text, v1-mini score, the recogniser's confidence) -> Decision"""
+Decider = Callable[[str, float | None, float | None, str], Decision]
+"""(text, v1-mini score, the recogniser's confidence, the agent's line before the turn) -> Decision"""
 
 
 def simulate_turn(
@@ -420,7 +423,7 @@ def simulate_turn(
             audio_p = predict(_int16(case.audio[: int(audio_end * RATE)]))
         elif audio_end is not None and eot is not None:
             audio_p = predict_window(eot, _int16(case.audio[: int(audio_end * RATE)]))
-        p, delay, reason, text_p, lm_p = decider(text, audio_p, confidence)
+        p, delay, reason, text_p, lm_p = decider(text, audio_p, confidence, case.agent_line)
         at = max(ready, seg.speech_end + delay)
         nxt = segments[i + 1].start if i + 1 < len(segments) else None
         decision = Commit(
@@ -449,27 +452,33 @@ def _int16(x: np.ndarray) -> np.ndarray:
     return (np.clip(x, -1, 1) * 32767).astype(np.int16)
 
 
-def parley_decider(params: ProfileParams, lm: LmEotScorer | None = None) -> Decider:
+def parley_decider(params: ProfileParams, lm: LmEotScorer | None = None, agent_lines: bool = True) -> Decider:
     """Parley's policy. The LM's score is taken as ready at the decision: the worker asks it on every
-    interim, and its cost is measured apart (`lm_query_ms`)."""
+    interim, and its cost is measured apart (`lm_query_ms`). `agent_lines`: the LM reads the agent's line
+    before the turn, as in the worker."""
 
-    def run(text: str, audio_p: float | None, confidence: float | None) -> Decision:
+    def run(text: str, audio_p: float | None, confidence: float | None, agent_line: str = "") -> Decision:
         cue = text_cue(text)
-        lm_p = lm.score_sync(text) if lm is not None else None
+        context = agent_line if agent_lines else ""
+        lm_p = lm.score_sync(text, context) if lm is not None else None
         d = decide(cue, audio_p, params.endpoint, None, lm_p, confidence)
         return d.probability, d.delay, d.reason, cue.completeness, lm_p
 
     return run
 
 
-def stock_decider(text: str, audio_p: float | None, confidence: float | None = None) -> Decision:
+def stock_decider(
+    text: str, audio_p: float | None, confidence: float | None = None, agent_line: str = ""
+) -> Decision:
     if audio_p is None:
         return 1.0, STOCK_MIN_DELAY, "no_prediction", None, None
     unlikely = audio_p < STOCK_UNLIKELY
     return audio_p, STOCK_MAX_DELAY if unlikely else STOCK_MIN_DELAY, "v1-mini", None, None
 
 
-def smart_turn_decider(text: str, audio_p: float | None, confidence: float | None = None) -> Decision:
+def smart_turn_decider(
+    text: str, audio_p: float | None, confidence: float | None = None, agent_line: str = ""
+) -> Decision:
     """Pipecat's rule: complete above 0.5 ends the turn at the VAD stop, otherwise after 3 s of silence."""
     if audio_p is None:
         return 1.0, smart_turn.VAD_STOP_S, "no_prediction", None, None
@@ -477,7 +486,9 @@ def smart_turn_decider(text: str, audio_p: float | None, confidence: float | Non
     return audio_p, smart_turn.VAD_STOP_S if complete else smart_turn.STOP_S, "smart-turn", None, None
 
 
-def vad_only_decider(text: str, audio_p: float | None, confidence: float | None = None) -> Decision:
+def vad_only_decider(
+    text: str, audio_p: float | None, confidence: float | None = None, agent_line: str = ""
+) -> Decision:
     """No model: every silence the VAD reports ends the turn after a fixed delay (1 s; the sweep's knob)."""
     return 1.0, 1.0, "vad_only", None, None
 
@@ -612,6 +623,7 @@ async def run_benchmark(
     stt_model_dir: Path | None = None,
     stt_beam: int = 1,
     stt_prompt: str | None = None,
+    agent_lines: bool = True,
 ) -> dict[str, Any]:
     params = params_for(profile, TurnOptions())
     transcriber = Transcriber(stt_latency_s, transcript_cache, stt_model_dir, stt_beam, stt_prompt or None)
@@ -622,7 +634,7 @@ async def run_benchmark(
             params.vad,
             lambda s: s.silence_onset,
             lambda s: s.speech_end + TRAILING_SILENCE_S,
-            parley_decider(params, lm),
+            parley_decider(params, lm, agent_lines),
         ),
         "stock": (STOCK_VAD, lambda s: s.eos, lambda s: s.pred_at, stock_decider),
         # LiveKit's turn handling fed by the same early-final STT as Parley: the turn-handling share alone
@@ -685,7 +697,9 @@ async def run_benchmark(
         "stock_early_stt": out.get("stock_early_stt"),
         "vad_only": out.get("vad_only"),
         "smart_turn": out.get("smart_turn"),
-        "lm_eot": None if lm is None else {"url": lm.opts.base, "query_ms": _pct(lm.query_ms)},
+        "lm_eot": None
+        if lm is None
+        else {"url": lm.opts.base, "query_ms": _pct(lm.query_ms), "agent_lines": agent_lines},
     }
 
 
@@ -960,6 +974,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the language-model end-of-turn scorer for parley: 'embedded' (start the SmolLM2 server, "
         "default), 'off', or the URL of a llama.cpp-compatible server",
     )
+    ap.add_argument(
+        "--no-agent-line",
+        action="store_true",
+        help="the LM scorer reads the caller's words alone, not after the agent's line in the labels",
+    )
     ap.add_argument("--plot", type=Path, help="write the trade-off curves here (PNG)")
     ap.add_argument(
         "--transcript-cache",
@@ -1018,6 +1037,7 @@ def main(argv: list[str] | None = None) -> int:
                             stt_model_dir=args.stt_model_dir,
                             stt_beam=args.stt_beam,
                             stt_prompt=args.stt_prompt,
+                            agent_lines=not args.no_agent_line,
                         )
                     )
     except BenchError as e:

@@ -84,6 +84,8 @@ class Template:
     id: str
     case: str
     text: str
+    agent_line: str = ""
+    """What the agent said just before (AGENT_LINES)."""
 
     @property
     def kind(self) -> str:
@@ -202,6 +204,118 @@ TEMPLATES: dict[str, list[str]] = {
         "Can we make it {day} at {hour}?", "I am free {day} after {hour}.", "Put me down for {count}.",
         "We are a group of {count}.", "The meeting starts at {hour}.", "Send over {count}.",
         "My son is {age}.", "It was about {count}.",
+    ],
+}
+# fmt: on
+
+# What the agent said just before each template's turn, in TEMPLATES' order (the LM end-of-turn scorer reads
+# it, as the worker gives it the agent's last line). Written as a receptionist would say them, once, with the
+# templates; backchannels and interruptions are said over these.
+# fmt: off
+AGENT_LINES: dict[str, list[str]] = {
+    "statement": [
+        "Would you like to keep the service or cancel it?", "When do you arrive?",
+        "What seems to be the problem?", "Hello, this is the front desk. How can I help?",
+        "Our records show an unpaid balance on your account.",
+        "Would you like it delivered, or will you collect it?",
+        "We could move it to the afternoon instead. How does that sound?",
+        "Which of the two rooms would you prefer?", "You're all set for Thursday at three.",
+        "The repair will also need a new part, which we have to order.",
+        "I've sent the instructions to your email.", "Lost and found, how can I help you?",
+    ],
+    "question": [
+        "Hi, I'm calling about your recent order.",
+        "Thanks for calling the visitor line. What can I do for you?",
+        "Is there anything else you'd like to know before your visit?",
+        "We can deliver it to your home this week.", "Rail information, how can I help?",
+        "The first opening I have is on Monday afternoon.",
+        "We'll need a copy of your lease to finish the application.",
+        "Your reference number is four seven two, and the code expires in ten minutes.",
+        "The event starts at seven in the main hall.", "This is the service department. How can I help?",
+    ],
+    "short_answer": [
+        "Do you have your account number handy?", "Would you like to add insurance to your order?",
+        "Can I put you on hold for a moment?", "So that's two adults and one child, correct?",
+        "Have you received the replacement card?", "Would you like me to send a reminder the day before?",
+        "Should I cancel the whole order?", "Which day would you like to come in?",
+        "What time should the driver pick you up?", "Is that for the kitchen window or the bathroom one?",
+        "Would you prefer a morning or an afternoon slot?", "How many bags will you be checking?",
+    ],
+    "backchannel": [
+        "So first you'll need to unplug the router.",
+        "The technician will call about an hour before arriving.",
+        "Your plan renews automatically at the end of each month.", "I'm just pulling up your account now.",
+        "You should see a green light on the front of the box.",
+        "The delay was caused by the weather at the depot.", "Please bring a photo ID with you.",
+        "That item is actually out of stock until next week.",
+    ],
+    "function_word": [
+        "Thanks for calling. How can I help you today?", "Good morning, main reception.",
+        "Shipping support, what can I do for you?",
+        "Welcome to the community centre. What can I do for you?",
+        "Do you know what time your bus leaves?", "Your total comes to forty-two dollars.",
+        "What seems to be the problem with the laptop?", "Where did you buy the item?",
+        "We can offer you a replacement.",
+        "If you're not home, the driver can leave it with a neighbour.",
+    ],
+    "content_word": [
+        "What can I help you with?", "Customer service, how can I help?",
+        "Is there anything else in the flat that needs attention?", "What would you like to report?",
+        "Hi, what can I do for you?", "How can I help you today?", "Technical support, what's the issue?",
+        "I have your account open. What would you like me to look at?",
+        "How did you hear about this line?", "What would you like to order today?",
+    ],
+    "filler": [
+        "Is there anything else I can help with?", "Which day works best for you?",
+        "Billing department, how can I help?", "Which model did you order?", "What can I get for you?",
+        "And what's the occasion?", "Where should the driver pick you up?",
+        "Is everything okay after the repair?", "Was there anything else wrong with the invoice?",
+        "City taxis, where are you headed?",
+    ],
+    "thinking": [
+        "Which day would suit you best?", "Do you have the order confirmation?",
+        "Could you read me the number on your receipt?", "What name is the booking under?",
+        "Who is the account holder?", "What time did the delivery arrive?",
+        "Will you be joining us for dinner as well?", "How many licences will your team need?",
+    ],
+    "digits": [
+        "What's the best number to reach you?", "Could you read me the card number?",
+        "Do you have a confirmation code?", "Is there anything the driver needs to get in?",
+        "How can the technician contact you?", "Which order is this about?", "And what's the postcode?",
+        "Do you know the extension you need?",
+    ],
+    "spelled": [
+        "Can I have your last name, please?", "How do you spell that?", "What's the delivery address?",
+        "Do you have the reference number?", "And your first name?",
+        "Sorry, could you spell the name for me?", "What username did you sign up with?",
+        "What name is the reservation under?",
+    ],
+    "list": [
+        "What would you like to order?", "Where would you like the tour to stop?",
+        "What can I get for the children?", "Anything else for your order?",
+        "Which days are you available?", "What will you bring on the trip?", "What does the car need?",
+        "Which colour would you like?",
+    ],
+    "complete_clause": [
+        "Good evening, how can I help you?", "Technical support, how can I help?",
+        "Accounts, how can I help?", "I can book you in for Friday at two.",
+        "Thanks for calling the clinic. Who am I speaking with?", "How was your delivery?",
+        "What can I help you with today?", "So the booking is for Saturday at eight, is that right?",
+    ],
+    "interruption": [
+        "I've gone ahead and cancelled all three of your orders.",
+        "Next, I'll read you the full terms and conditions.",
+        "Our opening hours are nine to five on weekdays.",
+        "The plan includes unlimited calls and texts, and five gigabytes of data.",
+        "I have your address as twelve Baker Street.", "Great, I've booked you in for Wednesday.",
+        "I've added a large pizza to your order.",
+        "The shuttle stops at the hotel and the conference centre.",
+    ],
+    "number_end": [
+        "I'm afraid the morning is fully booked.", "When are you available?",
+        "How many tickets would you like?", "How many people are in your party?",
+        "What time should I book the car for?", "How many boxes should we send?", "How old is your son?",
+        "How many items were missing?",
     ],
 }
 # fmt: on
@@ -476,7 +590,27 @@ def split_templates(seed: int) -> dict[str, str]:
 
 
 def all_templates() -> list[Template]:
-    return [Template(f"{case}_{i:02d}", case, t) for case, ts in TEMPLATES.items() for i, t in enumerate(ts)]
+    if {c: len(t) for c, t in TEMPLATES.items()} != {c: len(a) for c, a in AGENT_LINES.items()}:
+        raise AssertionError("AGENT_LINES must give one line per template, in TEMPLATES' order")
+    return [
+        Template(f"{case}_{i:02d}", case, t, AGENT_LINES[case][i])
+        for case, ts in TEMPLATES.items()
+        for i, t in enumerate(ts)
+    ]
+
+
+def relabel(out: Path) -> int:
+    """Write the templates' agent lines into an existing corpus's labels (its audio is left as it is)."""
+    lines = {t.id: t.agent_line for t in all_templates()}
+    done = 0
+    for path in sorted(out.glob("*/*/labels.json")):
+        labels = json.loads(path.read_text())
+        for label in labels:
+            label["agent_line"] = lines[label["template"]]
+        path.write_text(json.dumps(labels, indent=1))
+        done += 1
+    print(f"{done} label files updated under {out}")
+    return 0 if done else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -495,7 +629,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"every render in the held-out voice ({HELD_OUT_VOICE.engine}:{HELD_OUT_VOICE.name})",
     )
+    ap.add_argument(
+        "--relabel",
+        action="store_true",
+        help="only add the agent's lines to the labels of a corpus already rendered in --out",
+    )
     args = ap.parse_args(argv)
+    if args.relabel:
+        return relabel(args.out)
     # the held-out voice says each template `--renders` times (each with its own rate, pauses and noise)
     if not 1 <= args.renders <= len(VOICES):
         print(f"error: --renders must be within [1, {len(VOICES)}]", file=sys.stderr)
@@ -531,6 +672,7 @@ def main(argv: list[str] | None = None) -> int:
                 "text": text,
                 "parts": parts,
                 "split": split,
+                "agent_line": template.agent_line,
                 **info,
             }
             # bargein/: what a caller says over the agent (backchannels, interruptions), 16 kHz;

@@ -1,6 +1,7 @@
 """Tune the language-model end-of-turn term on the corpus's DEV split (never on test).
 
     python scripts/tune_lm_eot.py --result out/bench/lm0_dev_web.json --labels out/corpus/dev/web/labels.json
+    python scripts/tune_lm_eot.py --joint --result A.json --labels A/labels.json --result B.json --labels ...
 
 Reads a `benchmarks.turns --json` result of the parley pipeline (every decision it made, with the text cue's
 completeness, v1-mini's score and the LM's score) and reports two things:
@@ -167,7 +168,7 @@ def grid(result: dict, labels: list[dict], base: EndpointOptions, budget_ms: flo
     without = best_point(result, last, replace(base, lm_weight=0.0), budget_ms, max_held)
     rows: list[tuple[float, dict]] = []
     for w, c, cp, up, hd in itertools.product(
-        (0.5, 1.0, 2.0), (0.05, 0.1, 0.2), (0.6, 0.7), (0.3, 0.4, 0.5), (1.0, 1.3)
+        (0.5, 1.0, 2.0), (0.05, 0.1, 0.2), (0.6, 0.7), (0.3, 0.4, 0.5), (1.0, 1.3, 1.6, 2.0)
     ):
         if up >= cp:
             continue
@@ -178,6 +179,55 @@ def grid(result: dict, labels: list[dict], base: EndpointOptions, budget_ms: flo
             rows.append((p.open_cutoff_rate, {**cand, "hesitation_delay": hd, "point": p.__dict__}))
     rows.sort(key=lambda r: r[0])
     return {"without_lm": None if without is None else without.__dict__, "best": [r[1] for r in rows[:5]]}
+
+
+def joint_grid(
+    runs: list[tuple[dict, list[dict]]], base: EndpointOptions, budget_ms: float, max_held: float
+) -> dict:
+    """One setting for several dev runs at once (e.g. the main corpus and the held-out voice): the LM term,
+    the band and the delays as the profile will hold them (no knob), ranked by the mean open-clause cut-off
+    rate among the settings that keep every run within the budget."""
+    lasts = [{lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels} for _, labels in runs]
+
+    def points(opts: EndpointOptions) -> list[turn_sweep.CurvePoint]:
+        return [
+            turn_sweep.point(redecide(r, opts), last, 1.0) for (r, _), last in zip(runs, lasts, strict=True)
+        ]
+
+    def within(p: turn_sweep.CurvePoint) -> bool:
+        return (
+            p.done_p50_ms is not None
+            and p.open_cutoff_rate is not None
+            and p.done_p50_ms <= budget_ms
+            and p.missed_rate <= 0.02
+            and (p.done_held_over_1500ms_rate or 0.0) <= max_held
+        )
+
+    rows: list[tuple[float, float, dict]] = []
+    for w, c, cp, up, hd, md in itertools.product(
+        (0.35, 0.5, 1.0, 1.5, 2.0),
+        (0.05, 0.1, 0.2, 0.3, 0.4),
+        (0.6, 0.7),
+        (0.4, 0.5),
+        (1.0, 1.15, 1.3, 1.6),
+        (0.2, 0.23),
+    ):
+        opts = replace(
+            base, lm_weight=w, lm_center=c, confident_p=cp, unlikely_p=up, hesitation_delay=hd, min_delay=md
+        )
+        pts = points(opts)
+        if all(within(p) for p in pts):
+            cand = {"lm_weight": w, "lm_center": c, "confident_p": cp, "unlikely_p": up}
+            cand |= {"hesitation_delay": hd, "min_delay": md, "points": [p.__dict__ for p in pts]}
+            rows.append(
+                (
+                    sum(p.open_cutoff_rate or 0.0 for p in pts) / len(pts),
+                    sum(p.done_p50_ms or 0.0 for p in pts),
+                    cand,
+                )
+            )
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return {"profile_now": [p.__dict__ for p in points(base)], "best": [r[2] for r in rows[:8]]}
 
 
 def confidence_grid(
@@ -208,25 +258,47 @@ def confidence_grid(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--result", type=Path, required=True, help="benchmarks.turns --json output (dev split)")
-    ap.add_argument("--labels", type=Path, required=True, help="the same split's labels.json")
+    ap.add_argument(
+        "--result",
+        type=Path,
+        action="append",
+        required=True,
+        help="benchmarks.turns --json output (dev split)",
+    )
+    ap.add_argument(
+        "--labels", type=Path, action="append", required=True, help="the same split's labels.json"
+    )
     ap.add_argument("--profile", choices=[p.value for p in Profile], default="web")
     ap.add_argument("--budget-ms", type=float, default=450.0, help="finished-turn p50 ceiling")
     ap.add_argument("--max-held", type=float, default=0.05, help="share of finished turns held over 1.5 s")
     ap.add_argument(
         "--confidence", action="store_true", help="grid the recogniser-confidence term instead of the LM's"
     )
+    ap.add_argument(
+        "--joint",
+        action="store_true",
+        help="one setting for every --result/--labels pair given (the delays as the profile holds them)",
+    )
     a = ap.parse_args(argv)
+    if len(a.result) != len(a.labels) or (len(a.result) > 1 and not a.joint):
+        print("error: give one --labels per --result; several pairs only with --joint", file=sys.stderr)
+        return 2
     try:
-        result = json.loads(a.result.read_text())
-        labels = json.loads(a.labels.read_text())
+        runs = [
+            (json.loads(r.read_text()), json.loads(lab.read_text()))
+            for r, lab in zip(a.result, a.labels, strict=True)
+        ]
     except (OSError, ValueError) as e:
         print(f"error: cannot read the inputs: {e}", file=sys.stderr)
         return 2
-    if "test" in (result.get("split") or []):
+    if any("test" in (r.get("split") or []) for r, _ in runs):
         print("error: calibrate on the dev split only; this result holds test files", file=sys.stderr)
         return 2
     base = PROFILES[Profile(a.profile)].endpoint
+    if a.joint:
+        print(json.dumps(joint_grid(runs, base, a.budget_ms, a.max_held), indent=2))
+        return 0
+    result, labels = runs[0]
     if a.confidence:
         print(json.dumps(confidence_grid(result, labels, base, a.budget_ms, a.max_held), indent=2))
         return 0

@@ -125,14 +125,15 @@ class ParleyTurnDetector:
             return
         text = ev.alternatives[0].text
         if text and text.strip():
-            self._lm.prefetch(turn_text(ev) or self.turn_text(text))
+            self._lm.prefetch(turn_text(ev) or self.turn_text(text), self._hooks.agent_line)
 
     async def lm_probability(self, text: str) -> float | None:
-        """The language model's score of the turn's text, or None when it does not answer by the deadline
-        (the policy then decides on text cues and audio: a slow scorer never delays the endpoint more)."""
+        """The language model's score of the turn's text after the agent's last line, or None when it does
+        not answer by the deadline (the policy then decides on text cues and audio: a slow scorer never
+        delays the endpoint more)."""
         if self._lm is None:
             return None
-        return await self._lm.wait(text)
+        return await self._lm.wait(text, agent_line=self._hooks.agent_line)
 
     async def _audio_probability_for(self, speech_end: float) -> float | None:
         if self._prefetched is not None and self._prefetched[0] == speech_end:

@@ -8,7 +8,10 @@ server Parley already embeds (worker/llm_server.py) or by any llama.cpp-compatib
 
 The transcript, lower-cased and without punctuation (the recogniser's full stop is what we want to predict,
 not read), goes after `<|im_start|>user\\n`; the score is the probability that the next token ends the
-sentence (`.`, `?`, `!`, `<|im_end|>`), read from `n_probs`. The system prefix is the same for every query,
+sentence (`.`, `?`, `!`, `<|im_end|>`), read from `n_probs`. The agent's last line, when there is one, goes
+before it as the assistant's message: a caller's words are an answer to it, and "Tuesday or" after "Which
+day suits you?" reads as unfinished where "Tuesday or Wednesday" reads as a whole answer (LiveKit's own
+detector reads the chat context too). The system prefix and the agent's line stay the same through a turn,
 so llama.cpp's prompt cache reads only the transcript.
 
 The scorer is asked on every interim and preflight transcript (`prefetch`), so the answer for the final text
@@ -51,6 +54,9 @@ class LmEotOptions:
     max_words: int = 32
     """Only the transcript's last words are read: the end of a turn is decided by its last clause, and a
     short prompt keeps each query ~20-40 tokens."""
+    context_words: int = 24
+    """At most this many words of the agent's last line (its last sentences: where its question is);
+    0 = the caller's words alone."""
     n_probs: int = 64
     """How many of the most likely next tokens the server returns; end tokens outside them count as the
     least likely of them (an upper bound, so a missing token never reads as certainty of more to come)."""
@@ -69,6 +75,8 @@ class LmEotOptions:
             raise ValueError("eot LM deadline_s must be within [0, 2] seconds")
         if self.max_words < 1 or self.n_probs < 1 or self.cache_size < 1:
             raise ValueError("eot LM max_words, n_probs and cache_size must be positive")
+        if self.context_words < 0:
+            raise ValueError("eot LM context_words must be 0 or more")
 
     @property
     def base(self) -> str:
@@ -83,14 +91,45 @@ def normalise(text: str, max_words: int = 32) -> str:
     return " ".join(words[-max_words:])
 
 
-def build_prompt(words: str, opts: LmEotOptions) -> str:
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_CHATML = re.compile(r"<\|[^|>]*\|>")
+
+
+def agent_context(line: str, max_words: int = 24) -> str:
+    """The end of the agent's last line, whole sentences where they fit in `max_words` (its question is
+    usually last), else its last `max_words` words; ChatML markers removed (the line is model output)."""
+    if max_words <= 0:
+        return ""
+    sentences = [s for s in _SENTENCE_END.split(_SPACES.sub(" ", _CHATML.sub(" ", line)).strip()) if s]
+    kept: list[str] = []
+    count = 0
+    for sentence in reversed(sentences):
+        n = len(sentence.split())
+        if kept and count + n > max_words:
+            break
+        kept.insert(0, sentence)
+        count += n
+    words = " ".join(kept).split()
+    return " ".join(words[-max_words:])
+
+
+@dataclass(frozen=True)
+class Query:
+    """What one score is asked about: the caller's words (normalised) after the agent's line."""
+
+    words: str
+    context: str = ""
+
+
+def build_prompt(words: str, opts: LmEotOptions, context: str = "") -> str:
     """ChatML as SmolLM2-Instruct was trained on it, cut right after the caller's words."""
-    return f"<|im_start|>system\n{opts.system_prompt}<|im_end|>\n<|im_start|>user\n{words}"
+    agent = f"<|im_start|>assistant\n{context}<|im_end|>\n" if context else ""
+    return f"<|im_start|>system\n{opts.system_prompt}<|im_end|>\n{agent}<|im_start|>user\n{words}"
 
 
-def request_body(words: str, opts: LmEotOptions) -> dict[str, Any]:
+def request_body(query: Query, opts: LmEotOptions) -> dict[str, Any]:
     return {
-        "prompt": build_prompt(words, opts),
+        "prompt": build_prompt(query.words, opts, query.context),
         "n_predict": 1,
         "n_probs": opts.n_probs,
         "temperature": 0.0,
@@ -125,29 +164,36 @@ class LmEotScorer:
 
     def __init__(self, opts: LmEotOptions) -> None:
         self.opts = opts
-        self._cache: OrderedDict[str, float] = OrderedDict()
-        self._inflight: dict[str, asyncio.Future[float | None]] = {}
+        self._cache: OrderedDict[Query, float] = OrderedDict()
+        self._inflight: dict[Query, asyncio.Future[float | None]] = {}
         self.query_ms: list[float] = []
         """Wall time of each query that reached the server (cost accounting, benchmarks)."""
         self.failures = 0
         self._warned = False
 
     # -- cache ---------------------------------------------------------------------------------------------
-    def cached(self, text: str) -> float | None:
-        key = normalise(text, self.opts.max_words)
+    def query(self, text: str, agent_line: str = "") -> Query | None:
+        """The cache key of `text` said after `agent_line`; None when no words are left to score."""
+        words = normalise(text, self.opts.max_words)
+        if not words:
+            return None
+        return Query(words, agent_context(agent_line, self.opts.context_words))
+
+    def cached(self, text: str, agent_line: str = "") -> float | None:
+        key = self.query(text, agent_line)
         return self._cache.get(key) if key else None
 
-    def _store(self, key: str, p: float) -> None:
+    def _store(self, key: Query, p: float) -> None:
         self._cache[key] = p
         self._cache.move_to_end(key)
         while len(self._cache) > self.opts.cache_size:
             self._cache.popitem(last=False)
 
     # -- async (the worker) --------------------------------------------------------------------------------
-    def prefetch(self, text: str) -> None:
+    def prefetch(self, text: str, agent_line: str = "") -> None:
         """Start scoring `text` now (an interim or preflight transcript) without waiting for it."""
-        key = normalise(text, self.opts.max_words)
-        if not key or key in self._cache or key in self._inflight:
+        key = self.query(text, agent_line)
+        if key is None or key in self._cache or key in self._inflight:
             return
         try:
             loop = asyncio.get_running_loop()
@@ -157,16 +203,16 @@ class LmEotScorer:
         self._inflight[key] = fut
         loop.create_task(self._run(key, fut))
 
-    async def wait(self, text: str, deadline_s: float | None = None) -> float | None:
-        """The score of `text`, or None when it is not there within the deadline (the query goes on and
-        its answer is cached for the next decision about the same words)."""
-        key = normalise(text, self.opts.max_words)
-        if not key:
+    async def wait(self, text: str, deadline_s: float | None = None, agent_line: str = "") -> float | None:
+        """The score of `text` said after `agent_line`, or None when it is not there within the deadline
+        (the query goes on and its answer is cached for the next decision about the same words)."""
+        key = self.query(text, agent_line)
+        if key is None:
             return None
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        self.prefetch(text)
+        self.prefetch(text, agent_line)
         fut = self._inflight.get(key)
         if fut is None:
             return None
@@ -176,7 +222,7 @@ class LmEotScorer:
         except TimeoutError:
             return None
 
-    async def _run(self, key: str, fut: asyncio.Future[float | None]) -> None:
+    async def _run(self, key: Query, fut: asyncio.Future[float | None]) -> None:
         p: float | None = None
         try:
             p = await self._query_async(key)
@@ -188,7 +234,7 @@ class LmEotScorer:
             if not fut.done():
                 fut.set_result(p)
 
-    async def _query_async(self, words: str) -> float:
+    async def _query_async(self, query: Query) -> float:
         import aiohttp
 
         # one short-lived session per query: the scorer is shared by the calls of a process and must not
@@ -198,7 +244,7 @@ class LmEotScorer:
         url = f"{self.opts.base}/completion"
         async with (
             aiohttp.ClientSession(timeout=timeout) as session,
-            session.post(url, json=request_body(words, self.opts)) as r,
+            session.post(url, json=request_body(query, self.opts)) as r,
         ):
             if r.status != 200:
                 raise LmEotError(f"eot LM server answered HTTP {r.status}")
@@ -221,10 +267,10 @@ class LmEotScorer:
             await asyncio.gather(*self._inflight.values(), return_exceptions=True)
 
     # -- sync (benchmarks, scripts) ------------------------------------------------------------------------
-    def score_sync(self, text: str) -> float | None:
+    def score_sync(self, text: str, agent_line: str = "") -> float | None:
         """Blocking form for offline tools; cached like the async path. None when the server fails."""
-        key = normalise(text, self.opts.max_words)
-        if not key:
+        key = self.query(text, agent_line)
+        if key is None:
             return None
         if key in self._cache:
             return self._cache[key]

@@ -73,6 +73,9 @@ class TurnHooks:
         """The STT behind the node, told when the agent answers (`new_turn()`, where it has one)."""
         self._replies_at_final = 0
         """`replies_started` when the last FINAL came: a whole-turn text revises only the same turn."""
+        self.agent_line = ""
+        """The agent's newest line in the chat context (as far as it was said): the caller's next words
+        answer it, and the LM end-of-turn scorer reads them after it."""
 
     # -- session events ------------------------------------------------------------------------------------
     def attach(self, session: Any) -> None:
@@ -81,6 +84,7 @@ class TurnHooks:
             return
         session.on("user_state_changed", self.on_user_state)
         session.on("agent_state_changed", self.on_agent_state)
+        session.on("conversation_item_added", self.on_item_added)
         self._session = session
         self._attached = True
 
@@ -128,6 +132,15 @@ class TurnHooks:
             new_turn = getattr(self._stt, "new_turn", None)
             if callable(new_turn):
                 new_turn()  # the caller's next words are a turn of their own, not more of this one
+
+    def on_item_added(self, ev: Any) -> None:
+        """Keep the agent's newest line (livekit-agents adds a reply when it ends or is cut short)."""
+        item = getattr(ev, "item", None)
+        if getattr(item, "role", None) != "assistant":
+            return
+        text = getattr(item, "text_content", None)
+        if isinstance(text, str) and text.strip():
+            self.agent_line = text.strip()
 
     def replace_turn_text(self, ev: stt.SpeechEvent) -> None:
         """Make a whole-turn transcript the turn's text: livekit-agents joins a turn's FINALs, appending

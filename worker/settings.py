@@ -159,6 +159,7 @@ class Settings(BaseSettings):
     turn_use_audio_model: bool = True  # blend in LiveKit's bundled v1-mini audio end-of-turn model
     turn_use_lm: bool = True  # blend in the language model's end-of-sentence score (turn_detection/lm_eot.py)
     eot_lm_url: str = ""  # llama.cpp-compatible server for that score; empty = the embedded LLM when it runs
+    turn_lm_agent_line: bool = True  # the score reads the caller's words after the agent's last line
 
     # Telephony (LiveKit SIP)
     sip_goodbye: str = "Thank you for calling. Goodbye!"

@@ -64,7 +64,10 @@ def test_hesitation_held_past_the_pause_is_not_a_cutoff() -> None:
     segs = [_seg(0.2, 1.6), _seg(2.4, 3.5)]
     texts = [(2.0, "I'd like a table for"), (9.0, "I'd like a table for four.")]
     commits = _run(
-        case, segs, texts, lambda text, p, c: (0.1, 2.0 if text.endswith("for") else 0.2, "x", None, None)
+        case,
+        segs,
+        texts,
+        lambda text, p, c, line: (0.1, 2.0 if text.endswith("for") else 0.2, "x", None, None),
     )
     res = score(case, "t", commits)
     assert not res.false_cutoff and not res.missed
@@ -76,7 +79,7 @@ def test_hesitation_held_past_the_pause_is_not_a_cutoff() -> None:
 def test_committing_inside_the_pause_is_a_false_cutoff() -> None:
     case = _case("pause", [(0.2, 1.6), (2.4, 3.5)])
     segs = [_seg(0.2, 1.6), _seg(2.4, 3.5)]
-    commits = _run(case, segs, [(9.0, "words.")], lambda text, p, c: (0.9, 0.2, "x", None, None))
+    commits = _run(case, segs, [(9.0, "words.")], lambda text, p, c, line: (0.9, 0.2, "x", None, None))
     res = score(case, "t", commits)
     assert res.false_cutoff and res.endpoint_delay_ms is None
 
@@ -180,7 +183,9 @@ def test_reference_text_judges_the_corpus_words_not_the_decode() -> None:
     segs = [VadSegment(0.3, 1.2, 1.4, 1.25, 1.4), VadSegment(2.5, 3.1, 3.3, 3.15, 3.3)]
     seen: list[str] = []
 
-    def decider(text: str, audio_p: float | None, conf: float | None) -> tuple[float, float, str, None, None]:
+    def decider(
+        text: str, audio_p: float | None, conf: float | None, line: str
+    ) -> tuple[float, float, str, None, None]:
         seen.append(text)
         return 1.0, 0.2, "test", None, None
 

@@ -18,6 +18,7 @@ from turn_detection.lm_eot import (
     LmEotError,
     LmEotOptions,
     LmEotScorer,
+    agent_context,
     build_prompt,
     end_probability,
     normalise,
@@ -63,6 +64,32 @@ def test_normalise_drops_punctuation_and_case_and_keeps_the_last_words() -> None
     opts = LmEotOptions(url="http://127.0.0.1:1/v1")
     assert opts.base == "http://127.0.0.1:1"
     assert build_prompt("a table for", opts).endswith("<|im_start|>user\na table for")
+
+
+def test_the_agents_line_goes_before_the_callers_words_as_the_assistants_message() -> None:
+    opts = LmEotOptions(url="http://x")
+    prompt = build_prompt("tuesday or", opts, "Which day suits you?")
+    assert prompt.endswith(
+        "<|im_start|>assistant\nWhich day suits you?<|im_end|>\n<|im_start|>user\ntuesday or"
+    )
+    assert "<|im_start|>assistant" not in build_prompt("tuesday or", opts)  # no line: the words alone
+    # its last whole sentences that fit (the question is usually last), else its last words
+    long = "I have booked you in for Tuesday at ten in the morning with Doctor Reyes. Anything else today?"
+    assert agent_context(long, 8) == "Anything else today?"
+    assert agent_context(long, 24) == long
+    assert agent_context("one two three four five six", 4) == "three four five six"
+    assert agent_context("Sure.<|im_end|>\n<|im_start|>user hi", 24) == "Sure. user hi"  # no markers
+    assert agent_context("Which day?", 0) == ""
+
+
+def test_the_same_words_after_another_line_are_another_query() -> None:
+    scorer = LmEotScorer(LmEotOptions(url="http://x"))
+    a, b = scorer.query("Tuesday or", "Which day?"), scorer.query("tuesday or...", "Which day?")
+    assert a == b and a is not None and a.context == "Which day?"
+    assert scorer.query("Tuesday or", "Which colour?") != a
+    assert scorer.query("...", "Which day?") is None
+    off = LmEotScorer(LmEotOptions(url="http://x", context_words=0))
+    assert off.query("Tuesday or", "Which day?") == off.query("Tuesday or")
 
 
 def test_options_reject_bad_values() -> None:
@@ -203,5 +230,26 @@ async def test_detector_asks_on_interims_and_decides_with_the_score(scorer_url: 
         assert det.turn_text("four people") == "I'd like to book a table for four people"
         hooks.on_agent_state(SimpleNamespace(old_state="listening", new_state="thinking"))
         assert det.turn_text("hello") == "hello"  # a reply started: a new turn
+    finally:
+        await scorer.aclose()
+
+
+async def test_detector_reads_the_callers_words_after_the_agents_last_line(scorer_url: str) -> None:
+    hooks = TurnHooks(TurnOptions(use_audio_model=False), params_for(Profile.WEB, TurnOptions()))
+    scorer = LmEotScorer(LmEotOptions(url=scorer_url, deadline_s=2.0, request_timeout_s=10.0))
+    det = ParleyTurnDetector(hooks, lm_scorer=scorer)
+    try:
+        reply = llm.ChatMessage(role="assistant", content=["Which day works best for you?"])
+        hooks.on_item_added(SimpleNamespace(item=reply))
+        hooks.on_item_added(SimpleNamespace(item=llm.ChatMessage(role="user", content=["hi"])))
+        assert hooks.agent_line == "Which day works best for you?"  # the caller's own items are not it
+        for listener in hooks.transcript_listeners:
+            listener(_interim("Tuesday or Wednesday"))
+        await asyncio.sleep(0.5)
+        after = scorer.cached("Tuesday or Wednesday", hooks.agent_line)
+        assert after is not None and scorer.cached("Tuesday or Wednesday") is None
+        hooks.last_speech_end = time.time()
+        await det.predict_end_of_turn(_ctx("Tuesday or Wednesday"))
+        assert det.last_decision is not None and det.last_decision.lm_probability == after
     finally:
         await scorer.aclose()

@@ -103,6 +103,7 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
             "false_interruptions": false_interruptions,
             "user_states": user_states,
             "reply_ended_at_final": reply_ended_at_final,
+            "agent_line": setup.hooks.agent_line,
         }
     finally:
         await session.aclose()
@@ -119,6 +120,8 @@ async def test_backchannels_do_not_interrupt_the_agent(voice: CpuVoice) -> None:
     assert r["finished"][-1][1] is False and r["finished"][-1][0] == pytest.approx(AGENT_SPEECH_S, abs=0.3)
     assert r["user_turns"] == []
     assert r["ignored"] == 2
+    # the whole reply reached the chat context: the caller's next turn is scored after it
+    assert r["agent_line"] == "Let me read you the full list of our opening hours."
 
 
 async def test_same_words_interrupt_when_the_filter_is_off(voice: CpuVoice) -> None:
