@@ -74,6 +74,7 @@ class ParleyTurnDetector:
         hooks.transcript_listeners.append(self._note_confidence)
         if self._lm is not None:
             hooks.transcript_listeners.append(self._prefetch_lm)
+            hooks.agent_line_listeners.append(self._lm.warm)
 
     @property
     def model(self) -> str:

@@ -76,6 +76,8 @@ class TurnHooks:
         self.agent_line = ""
         """The agent's newest line in the chat context (as far as it was said): the caller's next words
         answer it, and the LM end-of-turn scorer reads them after it."""
+        self.agent_line_listeners: list[Callable[[str], None]] = []
+        """Told of each new `agent_line` (the detector has the scorer read it ahead)."""
 
     # -- session events ------------------------------------------------------------------------------------
     def attach(self, session: Any) -> None:
@@ -141,6 +143,8 @@ class TurnHooks:
         text = getattr(item, "text_content", None)
         if isinstance(text, str) and text.strip():
             self.agent_line = text.strip()
+            for listener in self.agent_line_listeners:
+                listener(self.agent_line)
 
     def replace_turn_text(self, ev: stt.SpeechEvent) -> None:
         """Make a whole-turn transcript the turn's text: livekit-agents joins a turn's FINALs, appending

@@ -243,6 +243,8 @@ async def test_detector_reads_the_callers_words_after_the_agents_last_line(score
         hooks.on_item_added(SimpleNamespace(item=reply))
         hooks.on_item_added(SimpleNamespace(item=llm.ChatMessage(role="user", content=["hi"])))
         assert hooks.agent_line == "Which day works best for you?"  # the caller's own items are not it
+        await asyncio.sleep(0.5)  # the new line was read ahead (no score kept, none counted as a query)
+        assert scorer.failures == 0 and not scorer.query_ms
         for listener in hooks.transcript_listeners:
             listener(_interim("Tuesday or Wednesday"))
         await asyncio.sleep(0.5)
