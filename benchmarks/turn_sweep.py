@@ -84,6 +84,41 @@ def point(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: float)
     )
 
 
+@dataclass(frozen=True)
+class Failures:
+    """What a caller would count as a failure at one knob value: cut off at any pause, a finished turn
+    answered more than 1.5 s late, a turn missed."""
+
+    cut_offs: int
+    held: int
+    missed: int
+    done_p50_ms: float | None
+
+    @property
+    def total(self) -> int:
+        return self.cut_offs + self.held + self.missed
+
+
+def failures(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: float = 1.0) -> Failures:
+    cut = held = miss = 0
+    done: list[float] = []
+    for c in cases:
+        last = last_ends.get(c["file"])
+        if last is None or c["kind"] not in ("pause", "done"):
+            continue
+        times = _commit_times(c, knob)
+        early = any(t < last for t in times)
+        after = [t for t in times if t >= last]
+        missed = not early and (not after or after[0] - last > MISS_AFTER_S)
+        miss += missed
+        cut += c["kind"] == "pause" and early
+        if c["kind"] == "done" and not early and not missed:
+            done.append((after[0] - last) * 1000)
+            held += done[-1] > 1500
+    p50 = round(float(np.percentile(done, 50)), 1) if done else None
+    return Failures(cut_offs=cut, held=held, missed=miss, done_p50_ms=p50)
+
+
 def curve(
     cases: list[dict[str, Any]], last_ends: dict[str, float], knobs: tuple[float, ...]
 ) -> list[CurvePoint]:

@@ -182,11 +182,17 @@ def grid(result: dict, labels: list[dict], base: EndpointOptions, budget_ms: flo
 
 
 def joint_grid(
-    runs: list[tuple[dict, list[dict]]], base: EndpointOptions, budget_ms: float, max_held: float
+    runs: list[tuple[dict, list[dict]]],
+    base: EndpointOptions,
+    budget_ms: float,
+    max_held: float,
+    objective: str,
 ) -> dict:
     """One setting for several dev runs at once (e.g. the main corpus and the held-out voice): the LM term,
-    the band and the delays as the profile will hold them (no knob), ranked by the mean open-clause cut-off
-    rate among the settings that keep every run within the budget."""
+    the band and the delays as the profile will hold them (no knob). `objective` "open": the mean
+    open-clause cut-off rate among the settings that keep every run within the budget and `max_held`;
+    "failures": everything a caller counts (cut off at any pause, a finished turn held over 1.5 s, a turn
+    missed), summed over the runs, among the settings within the budget."""
     lasts = [{lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels} for _, labels in runs]
 
     def points(opts: EndpointOptions) -> list[turn_sweep.CurvePoint]:
@@ -215,6 +221,15 @@ def joint_grid(
         opts = replace(
             base, lm_weight=w, lm_center=c, confident_p=cp, unlikely_p=up, hesitation_delay=hd, min_delay=md
         )
+        if objective == "failures":
+            fails = [
+                turn_sweep.failures(redecide(r, opts), last) for (r, _), last in zip(runs, lasts, strict=True)
+            ]
+            if all(f.done_p50_ms is not None and f.done_p50_ms <= budget_ms for f in fails):
+                cand = {"lm_weight": w, "lm_center": c, "confident_p": cp, "unlikely_p": up}
+                cand |= {"hesitation_delay": hd, "min_delay": md, "failures": [f.__dict__ for f in fails]}
+                rows.append((sum(f.total for f in fails), sum(f.done_p50_ms or 0.0 for f in fails), cand))
+            continue
         pts = points(opts)
         if all(within(p) for p in pts):
             cand = {"lm_weight": w, "lm_center": c, "confident_p": cp, "unlikely_p": up}
@@ -279,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="one setting for every --result/--labels pair given (the delays as the profile holds them)",
     )
+    ap.add_argument(
+        "--objective",
+        choices=("open", "failures"),
+        default="open",
+        help="--joint ranks by open-clause cut-offs (within --max-held) or by every failure a caller counts",
+    )
     a = ap.parse_args(argv)
     if len(a.result) != len(a.labels) or (len(a.result) > 1 and not a.joint):
         print("error: give one --labels per --result; several pairs only with --joint", file=sys.stderr)
@@ -296,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     base = PROFILES[Profile(a.profile)].endpoint
     if a.joint:
-        print(json.dumps(joint_grid(runs, base, a.budget_ms, a.max_held), indent=2))
+        print(json.dumps(joint_grid(runs, base, a.budget_ms, a.max_held, a.objective), indent=2))
         return 0
     result, labels = runs[0]
     if a.confidence:

@@ -46,3 +46,15 @@ def test_a_missed_turn_is_not_a_finished_delay() -> None:
     cases, last = _cases()
     miss = turn_sweep.point(cases, last, 20.0)  # 0.2 s * 20 = 4 s: past the 3 s miss window
     assert miss.missed_rate > 0 and miss.done_p50_ms is None
+
+
+def test_failures_count_every_cutoff_every_late_answer_and_every_missed_turn() -> None:
+    cases, last = _cases()
+    complete = {**cases[0], "file": "c.wav", "clause": "complete"}  # a pause of another kind counts too
+    cases, last = [*cases, complete], {**last, "c.wav": 3.0}
+    assert turn_sweep.failures(cases, last, 1.0).total == 0
+    snappy = turn_sweep.failures(cases, last, 0.5)
+    assert (snappy.cut_offs, snappy.held, snappy.missed) == (2, 0, 0)
+    late = turn_sweep.failures(cases, last, 9.0)  # 0.2 s * 9 = 1.8 s after the finished turn: held
+    assert late.held == 1 and late.done_p50_ms == 1800.0
+    assert turn_sweep.failures(cases, last, 20.0).missed == 3  # past the 3 s window: every turn missed
