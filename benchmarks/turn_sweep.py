@@ -56,11 +56,20 @@ def _commit_times(case: dict[str, Any], knob: float) -> list[float]:
     return out
 
 
-def point(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: float) -> CurvePoint:
-    """Open-clause cut-off rate, finished-turn p50 and missed rate at one knob value."""
-    cut: list[bool] = []
-    done: list[float] = []
-    missed: list[bool] = []
+@dataclass(frozen=True)
+class Outcome:
+    """One file at one knob value."""
+
+    case: dict[str, Any]
+    early: bool
+    """The turn was taken before the caller's last word (a cut-off, for a pause file)."""
+    missed: bool
+    done_ms: float | None
+    """A finished turn's endpoint after its last word (None: cut off or missed, or not a finished turn)."""
+
+
+def outcomes(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: float) -> list[Outcome]:
+    out: list[Outcome] = []
     for c in cases:
         last = last_ends.get(c["file"])
         if last is None or c["kind"] not in ("pause", "done"):
@@ -69,11 +78,17 @@ def point(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: float)
         early = any(t < last for t in times)
         after = [t for t in times if t >= last]
         miss = not early and (not after or after[0] - last > MISS_AFTER_S)
-        missed.append(miss)
-        if c["kind"] == "pause" and c.get("clause") == "open":
-            cut.append(early)
-        if c["kind"] == "done" and not early and not miss:
-            done.append((after[0] - last) * 1000)
+        done = (after[0] - last) * 1000 if c["kind"] == "done" and not early and not miss else None
+        out.append(Outcome(c, early, miss, done))
+    return out
+
+
+def point(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: float) -> CurvePoint:
+    """Open-clause cut-off rate, finished-turn p50 and missed rate at one knob value."""
+    res = outcomes(cases, last_ends, knob)
+    cut = [o.early for o in res if o.case["kind"] == "pause" and o.case.get("clause") == "open"]
+    done = [o.done_ms for o in res if o.done_ms is not None]
+    missed = [o.missed for o in res]
     return CurvePoint(
         knob=knob,
         open_cutoff_rate=round(sum(cut) / len(cut), 4) if cut else None,
@@ -100,23 +115,14 @@ class Failures:
 
 
 def failures(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: float = 1.0) -> Failures:
-    cut = held = miss = 0
-    done: list[float] = []
-    for c in cases:
-        last = last_ends.get(c["file"])
-        if last is None or c["kind"] not in ("pause", "done"):
-            continue
-        times = _commit_times(c, knob)
-        early = any(t < last for t in times)
-        after = [t for t in times if t >= last]
-        missed = not early and (not after or after[0] - last > MISS_AFTER_S)
-        miss += missed
-        cut += c["kind"] == "pause" and early
-        if c["kind"] == "done" and not early and not missed:
-            done.append((after[0] - last) * 1000)
-            held += done[-1] > 1500
-    p50 = round(float(np.percentile(done, 50)), 1) if done else None
-    return Failures(cut_offs=cut, held=held, missed=miss, done_p50_ms=p50)
+    res = outcomes(cases, last_ends, knob)
+    done = [o.done_ms for o in res if o.done_ms is not None]
+    return Failures(
+        cut_offs=sum(o.early for o in res if o.case["kind"] == "pause"),
+        held=sum(d > 1500 for d in done),
+        missed=sum(o.missed for o in res),
+        done_p50_ms=round(float(np.percentile(done, 50)), 1) if done else None,
+    )
 
 
 def curve(
