@@ -24,6 +24,9 @@ def p50_p95(values: list[Any]) -> dict[str, float | None]:
 EARLY_MS = 100.0
 """This much agent voice heard inside a caller's turn is the agent taking the turn before the caller
 finished (a cut-off first word, "I'm", is 150-200 ms; a click or one Opus frame is shorter)."""
+FRAGMENT_SHARE = 0.75
+"""A reply whose LLM was sent fewer than this share of the words the caller said in the turn (all its
+finals) answered a fragment of it: the agent cut in at a pause and the caller's rest came apart from it."""
 HELD_MS = 1500.0
 """A finished turn whose end of turn came later than this was held: the caller waits in silence."""
 
@@ -37,6 +40,10 @@ def turn_taking(turns: list[dict[str, Any]]) -> dict[str, Any]:
         if t.get("endpoint_ms") is not None and t.get("start", "after_reply") == "after_reply"
     ]
     early = [t for t in after if t["spoke_over_ms"] >= EARLY_MS]
+    answered = [t for t in after if t.get("answered_words")]
+    fragments = [
+        t for t in answered if t["answered_words"] < FRAGMENT_SHARE * len(t.get("user_text", "").split())
+    ]
     return {
         "taken_early": len(early),
         "turns_after_reply": len(after),
@@ -45,6 +52,11 @@ def turn_taking(turns: list[dict[str, Any]]) -> dict[str, Any]:
         ],
         "endpoint_ms": {**p50_p95(endpoints), "max": max(endpoints) if endpoints else None},
         "held_over_1500ms": sum(1 for v in endpoints if v > HELD_MS),
+        "fragment_replies": len(fragments) if answered else None,
+        "fragment_turns": [
+            {k: t[k] for k in ("call", "run", "file", "answered_words", "user_text") if k in t}
+            for t in fragments
+        ],
     }
 
 
@@ -289,7 +301,18 @@ def summarise(
 
 
 def pipelines_table(report: dict[str, Any]) -> str:
-    head = ("pipeline", "v2v p50", "95% CI", "v2v p95", "audible p50", "greeting", "words", "early", "errors")
+    head = (
+        "pipeline",
+        "v2v p50",
+        "95% CI",
+        "v2v p95",
+        "audible p50",
+        "greeting",
+        "words",
+        "early",
+        "fragments",
+        "errors",
+    )
     rows = [head]
     for name, r in report["pipelines"].items():
         ci = r["v2v_ci95_ms"]
@@ -303,6 +326,7 @@ def pipelines_table(report: dict[str, Any]) -> str:
                 _fmt(r["greeting_first_audio_ms"]),
                 _fmt(r["reply_words"]["p50"]),
                 _early(r.get("turn_taking")),
+                _fragments(r.get("turn_taking")),
                 str(len(r["errors"])),
             )
         )
@@ -328,6 +352,11 @@ def pipelines_table(report: dict[str, Any]) -> str:
 def _early(tt: dict[str, Any] | None) -> str:
     """Turns taken before the caller finished, of the turns said after a reply ("—" offline)."""
     return f"{tt['taken_early']}/{tt['turns_after_reply']}" if tt and tt["turns_after_reply"] else "—"
+
+
+def _fragments(tt: dict[str, Any] | None) -> str:
+    """Replies whose LLM was sent only part of the caller's turn ("—" without the worker's marks)."""
+    return "—" if not tt or tt.get("fragment_replies") is None else str(tt["fragment_replies"])
 
 
 def waterfall_png(name: str, turns: list[dict[str, Any]], path: Path) -> None:

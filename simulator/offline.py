@@ -59,6 +59,8 @@ class TurnResult:
     agent_stop_ms: float | None = None
     """A turn said over the agent: its first voiced sample -> the agent's last voiced sample the caller
     heard before a silence (room runs; None where the agent was not speaking)."""
+    answered_words: int | None = None
+    """Words of the caller's turn the reply's LLM was sent (worker marks; None without them)."""
     spoke_over_ms: float | None = None
     """The agent's voiced audio the caller heard while still in this turn (between its first and last voiced
     samples): the agent took the turn before the caller finished (room runs, turns said after a reply)."""
@@ -83,6 +85,7 @@ class TurnResult:
             "problem": self.problem,
             "agent_stop_ms": _r(self.agent_stop_ms),
             "spoke_over_ms": _r(self.spoke_over_ms),
+            "answered_words": self.answered_words,
         }
 
 

@@ -151,6 +151,7 @@ def _turn_from_marks(
         tr.reply_text = reply.text.strip()
         tr.reply_words = reply.words or len(tr.reply_text.split())
         tr.spoken_s = reply.spoken_s
+        tr.answered_words = reply.answered_words or None
     audible = _first_voiced(record.agent, end, hi, [])
     if audible is not None:
         stamps["caller_first_audible"] = audible

@@ -3,7 +3,9 @@
 Layout of what the LLM sees, front to back:
 1. the agent's instructions, byte-identical every turn (LLM servers reuse the prefix cache);
 2. one short "earlier in this call" note folding older turns into a few facts (only once there are any);
-3. the most recent turns verbatim.
+3. the most recent turns verbatim;
+4. the caller's words since the agent's last whole reply, as one message, even when the agent cut in on
+   them (`join_cut_in`).
 Older turns leave in blocks of `drop_step` messages, not one per turn: the LLM server reuses its cached
 prefix only while everything before the new words is unchanged, and a window sliding by one message changed
 the summary and the first kept message every turn. In an 11-turn call the embedded LLM then re-read ~400
@@ -26,6 +28,9 @@ class ContextOptions:
     drop_step: int = 12  # messages that leave the verbatim part together (at least recent - step stay)
     summary_chars: int = 600
     words_per_item: int = 16
+    cut_in_words: int = 8
+    """A reply the caller cut short within this many words (what was heard) was a cut-in at a pause, not
+    an answer: the LLM sees the caller's words before and after it as one turn (0 = keep it)."""
 
 
 def _text(msg: llm.ChatMessage) -> str:
@@ -92,5 +97,58 @@ def bound_context(chat_ctx: llm.ChatContext, instructions: str, opt: ContextOpti
     note = summarise(older, opt)  # type: ignore[arg-type]
     if note:
         out.add_message(role="system", content=note)
-    out.items.extend(recent)
+    out.items.extend(join_cut_in(recent, opt.cut_in_words))
     return out
+
+
+def callers_words(items: list[llm.ChatItem]) -> int:
+    """Words of the caller's messages at the end of a context: what a reply to it answers."""
+    n = 0
+    for item in reversed(items):
+        if not _is_user(item):
+            break
+        n += len(_text(item).split())  # type: ignore[arg-type]
+    return n
+
+
+def _is_user(item: llm.ChatItem) -> bool:
+    return item.type == "message" and item.role == "user"
+
+
+def _cut_in(item: llm.ChatItem, max_words: int) -> bool:
+    return (
+        item.type == "message"
+        and item.role == "assistant"
+        and item.interrupted
+        and len(_text(item).split()) <= max_words
+    )
+
+
+def join_cut_in(items: list[llm.ChatItem], max_words: int) -> list[llm.ChatItem]:
+    """The caller's words since the agent's last whole reply as one user message.
+
+    When the agent takes the turn at a pause ("It is on Monday at," …) and the caller goes on ("nine in the
+    morning"), the reply is cut after a word or two and the context holds the fragment, the cut reply and
+    the rest as three messages; a small LLM then answers "nine in the morning" alone. Here the cut reply
+    goes (the caller barely heard it) and the caller's messages around it become one. Only the caller's
+    newest turn is touched, so everything before it stays byte-identical for the LLM's prefix cache. A reply
+    that called a tool, or that the caller heard more of than `max_words`, stays as it was.
+    """
+    if max_words <= 0 or not items or not _is_user(items[-1]):
+        return items
+    start = len(items)
+    while start > 0 and _is_user(items[start - 1]):
+        start -= 1
+    joins = 0
+    while start >= 2 and _cut_in(items[start - 1], max_words) and _is_user(items[start - 2]):
+        start, joins = start - 2, joins + 1
+        while start > 0 and _is_user(items[start - 1]):
+            start -= 1
+    tail = [it for it in items[start:] if _is_user(it)]
+    if not joins or any(not isinstance(c, str) for m in tail for c in m.content):  # type: ignore[union-attr]
+        return items  # no cut-in, or an image or audio part a plain text join would lose
+    first = tail[0]
+    assert isinstance(first, llm.ChatMessage)
+    text = " ".join(t for t in (_text(m) for m in tail) if t)  # type: ignore[arg-type]
+    joined = llm.ChatMessage(role="user", content=[text], id=first.id, created_at=first.created_at)
+    return [*items[:start], joined]

@@ -159,6 +159,9 @@ class SpeechReport:
     interrupted: bool = False
     pieces: list[tuple[str, float]] = field(default_factory=list)
     silences_s: list[tuple[float, float]] = field(default_factory=list)
+    answered_words: int = 0
+    """Words of the caller's turn in what the reply's LLM was sent (a count, not the words: no transcript
+    leaves the worker this way); fewer than the caller said is a reply to a fragment."""
     kind: Literal["speech"] = "speech"
 
     def answer_into_s(self) -> float:
@@ -214,6 +217,7 @@ def parse_mark(message: dict[str, Any]) -> Mark:
                 interrupted=bool(message.get("interrupted", False)),
                 pieces=[(str(p), float(s)) for p, s in message.get("pieces", [])],
                 silences_s=[(float(o), float(d)) for o, d in message.get("silences_s", [])],
+                answered_words=int(message.get("answered_words", 0)),
             )
     except (KeyError, TypeError, ValueError) as e:
         raise MarkFormatError(f"malformed {MARKS_TOPIC} message ({type(e).__name__})") from None

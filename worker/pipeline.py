@@ -461,6 +461,7 @@ def agent_options(settings: Settings) -> AgentOptions:
             recent_turns=settings.context_recent_turns,
             max_chars=settings.context_max_chars,
             drop_step=max(1, settings.context_recent_turns // 2),
+            cut_in_words=settings.context_join_cut_in_words,
         ),
     )
 

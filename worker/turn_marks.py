@@ -7,7 +7,8 @@ up without any clock sync. Messages go to the room as reliable data on topic `pa
 - `{"kind": "user", "mark": "vad_end"|"end_of_turn"|"stt_final", "t": …}` as they happen;
 - `{"kind": "speech_start", "speech_id", "source", "t"}` when a speech's first voiced frame is handed out;
 - `{"kind": "speech", "speech_id", "source": "reply"|"say", "marks": {…}, "text", "words", "spoken_s",
-  "interrupted", "pieces"}` when a speech ends. Reply marks: `llm_request` (the reply's LLM call began: before
+  "interrupted", "pieces", "answered_words"}` when a speech ends (`answered_words`: how many of the caller's
+  words the reply's LLM was sent). Reply marks: `llm_request` (the reply's LLM call began: before
   the end of turn when preemptive generation started it), `llm_first_token`, `tts_text` (first text handed
   to the TTS), `tts_first_audio`, `published_first` (first frame handed to the room's audio output),
   `published_first_voiced` (the first above −50 dBFS) and `answer_published`: the first voiced frame of the
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 
+from .context import callers_words
 from .measurement import (
     MARKS_TOPIC,
     METRICS_TOPIC,
@@ -70,6 +72,7 @@ class SpeechMarks:
     voiced_s: float = 0.0
     offsets: dict[str, float] = field(default_factory=dict)  # seconds into the speech's audio, per mark
     interrupted: bool = False
+    answered_words: int = 0
     _pauses: list[tuple[float, float]] = field(default_factory=list)
     _quiet_from: float | None = None
     _heard_voice: bool = False
@@ -129,6 +132,7 @@ class SpeechMarks:
             interrupted=self.interrupted,
             pieces=[(p, round(s, 3)) for p, s in self.pieces],
             silences_s=[(round(o, 3), round(d, 3)) for o, d in self.silences()],
+            answered_words=self.answered_words,
         )
 
     def message(self) -> dict[str, Any]:
@@ -299,6 +303,8 @@ class TurnMarks:
             speech = marks._speech()
             if speech is not None:
                 speech.mark_once("llm_request", marks._clock())
+                view = self.reply_context(chat_ctx) if hasattr(self, "reply_context") else chat_ctx
+                speech.answered_words = callers_words(view.items)
             async for chunk in _as_aiter(orig_llm(self, chat_ctx, tools, model_settings)):
                 text = (
                     chunk if isinstance(chunk, str) else getattr(getattr(chunk, "delta", None), "content", "")

@@ -17,7 +17,7 @@ from simulator.audio_io import Track, first_voiced_sample, voiced_seconds
 from simulator.call_plan import PlanError, load_plan, median_ci, ratio_ci, reply_problem, rotated
 from simulator.offline import CallResult, TurnResult
 from simulator.room_caller import last_voiced_index
-from worker.measurement import answer_offset_s, frame_voiced
+from worker.measurement import answer_offset_s, frame_voiced, parse_mark
 from worker.turn_marks import SpeechMarks, TurnMarks, tap_tts_pieces
 
 RATE = 24_000
@@ -112,6 +112,45 @@ def test_user_marks_are_sent_on_one_clock() -> None:
         {"kind": "user", "mark": "vad_end", "t": 42.0},
         {"kind": "user", "mark": "stt_final", "t": 42.0},
     ]
+
+
+async def test_a_reply_reports_how_many_of_the_callers_words_its_llm_was_sent() -> None:
+    """The speech report says what the reply answered (a count): after a cut-in, the caller's whole turn."""
+    from livekit.agents import llm
+    from livekit.agents.voice.agent_activity import _SpeechHandleContextVar
+
+    from worker.agent import AgentOptions, ParleyAgent
+
+    class ScriptedLLMAgent(ParleyAgent):
+        """Test double at the LLM boundary: it answers one line and keeps what it was sent."""
+
+        seen: list[llm.ChatContext] = []
+
+        async def llm_node(self, chat_ctx, tools, model_settings):  # type: ignore[no-untyped-def,override]
+            self.seen.append(self.reply_context(chat_ctx))
+            yield "Monday at nine, noted."
+
+    marks = TurnMarks(lambda _m: None, clock=lambda: 1.0)
+    agent = ScriptedLLMAgent(AgentOptions())
+    marks._wrap_agent(agent)
+
+    class Handle:
+        id = "speech-1"
+
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content="It is on Monday at,")
+    ctx.add_message(role="assistant", content="Don't forget", interrupted=True)
+    ctx.add_message(role="user", content="nine in the morning.")
+    token = _SpeechHandleContextVar.set(Handle())  # type: ignore[arg-type]
+    try:
+        out = [c async for c in agent.llm_node(ctx, [], None)]  # type: ignore[arg-type]
+    finally:
+        _SpeechHandleContextVar.reset(token)
+    assert out == ["Monday at nine, noted."]
+    assert agent.seen[-1].items[-1].text_content == "It is on Monday at, nine in the morning."  # type: ignore[union-attr]
+    speech = marks.speeches["speech-1"]
+    assert speech.report().answered_words == 9
+    assert parse_mark(speech.message()).answered_words == 9  # type: ignore[union-attr]
 
 
 def test_median_interval_and_ratio() -> None:
@@ -396,3 +435,8 @@ def test_agent_voice_inside_a_callers_turn_counts_as_taken_early() -> None:
     tt = turn_taking(rows)
     assert (tt["taken_early"], tt["turns_after_reply"], tt["held_over_1500ms"]) == (1, 2, 1)
     assert tt["early_turns"][0]["file"] == "a.wav"
+    assert tt["fragment_replies"] is None  # no worker marks: not known
+    rows[0]["user_text"], rows[0]["answered_words"] = "It is on Monday at, nine in the morning.", 4
+    rows[1]["user_text"], rows[1]["answered_words"] = "That is all.", 3
+    tt = turn_taking(rows)
+    assert tt["fragment_replies"] == 1 and tt["fragment_turns"][0]["file"] == "a.wav"

@@ -4,7 +4,7 @@ from collections.abc import AsyncIterator
 from livekit.agents import llm
 
 from worker.agent import count_sentence_ends, limit_reply
-from worker.context import ContextOptions, bound_context
+from worker.context import ContextOptions, bound_context, join_cut_in
 
 
 async def _gen(parts: list[str]) -> AsyncIterator[str]:
@@ -80,6 +80,68 @@ def test_the_callers_words_after_the_last_reply_never_move_the_fold() -> None:
             turn.add_message(role="assistant", content="Sure, I can", interrupted=True)
         texts = [m.text_content for m in bound_context(turn, "INSTR", opt).items if m.type == "message"]
         assert texts[: len(prefix)] == prefix
+
+
+def _texts(items: list[llm.ChatItem]) -> list[tuple[str, str]]:
+    return [(m.role, m.text_content or "") for m in items if m.type == "message"]
+
+
+def test_a_reply_cut_in_at_a_pause_joins_the_callers_words_around_it() -> None:
+    """ "It is on Monday at," [agent: "Don't forget" — cut] "nine in the morning": the LLM answers the
+    whole sentence, not its last half."""
+    ctx = _ctx(1)
+    ctx.add_message(role="user", content="It is on Monday at,")
+    ctx.add_message(role="assistant", content="Don't forget", interrupted=True)
+    ctx.add_message(role="user", content="nine in the morning.")
+    out = bound_context(ctx, "INSTR", ContextOptions())
+    assert _texts(out.items)[-2:] == [
+        ("assistant", "reply number 0"),
+        ("user", "It is on Monday at, nine in the morning."),
+    ]
+    assert len(ctx.items) == 6  # the call's own history is untouched
+
+
+def test_only_a_barely_heard_cut_reply_is_joined_over() -> None:
+    def turn(reply: str, interrupted: bool) -> list[llm.ChatItem]:
+        ctx = llm.ChatContext()
+        ctx.add_message(role="user", content="first")
+        ctx.add_message(role="assistant", content=reply, interrupted=interrupted)
+        ctx.add_message(role="user", content="second")
+        return ctx.items
+
+    joined = [("user", "first second")]
+    assert _texts(join_cut_in(turn("Sure, I can", True), 8)) == joined
+    long_reply = "Your appointment is on Monday at nine and please bring"  # 10 words heard: an answer
+    assert len(_texts(join_cut_in(turn(long_reply, True), 8))) == 3
+    assert len(_texts(join_cut_in(turn("Sure, I can", False), 8))) == 3  # a whole reply
+    assert len(_texts(join_cut_in(turn("Sure, I can", True), 0))) == 3  # off
+
+
+def test_several_cut_ins_in_one_turn_join_into_one_message() -> None:
+    ctx = llm.ChatContext()
+    ctx.add_message(role="assistant", content="How can I help?")
+    for i, part in enumerate(("my number is", "555", "0123.")):
+        if i:
+            ctx.add_message(role="assistant", content="Thanks", interrupted=True)
+        ctx.add_message(role="user", content=part)
+    assert _texts(join_cut_in(ctx.items, 8)) == [
+        ("assistant", "How can I help?"),
+        ("user", "my number is 555 0123."),
+    ]
+
+
+def test_a_cut_reply_that_called_a_tool_or_a_pending_reply_stays() -> None:
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content="book it")
+    ctx.add_message(role="assistant", content="Booking", interrupted=True)
+    ctx.insert(llm.FunctionCall(call_id="c1", name="book", arguments="{}"))
+    ctx.insert(llm.FunctionCallOutput(call_id="c1", name="book", output="ok", is_error=False))
+    ctx.add_message(role="user", content="for Tuesday")
+    assert len(join_cut_in(ctx.items, 8)) == len(ctx.items)
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content="first")
+    ctx.add_message(role="assistant", content="Sure", interrupted=True)
+    assert join_cut_in(ctx.items, 8) == ctx.items  # the caller has not spoken again: nothing to answer
 
 
 def test_character_budget_applies() -> None:

@@ -3,6 +3,7 @@ LLM that answers the caller with nothing still gets the caller a spoken line."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -75,3 +76,22 @@ async def test_budget_passes_tool_calls_and_usage_without_their_text() -> None:
     assert chunks[0].delta is not None and chunks[0].delta.tool_calls == [call]
     assert chunks[0].delta.content is None
     assert chunks[1].usage == usage
+
+
+async def test_a_reply_cut_short_by_the_caller_going_on_is_answered_as_one_turn() -> None:
+    """The agent answers at a pause, the caller goes on and cuts it after a word or two: the next reply's
+    LLM gets the caller's whole sentence as one message (worker/context.py join_cut_in)."""
+    fake = ScriptedLLM(reply="Don't forget to bring your insurance card on the day.", word_delay_s=0.1)
+    async with AgentSession(llm=fake) as session:
+        await session.start(_agent())
+        early = session.generate_reply(user_input="It is on Monday at,")
+        while not fake.requests:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.25)  # a word or two of it out
+        early.interrupt()
+        await early
+        await session.run(user_input="nine in the morning.")
+    cut = [m for m in session.history.items if m.type == "message" and m.role == "assistant"][0]
+    assert cut.interrupted and 0 < len((cut.text_content or "").split()) <= 8  # the history keeps it
+    sent = [m for m in fake.requests[-1].items if m.type == "message" and m.role != "system"]
+    assert [(m.role, m.text_content) for m in sent] == [("user", "It is on Monday at, nine in the morning.")]
