@@ -91,7 +91,7 @@ async def test_a_reply_cut_short_by_the_caller_going_on_is_answered_as_one_turn(
         early.interrupt()
         await early
         await session.run(user_input="nine in the morning.")
-    cut = [m for m in session.history.items if m.type == "message" and m.role == "assistant"][0]
+    cut = next(m for m in session.history.items if m.type == "message" and m.role == "assistant")
     assert cut.interrupted and 0 < len((cut.text_content or "").split()) <= 8  # the history keeps it
     sent = [m for m in fake.requests[-1].items if m.type == "message" and m.role != "system"]
     assert [(m.role, m.text_content) for m in sent] == [("user", "It is on Monday at, nine in the morning.")]
