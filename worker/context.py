@@ -4,8 +4,7 @@ Layout of what the LLM sees, front to back:
 1. the agent's instructions, byte-identical every turn (LLM servers reuse the prefix cache);
 2. one short "earlier in this call" note folding older turns into a few facts (only once there are any);
 3. the most recent turns verbatim;
-4. the caller's words since the agent's last whole reply, as one message, even when the agent cut in on
-   them (`join_cut_in`).
+4. each caller turn as one message, even when the agent cut in on it (`join_cut_in`).
 Older turns leave in blocks of `drop_step` messages, not one per turn: the LLM server reuses its cached
 prefix only while everything before the new words is unchanged, and a window sliding by one message changed
 the summary and the first kept message every turn. In an 11-turn call the embedded LLM then re-read ~400
@@ -125,30 +124,45 @@ def _cut_in(item: llm.ChatItem, max_words: int) -> bool:
 
 
 def join_cut_in(items: list[llm.ChatItem], max_words: int) -> list[llm.ChatItem]:
-    """The caller's words since the agent's last whole reply as one user message.
+    """Each caller turn the agent cut in on, as one user message.
 
     When the agent takes the turn at a pause ("It is on Monday at," …) and the caller goes on ("nine in the
     morning"), the reply is cut after a word or two and the context holds the fragment, the cut reply and
     the rest as three messages; a small LLM then answers "nine in the morning" alone. Here the cut reply
-    goes (the caller barely heard it) and the caller's messages around it become one. Only the caller's
-    newest turn is touched, so everything before it stays byte-identical for the LLM's prefix cache. A reply
-    that called a tool, or that the caller heard more of than `max_words`, stays as it was.
+    goes (the caller barely heard it) and the caller's messages around it become one. Every such turn in
+    the history is joined the same way, not just the newest, so the context only ever grows at its end and
+    the LLM server's cached prefix holds from one turn to the next. A reply that called a tool, or that the
+    caller heard more of than `max_words`, stays as it was; so does a cut reply the caller has not spoken
+    after yet.
     """
-    if max_words <= 0 or not items or not _is_user(items[-1]):
+    if max_words <= 0:
         return items
-    start = len(items)
-    while start > 0 and _is_user(items[start - 1]):
-        start -= 1
-    joins = 0
-    while start >= 2 and _cut_in(items[start - 1], max_words) and _is_user(items[start - 2]):
-        start, joins = start - 2, joins + 1
-        while start > 0 and _is_user(items[start - 1]):
-            start -= 1
-    tail = [it for it in items[start:] if _is_user(it)]
-    if not joins or any(not isinstance(c, str) for m in tail for c in m.content):  # type: ignore[union-attr]
-        return items  # no cut-in, or an image or audio part a plain text join would lose
-    first = tail[0]
+    out: list[llm.ChatItem] = []
+    i, n = 0, len(items)
+    while i < n:
+        if not _is_user(items[i]):
+            out.append(items[i])
+            i += 1
+            continue
+        j, joins = i, 0
+        while j < n and _is_user(items[j]):
+            j += 1
+        while j + 1 < n and _cut_in(items[j], max_words) and _is_user(items[j + 1]):
+            j, joins = j + 1, joins + 1
+            while j < n and _is_user(items[j]):
+                j += 1
+        out.extend(_joined(items[i:j]) if joins else items[i:j])
+        i = j
+    return out
+
+
+def _joined(group: list[llm.ChatItem]) -> list[llm.ChatItem]:
+    """The caller's messages of `group` as one; the group as it was when a part is not plain text (an
+    image or audio part a text join would lose)."""
+    users = [m for m in group if _is_user(m)]
+    if any(not isinstance(c, str) for m in users for c in m.content):  # type: ignore[union-attr]
+        return group
+    first = users[0]
     assert isinstance(first, llm.ChatMessage)
-    text = " ".join(t for t in (_text(m) for m in tail) if t)  # type: ignore[arg-type]
-    joined = llm.ChatMessage(role="user", content=[text], id=first.id, created_at=first.created_at)
-    return [*items[:start], joined]
+    text = " ".join(t for t in (_text(m) for m in users) if t)  # type: ignore[arg-type]
+    return [llm.ChatMessage(role="user", content=[text], id=first.id, created_at=first.created_at)]

@@ -130,6 +130,21 @@ def test_several_cut_ins_in_one_turn_join_into_one_message() -> None:
     ]
 
 
+def test_a_joined_turn_stays_joined_so_the_next_turn_reads_from_the_cache() -> None:
+    """After the agent answered the joined turn, the next turn's context starts with the same messages:
+    the LLM server re-reads only what is new."""
+    ctx = _ctx(1)
+    ctx.add_message(role="user", content="It is on Monday at,")
+    ctx.add_message(role="assistant", content="Don't forget", interrupted=True)
+    ctx.add_message(role="user", content="nine in the morning.")
+    answered = _texts(bound_context(ctx, "INSTR", ContextOptions()).items)
+    ctx.add_message(role="assistant", content="Monday at nine, noted.")
+    ctx.add_message(role="user", content="Thanks.")
+    later = _texts(bound_context(ctx, "INSTR", ContextOptions()).items)
+    assert later[: len(answered)] == answered
+    assert later[len(answered) :] == [("assistant", "Monday at nine, noted."), ("user", "Thanks.")]
+
+
 def test_a_cut_reply_that_called_a_tool_or_a_pending_reply_stays() -> None:
     ctx = llm.ChatContext()
     ctx.add_message(role="user", content="book it")
