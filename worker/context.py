@@ -27,9 +27,11 @@ class ContextOptions:
     drop_step: int = 12  # messages that leave the verbatim part together (at least recent - step stay)
     summary_chars: int = 600
     words_per_item: int = 16
-    cut_in_words: int = 8
-    """A reply the caller cut short within this many words (what was heard) was a cut-in at a pause, not
-    an answer: the LLM sees the caller's words before and after it as one turn (0 = keep it)."""
+    cut_in_words: int = 3
+    """A reply the caller cut short within this many words (what was heard: about a second) was a cut-in at
+    a pause, not an answer: the LLM sees the caller's words before and after it as one turn (0 = keep it).
+    A caller who talks over more of a reply is answering what it said ("We have Friday at three" - "Yes,
+    that works"), so those words stay."""
 
 
 def _text(msg: llm.ChatMessage) -> str:

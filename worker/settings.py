@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     context_max_chars: int = Field(8000, ge=500)
     # a reply the caller cut short within this many words was a cut-in at a pause: the LLM gets the caller's
     # words before and after it as one turn (worker/context.py join_cut_in); 0 = as livekit-agents keeps them
-    context_join_cut_in_words: int = Field(8, ge=0, le=40)
+    context_join_cut_in_words: int = Field(3, ge=0, le=40)
 
     # STT (faster-whisper)
     # tiny.en (English only) or base (multilingual), both offline from Python packages; a local CTranslate2

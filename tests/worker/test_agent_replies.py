@@ -87,11 +87,11 @@ async def test_a_reply_cut_short_by_the_caller_going_on_is_answered_as_one_turn(
         early = session.generate_reply(user_input="It is on Monday at,")
         while not fake.requests:
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.25)  # a word or two of it out
+        await asyncio.sleep(0.15)  # a word or two of it out (one every 0.1 s)
         early.interrupt()
         await early
         await session.run(user_input="nine in the morning.")
     cut = next(m for m in session.history.items if m.type == "message" and m.role == "assistant")
-    assert cut.interrupted and 0 < len((cut.text_content or "").split()) <= 8  # the history keeps it
+    assert cut.interrupted and 0 < len((cut.text_content or "").split()) <= 3  # the history keeps it
     sent = [m for m in fake.requests[-1].items if m.type == "message" and m.role != "system"]
     assert [(m.role, m.text_content) for m in sent] == [("user", "It is on Monday at, nine in the morning.")]
