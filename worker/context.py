@@ -4,7 +4,7 @@ Layout of what the LLM sees, front to back:
 1. the agent's instructions, byte-identical every turn (LLM servers reuse the prefix cache);
 2. one short "earlier in this call" note folding older turns into a few facts (only once there are any);
 3. the most recent turns verbatim;
-4. each caller turn as one message, even when the agent cut in on it (`join_cut_in`).
+4. a caller turn the agent cut in on at a pause as one message, the cut reply left out (`join_cut_in`).
 Older turns leave in blocks of `drop_step` messages, not one per turn: the LLM server reuses its cached
 prefix only while everything before the new words is unchanged, and a window sliding by one message changed
 the summary and the first kept message every turn. In an 11-turn call the embedded LLM then re-read ~400
