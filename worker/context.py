@@ -128,10 +128,10 @@ def _cut_in(item: llm.ChatItem, max_words: int) -> bool:
 def join_cut_in(items: list[llm.ChatItem], max_words: int) -> list[llm.ChatItem]:
     """Each caller turn the agent cut in on, as one user message.
 
-    When the agent takes the turn at a pause ("It is on Monday at," …) and the caller goes on ("nine in the
-    morning"), the reply is cut after a word or two and the context holds the fragment, the cut reply and
-    the rest as three messages; a small LLM then answers "nine in the morning" alone. Here the cut reply
-    goes (the caller barely heard it) and the caller's messages around it become one. Every such turn in
+    When the agent takes the turn at a pause ("My sister can bring me over on," …) and the caller goes on
+    ("the ninth of June"), the reply is cut after a word or two and the context holds the fragment, the cut
+    reply and the rest as three messages; a small LLM then answers "the ninth of June" alone. Here the cut
+    reply goes (the caller barely heard it) and the caller's messages around it become one. Every such turn in
     the history is joined the same way, not just the newest, so the context only ever grows at its end and
     the LLM server's cached prefix holds from one turn to the next. A reply that called a tool, or that the
     caller heard more of than `max_words`, stays as it was; so does a cut reply the caller has not spoken

@@ -128,7 +128,7 @@ async def test_a_reply_reports_how_many_of_the_callers_words_its_llm_was_sent() 
 
         async def llm_node(self, chat_ctx, tools, model_settings):  # type: ignore[no-untyped-def,override]
             self.seen.append(self.reply_context(chat_ctx))
-            yield "Monday at nine, noted."
+            yield "The ninth of June, noted."
 
     marks = TurnMarks(lambda _m: None, clock=lambda: 1.0)
     agent = ScriptedLLMAgent(AgentOptions())
@@ -138,19 +138,19 @@ async def test_a_reply_reports_how_many_of_the_callers_words_its_llm_was_sent() 
         id = "speech-1"
 
     ctx = llm.ChatContext()
-    ctx.add_message(role="user", content="It is on Monday at,")
-    ctx.add_message(role="assistant", content="Don't forget", interrupted=True)
-    ctx.add_message(role="user", content="nine in the morning.")
+    ctx.add_message(role="user", content="My sister can bring me over on,")
+    ctx.add_message(role="assistant", content="Sounds good", interrupted=True)
+    ctx.add_message(role="user", content="the ninth of June.")
     token = _SpeechHandleContextVar.set(Handle())  # type: ignore[arg-type]
     try:
         out = [c async for c in agent.llm_node(ctx, [], None)]  # type: ignore[arg-type]
     finally:
         _SpeechHandleContextVar.reset(token)
-    assert out == ["Monday at nine, noted."]
-    assert agent.seen[-1].items[-1].text_content == "It is on Monday at, nine in the morning."  # type: ignore[union-attr]
+    assert out == ["The ninth of June, noted."]
+    assert agent.seen[-1].items[-1].text_content == "My sister can bring me over on, the ninth of June."  # type: ignore[union-attr]
     speech = marks.speeches["speech-1"]
-    assert speech.report().answered_words == 9
-    assert parse_mark(speech.message()).answered_words == 9  # type: ignore[union-attr]
+    assert speech.report().answered_words == 11
+    assert parse_mark(speech.message()).answered_words == 11  # type: ignore[union-attr]
 
 
 def test_median_interval_and_ratio() -> None:
@@ -436,7 +436,7 @@ def test_agent_voice_inside_a_callers_turn_counts_as_taken_early() -> None:
     assert (tt["taken_early"], tt["turns_after_reply"], tt["held_over_1500ms"]) == (1, 2, 1)
     assert tt["early_turns"][0]["file"] == "a.wav"
     assert tt["fragment_replies"] is None  # no worker marks: not known
-    rows[0]["user_text"], rows[0]["answered_words"] = "It is on Monday at, nine in the morning.", 4
+    rows[0]["user_text"], rows[0]["answered_words"] = "My sister can bring me over on, the ninth of June.", 4
     rows[1]["user_text"], rows[1]["answered_words"] = "That is all.", 3
     tt = turn_taking(rows)
     assert tt["fragment_replies"] == 1 and tt["fragment_turns"][0]["file"] == "a.wav"

@@ -87,16 +87,16 @@ def _texts(items: list[llm.ChatItem]) -> list[tuple[str, str]]:
 
 
 def test_a_reply_cut_in_at_a_pause_joins_the_callers_words_around_it() -> None:
-    """ "It is on Monday at," [agent: "Don't forget" — cut] "nine in the morning": the LLM answers the
-    whole sentence, not its last half."""
+    """ "My sister can bring me over on," [agent: "Sounds good" — cut] "the ninth of June.": the LLM
+    answers the whole sentence, not its last half."""
     ctx = _ctx(1)
-    ctx.add_message(role="user", content="It is on Monday at,")
-    ctx.add_message(role="assistant", content="Don't forget", interrupted=True)
-    ctx.add_message(role="user", content="nine in the morning.")
+    ctx.add_message(role="user", content="My sister can bring me over on,")
+    ctx.add_message(role="assistant", content="Sounds good", interrupted=True)
+    ctx.add_message(role="user", content="the ninth of June.")
     out = bound_context(ctx, "INSTR", ContextOptions())
     assert _texts(out.items)[-2:] == [
         ("assistant", "reply number 0"),
-        ("user", "It is on Monday at, nine in the morning."),
+        ("user", "My sister can bring me over on, the ninth of June."),
     ]
     assert len(ctx.items) == 6  # the call's own history is untouched
 
@@ -111,7 +111,7 @@ def test_only_a_barely_heard_cut_reply_is_joined_over() -> None:
 
     joined = [("user", "first second")]
     assert _texts(join_cut_in(turn("Sure, I can", True), 8)) == joined
-    long_reply = "Your appointment is on Monday at nine and please bring"  # 10 words heard: an answer
+    long_reply = "Your visit is booked for the ninth and please bring"  # 10 words heard: an answer
     assert len(_texts(join_cut_in(turn(long_reply, True), 8))) == 3
     assert len(_texts(join_cut_in(turn("Sure, I can", False), 8))) == 3  # a whole reply
     assert len(_texts(join_cut_in(turn("Sure, I can", True), 0))) == 3  # off
@@ -134,15 +134,15 @@ def test_a_joined_turn_stays_joined_so_the_next_turn_reads_from_the_cache() -> N
     """After the agent answered the joined turn, the next turn's context starts with the same messages:
     the LLM server re-reads only what is new."""
     ctx = _ctx(1)
-    ctx.add_message(role="user", content="It is on Monday at,")
-    ctx.add_message(role="assistant", content="Don't forget", interrupted=True)
-    ctx.add_message(role="user", content="nine in the morning.")
+    ctx.add_message(role="user", content="My sister can bring me over on,")
+    ctx.add_message(role="assistant", content="Sounds good", interrupted=True)
+    ctx.add_message(role="user", content="the ninth of June.")
     answered = _texts(bound_context(ctx, "INSTR", ContextOptions()).items)
-    ctx.add_message(role="assistant", content="Monday at nine, noted.")
+    ctx.add_message(role="assistant", content="The ninth of June, noted.")
     ctx.add_message(role="user", content="Thanks.")
     later = _texts(bound_context(ctx, "INSTR", ContextOptions()).items)
     assert later[: len(answered)] == answered
-    assert later[len(answered) :] == [("assistant", "Monday at nine, noted."), ("user", "Thanks.")]
+    assert later[len(answered) :] == [("assistant", "The ninth of June, noted."), ("user", "Thanks.")]
 
 
 def test_a_cut_reply_that_called_a_tool_or_a_pending_reply_stays() -> None:

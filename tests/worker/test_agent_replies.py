@@ -81,17 +81,19 @@ async def test_budget_passes_tool_calls_and_usage_without_their_text() -> None:
 async def test_a_reply_cut_short_by_the_caller_going_on_is_answered_as_one_turn() -> None:
     """The agent answers at a pause, the caller goes on and cuts it after a word or two: the next reply's
     LLM gets the caller's whole sentence as one message (worker/context.py join_cut_in)."""
-    fake = ScriptedLLM(reply="Don't forget to bring your insurance card on the day.", word_delay_s=0.1)
+    fake = ScriptedLLM(reply="Sounds good, we will see you both then.", word_delay_s=0.1)
     async with AgentSession(llm=fake) as session:
         await session.start(_agent())
-        early = session.generate_reply(user_input="It is on Monday at,")
+        early = session.generate_reply(user_input="My sister can bring me over on,")
         while not fake.requests:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.15)  # a word or two of it out (one every 0.1 s)
         early.interrupt()
         await early
-        await session.run(user_input="nine in the morning.")
+        await session.run(user_input="the ninth of June.")
     cut = next(m for m in session.history.items if m.type == "message" and m.role == "assistant")
     assert cut.interrupted and 0 < len((cut.text_content or "").split()) <= 3  # the history keeps it
     sent = [m for m in fake.requests[-1].items if m.type == "message" and m.role != "system"]
-    assert [(m.role, m.text_content) for m in sent] == [("user", "It is on Monday at, nine in the morning.")]
+    assert [(m.role, m.text_content) for m in sent] == [
+        ("user", "My sister can bring me over on, the ninth of June.")
+    ]
