@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 
 MISS_AFTER_S = 3.0
+HELD_MS = 1500.0
+"""A finished turn answered later than this was held (the same ceiling as benchmarks.report.HELD_MS)."""
 SCALES: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0)
 SCALES += (2.5, 3.0, 4.0, 6.0)
 VAD_ONLY_DELAYS_S: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(1, 31))
@@ -95,7 +97,7 @@ def point(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: float)
         done_p50_ms=round(float(np.percentile(done, 50)), 1) if done else None,
         missed_rate=round(sum(missed) / len(missed), 4) if missed else 0.0,
         done_p95_ms=round(float(np.percentile(done, 95)), 1) if done else None,
-        done_held_over_1500ms_rate=round(sum(d > 1500 for d in done) / len(done), 4) if done else None,
+        done_held_over_1500ms_rate=round(sum(d > HELD_MS for d in done) / len(done), 4) if done else None,
     )
 
 
@@ -119,7 +121,7 @@ def failures(cases: list[dict[str, Any]], last_ends: dict[str, float], knob: flo
     done = [o.done_ms for o in res if o.done_ms is not None]
     return Failures(
         cut_offs=sum(o.early for o in res if o.case["kind"] == "pause"),
-        held=sum(d > 1500 for d in done),
+        held=sum(d > HELD_MS for d in done),
         missed=sum(o.missed for o in res),
         done_p50_ms=round(float(np.percentile(done, 50)), 1) if done else None,
     )
