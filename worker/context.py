@@ -30,8 +30,8 @@ class ContextOptions:
     cut_in_words: int = 3
     """A reply the caller cut short within this many words (what was heard: about a second) was a cut-in at
     a pause, not an answer: the LLM sees the caller's words before and after it as one turn (0 = keep it).
-    A caller who talks over more of a reply is answering what it said ("We have Friday at three" - "Yes,
-    that works"), so those words stay."""
+    A caller who talks over more of a reply is answering what it said (a time it offered, say), so those
+    words stay."""
 
 
 def _text(msg: llm.ChatMessage) -> str:
