@@ -210,14 +210,20 @@ def joint_grid(
         )
 
     rows: list[tuple[float, float, dict]] = []
+
+    def with_base(values: tuple[float, ...], now: float) -> list[float]:
+        return sorted({*values, now})  # the profile's own value is always a candidate (telephony's differ)
+
     for w, c, cp, up, hd, md in itertools.product(
         (0.35, 0.5, 1.0, 1.5, 2.0),
         (0.05, 0.1, 0.2, 0.3, 0.4),
-        (0.6, 0.7),
-        (0.4, 0.5),
-        (1.0, 1.15, 1.3, 1.6),
-        (0.2, 0.23),
+        with_base((0.6, 0.7), base.confident_p),
+        with_base((0.4, 0.5), base.unlikely_p),
+        with_base((1.0, 1.15, 1.3, 1.6), base.hesitation_delay),
+        with_base((0.2, 0.23), base.min_delay),
     ):
+        if up >= cp or not md <= hd <= base.max_delay:
+            continue
         opts = replace(
             base, lm_weight=w, lm_center=c, confident_p=cp, unlikely_p=up, hesitation_delay=hd, min_delay=md
         )

@@ -211,9 +211,12 @@ def _interim(text: str) -> stt.SpeechEvent:
     )
 
 
-async def test_detector_asks_on_interims_and_decides_with_the_score(scorer_url: str) -> None:
-    params = params_for(Profile.WEB, TurnOptions())
-    assert params.endpoint.lm_weight > 0, "the web profile uses the LM term"
+@pytest.mark.parametrize("profile", [Profile.WEB, Profile.TELEPHONY])
+async def test_detector_asks_on_interims_and_decides_with_the_score(
+    scorer_url: str, profile: Profile
+) -> None:
+    params = params_for(profile, TurnOptions())
+    assert params.endpoint.lm_weight > 0, "both profiles use the LM term (phone callers since 2026-11-27)"
     hooks = TurnHooks(TurnOptions(use_audio_model=False), params)
     scorer = LmEotScorer(LmEotOptions(url=scorer_url, deadline_s=2.0, request_timeout_s=10.0))
     det = ParleyTurnDetector(hooks, lm_scorer=scorer)
