@@ -15,7 +15,8 @@ not), `backchannel_paused_rate` and `backchannel_gap_ms` {p50, p95} (how long a 
 paused), `interrupt_stop_rate` (interruptions that cut the agent's line), `interrupt_stop_ms` {p50, p95}
 (caller's first voiced sample -> the agent's audio paused or cut), `noise_ignored_rate`, `noise_paused_rate`,
 `false_interruption_resumes` (pauses the session took back), `trials` [...]. `--min-words N` and
-`--min-speech S` try other pause rules than the web profile's.
+`--min-speech S` try other pause rules than the profile's. `--profile telephony` plays every sound through
+a phone line (300-3400 Hz, 8 kHz G.711 mu-law) to the telephony profile, as a SIP caller is heard.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from benchmarks.turns import (
     load_noise_cases,
     load_turn_cases,
     make_noise_files,
+    phone_line,
 )
 from simulator.session_audio import PacedSpeaker
 from worker.settings import ENGLISH_STYLE_PROMPT
@@ -76,7 +78,7 @@ async def _agent_line() -> Any:
 
 
 async def run_trial(
-    audio: np.ndarray, first_voiced_s: float, stt: Any, params: Any
+    audio: np.ndarray, first_voiced_s: float, stt: Any, params: Any, profile: Any = None
 ) -> tuple[bool, PacedSpeaker, list[str]]:
     """One caller sound over the agent's line; returns (line cut, the speaker with its pauses and resumes,
     the transcripts the session was given)."""
@@ -84,7 +86,8 @@ async def run_trial(
 
     from turn_detection import Profile, TurnOptions, build_turn_handling
 
-    setup = build_turn_handling(TurnOptions(overrides={Profile.WEB: params}), Profile.WEB)
+    profile = profile or Profile.WEB
+    setup = build_turn_handling(TurnOptions(overrides={profile: params}), profile)
     track = np.concatenate([np.zeros(int(CALLER_AT_S * RATE), np.float32), audio])
     track = np.concatenate([track, np.zeros(int((AGENT_LINE_S + 2.0) * RATE) - len(track), np.float32)])
     mic = _RealTimeMic(track)
@@ -138,11 +141,13 @@ async def run_benchmark(
     min_words: int | None = None,
     min_speech_s: float | None = None,
     stt_prompt: str = ENGLISH_STYLE_PROMPT,
+    profile: str = "web",
 ) -> dict[str, Any]:
     from plugins.whisper import StreamingOptions, WhisperSTT, WhisperSTTOptions
     from turn_detection import Profile, TurnOptions, params_for
 
-    params = params_for(Profile.WEB, TurnOptions())
+    prof = Profile(profile)
+    params = params_for(prof, TurnOptions())
     if min_words is not None:
         params = replace(params, interrupt_min_words=min_words)
     if min_speech_s is not None:
@@ -157,9 +162,11 @@ async def run_benchmark(
         (c.file, c.case, c.audio[: int((c.segments[-1][1] + 0.3) * RATE)], c.segments[0][0]) for c in cases
     ]
     sounds += [(name, "noise", audio, 0.0) for name, audio in _noise_trials()]
+    if prof is Profile.TELEPHONY:
+        sounds = [(name, case, phone_line(audio), start) for name, case, audio, start in sounds]
     trials: list[Trial] = []
     for name, case, audio, start in sounds:
-        cut, sp, heard = await run_trial(audio, start, stt, params)
+        cut, sp, heard = await run_trial(audio, start, stt, params, prof)
         stop = None if sp.first_stop is None else round(sp.first_stop * 1000, 1)
         paused_ms = round(sp.paused_s * 1000, 1)
         trials.append(Trial(name, case, cut, sp.pauses, sp.resumes, stop, paused_ms, heard))
@@ -178,6 +185,7 @@ async def run_benchmark(
         "false_interruption_resumes": sum(t.resumed for t in trials),
         "interrupt_min_words": params.interrupt_min_words,
         "interrupt_min_speech_s": params.interrupt_min_speech_s,
+        "profile": prof.value,
         "trials": [asdict(t) for t in trials],
     }
 
@@ -189,7 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--limit", type=int, help="first N files only")
     ap.add_argument(
-        "--min-words", type=int, help="words needed before the agent pauses (default: the web profile's)"
+        "--min-words", type=int, help="words needed before the agent pauses (default: the profile's)"
+    )
+    ap.add_argument(
+        "--profile",
+        choices=("web", "telephony"),
+        default="web",
+        help="the turn profile; telephony plays each sound through a phone line first",
     )
     ap.add_argument("--min-speech", type=float, help="seconds of speech before the agent pauses")
     ap.add_argument(
@@ -208,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                 min_words=args.min_words,
                 min_speech_s=args.min_speech,
                 stt_prompt=args.stt_prompt,
+                profile=args.profile,
             )
         )
     except BenchError as e:

@@ -257,6 +257,22 @@ def narrowband(audio: np.ndarray) -> np.ndarray:
     return soxr.resample(low, 8000, RATE).astype(np.float32)
 
 
+MU = 255.0
+
+
+def phone_line(audio: np.ndarray) -> np.ndarray:
+    """What a SIP caller's audio went through, for 16 kHz wideband sources (the turn corpus's telephony files
+    are rendered so already): the 300-3400 Hz voice band, 8 kHz G.711 mu-law, back to 16 kHz."""
+    low = soxr.resample(audio, RATE, 8000).astype(np.float64)
+    spectrum = np.fft.rfft(low)
+    freqs = np.fft.rfftfreq(len(low), 1 / 8000)
+    spectrum[(freqs < 300) | (freqs > 3400)] = 0
+    band = np.clip(np.fft.irfft(spectrum, len(low)), -1, 1)
+    code = np.round(np.sign(band) * np.log1p(MU * np.abs(band)) / np.log1p(MU) * 127) / 127  # 8 bits
+    coded = np.sign(code) * np.expm1(np.abs(code) * np.log1p(MU)) / MU
+    return soxr.resample(coded, 8000, RATE).astype(np.float32)
+
+
 # --- the real components ----------------------------------------
 async def vad_segments(audio: np.ndarray, vad: VadParams) -> list[VadSegment]:
     """Run the audio through a Silero VAD stream (20 ms frames) and read the speech segments off its clock."""

@@ -15,6 +15,7 @@ from benchmarks.turns import (
     load_noise_cases,
     main,
     make_noise_files,
+    phone_line,
     score,
     separability,
     simulate_turn,
@@ -200,3 +201,22 @@ def test_reference_text_judges_the_corpus_words_not_the_decode() -> None:
     simulate_turn(case, segs, decoded, None, **kwargs)  # type: ignore[arg-type]
     simulate_turn(case, segs, decoded, None, reference_text=True, **kwargs)  # type: ignore[arg-type]
     assert seen[0] == "I bought it, Tom." and seen[2] == "I bought it from"
+
+
+def _level(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(x[1600:-1600] ** 2)))
+
+
+def test_phone_line_keeps_the_voice_band_and_drops_the_rest() -> None:
+    """The barge-in benchmark's SIP caller: what is outside 300-3400 Hz is gone, the voice band stays,
+    with no more than mu-law's quantisation added."""
+    t = np.arange(16_000) / 16_000
+    for hz, kept in ((1000, True), (100, False), (6000, False)):
+        tone = (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+        out = phone_line(tone)
+        assert out.dtype == np.float32 and len(out) == len(tone)
+        ratio = _level(out) / _level(tone)
+        assert (ratio > 0.9) if kept else (ratio < 0.05), (hz, ratio)
+    tone = (0.3 * np.sin(2 * np.pi * 1000 * t)).astype(np.float32)
+    error = _level(phone_line(tone) - tone) / _level(tone)
+    assert 0.0 < error < 0.1  # mu-law at 8 bits: about 3 % of the signal, never an exact copy
