@@ -42,7 +42,9 @@ async def test_session_kwargs_pin_every_mode_to_local_models() -> None:
     th = kw["turn_handling"]
     assert th["turn_detection"] is setup.detector
     assert th["interruption"]["mode"] == "vad"  # "adaptive" is LiveKit Cloud
-    assert th["interruption"]["min_words"] == 1
+    # phone callers pause the agent with their voice alone, as web callers do: words decide afterwards
+    assert th["interruption"]["min_words"] == 0
+    assert th["interruption"]["min_duration"] == pytest.approx(setup.params.interrupt_min_speech_s)
     session = AgentSession(**kw)
     # the session took our detector and VAD instead of its cloud-capable defaults
     assert session.turn_detection is setup.detector
