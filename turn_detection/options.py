@@ -108,7 +108,7 @@ TELEPHONY = ProfileParams(
     # The language-model term (lm_eot.py), which reads the caller's words after the agent's line, and its band
     # were chosen on both dev/telephony splits (the main corpus and the held-out voice) by every failure a
     # caller counts (`scripts/tune_lm_eot.py --joint --objective failures --profile telephony --budget-ms
-    # 500`, the telephony ceiling): dev failures 101 + 74 -> 94 + 68, finished p50 +38 / +4 ms. Of the
+    # 500`, the telephony ceiling): dev failures 100 + 73 -> 94 + 66, finished p50 +38 / +5 ms. Of the
     # candidates with the fewest failures this one keeps min_delay and holds the fewest finished turns.
     endpoint=EndpointOptions(
         min_delay=0.3,
