@@ -53,6 +53,7 @@ from livekit.agents.voice import io
 from benchmarks import smart_turn, turn_sweep
 from benchmarks.cli import emit
 from plugins.whisper.model import take_words
+from simulator import phone_line as phone
 from turn_detection.audio_eot import TRAILING_SILENCE_S, load_model, predict_window
 from turn_detection.endpoint_policy import decide
 from turn_detection.lm_eot import LmEotOptions, LmEotScorer
@@ -257,20 +258,10 @@ def narrowband(audio: np.ndarray) -> np.ndarray:
     return soxr.resample(low, 8000, RATE).astype(np.float32)
 
 
-MU = 255.0
-
-
 def phone_line(audio: np.ndarray) -> np.ndarray:
     """What a SIP caller's audio went through, for 16 kHz wideband sources (the turn corpus's telephony files
     are rendered so already): the 300-3400 Hz voice band, 8 kHz G.711 mu-law, back to 16 kHz."""
-    low = soxr.resample(audio, RATE, 8000).astype(np.float64)
-    spectrum = np.fft.rfft(low)
-    freqs = np.fft.rfftfreq(len(low), 1 / 8000)
-    spectrum[(freqs < 300) | (freqs > 3400)] = 0
-    band = np.clip(np.fft.irfft(spectrum, len(low)), -1, 1)
-    code = np.round(np.sign(band) * np.log1p(MU * np.abs(band)) / np.log1p(MU) * 127) / 127  # 8 bits
-    coded = np.sign(code) * np.expm1(np.abs(code) * np.log1p(MU)) / MU
-    return soxr.resample(coded, 8000, RATE).astype(np.float32)
+    return phone.phone_line(audio, RATE)
 
 
 # --- the real components ----------------------------------------

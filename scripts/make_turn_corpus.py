@@ -504,11 +504,10 @@ def noise(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
 
 def telephone(audio: np.ndarray) -> np.ndarray:
     """A phone line: 8 kHz, 300-3400 Hz band (the G.711 mu-law coding is done by the WAV writer)."""
-    low = soxr.resample(audio, RATE, PHONE_RATE)
-    spec = np.fft.rfft(low)
-    f = np.fft.rfftfreq(len(low), 1 / PHONE_RATE)
-    spec[(f < 300) | (f > 3400)] = 0
-    return np.clip(np.fft.irfft(spec, len(low)), -1, 1).astype(np.float32)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from simulator.phone_line import voice_band
+
+    return voice_band(audio, RATE).astype(np.float32)
 
 
 # --- assembly ---------------------------------------------------------------------------------------------
