@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from caches import BuildOptions, CacheStore, PhraseCache, build_cache, load_phrases, tts_fingerprint
+from caches import KINDS, BuildOptions, CacheStore, PhraseCache, build_cache, load_phrases, tts_fingerprint
 
 TARGET_P99_MS = 5.0
 
@@ -67,11 +67,7 @@ async def measure(root: Path, voice: str, language: str, rates: list[int], itera
     t0 = time.perf_counter()
     cache = PhraseCache.load(root, voice=voice, language=language, sample_rates=rates)
     load_ms = (time.perf_counter() - t0) * 1000
-    texts = [
-        p.text
-        for kind in ("greeting", "acknowledgement", "hold", "apology", "goodbye")
-        for p in cache.phrases(kind, voice, language)
-    ]
+    texts = [p.text for kind in KINDS for p in cache.phrases(kind, voice, language)]
     if not texts:
         raise SystemExit(f"error: no cached phrases for {voice}/{language} in {root}")
     rng = random.Random(0)

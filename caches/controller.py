@@ -130,10 +130,14 @@ class FillerController:
             return None
         return self._say(phrase, add_to_chat_ctx=True)
 
-    def say_cached(self, text: str, *, add_to_chat_ctx: bool = True) -> SpeechHandle | None:
+    def say_cached(
+        self, text: str, *, add_to_chat_ctx: bool = True, allow_interruptions: bool = True
+    ) -> SpeechHandle | None:
         """Say `text` from cache when it is cached (no synthesis); None on a miss (use `session.say`)."""
         phrase = self._lookup(text)
-        return self._say(phrase, add_to_chat_ctx=add_to_chat_ctx) if phrase else None
+        if phrase is None:
+            return None
+        return self._say(phrase, add_to_chat_ctx=add_to_chat_ctx, allow_interruptions=allow_interruptions)
 
     def apologise(self) -> SpeechHandle | None:
         """An apology line from cache (for a failed LLM or engine); at most one per turn."""
@@ -378,15 +382,29 @@ class FillerController:
     def _user_speaking(self) -> bool:
         return self.session.user_state == "speaking"
 
-    def _say(self, phrase: CachedPhrase, *, add_to_chat_ctx: bool) -> SpeechHandle:
-        return self._say_raw(phrase.text, phrase.frames(self._rate()), add_to_chat_ctx=add_to_chat_ctx)
+    def _say(
+        self, phrase: CachedPhrase, *, add_to_chat_ctx: bool, allow_interruptions: bool = True
+    ) -> SpeechHandle:
+        return self._say_raw(
+            phrase.text,
+            phrase.frames(self._rate()),
+            add_to_chat_ctx=add_to_chat_ctx,
+            allow_interruptions=allow_interruptions,
+        )
 
     def _say_raw(
-        self, text: str | AsyncIterable[str], audio: AsyncIterable[rtc.AudioFrame], *, add_to_chat_ctx: bool
+        self,
+        text: str | AsyncIterable[str],
+        audio: AsyncIterable[rtc.AudioFrame],
+        *,
+        add_to_chat_ctx: bool,
+        allow_interruptions: bool = True,
     ) -> SpeechHandle:
         self._creating_own = True
         try:
-            handle = self.session.say(text, audio=audio, add_to_chat_ctx=add_to_chat_ctx)
+            handle = self.session.say(
+                text, audio=audio, add_to_chat_ctx=add_to_chat_ctx, allow_interruptions=allow_interruptions
+            )
         finally:
             self._creating_own = False
         self._own.add(handle.id)

@@ -9,8 +9,8 @@ from typing import Any, Literal, cast
 
 import yaml
 
-PhraseKind = Literal["greeting", "acknowledgement", "hold", "apology", "goodbye"]
-KINDS: tuple[PhraseKind, ...] = ("greeting", "acknowledgement", "hold", "apology", "goodbye")
+PhraseKind = Literal["greeting", "acknowledgement", "hold", "apology", "goodbye", "reprompt"]
+KINDS: tuple[PhraseKind, ...] = ("greeting", "acknowledgement", "hold", "apology", "goodbye", "reprompt")
 DEFAULT_PHRASES_PATH = Path(__file__).with_name("phrases.yaml")
 
 

@@ -251,6 +251,7 @@ class RoomCallRecord:
     agent: Track
     marks: list[WorkerMark] = field(default_factory=list)  # the worker's parley.marks records
     receive: dict[str, float] = field(default_factory=dict)  # receive_stats(): the caller's jitter buffer
+    hung_up: float | None = None  # when the agent ended the call (the room went away), if it did
 
     def save(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
@@ -265,6 +266,7 @@ class RoomCallRecord:
             "errors": self.errors,
             "marks": [mark_message(m) for m in self.marks],
             "receive": self.receive,
+            "hung_up": self.hung_up,
         }
         (out / RECORD_JSON).write_text(json.dumps(meta, indent=1))
         arrays = {**_pack(self.mic, "mic"), **_pack(self.agent, "agent")}
@@ -288,6 +290,7 @@ class RoomCallRecord:
             agent=agent,
             marks=[parse_mark(m) for m in meta.get("marks", [])],
             receive=dict(meta.get("receive", {})),
+            hung_up=meta.get("hung_up"),
         )
 
 
@@ -321,6 +324,7 @@ class CallerOptions:
     quiet_s: float = 0.6  # after its reply's transcript closed: agent silent this long = reply over
     filler_texts: frozenset[str] = frozenset()  # agent lines that are fillers, not the reply
     settle_s: float = 0.4  # then the caller waits this long before its next turn
+    stay_s: float = 0.0  # after the script, stay on the line this long or until the agent ends the call
 
 
 async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) -> RoomCallRecord:
@@ -336,6 +340,7 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
     tasks: list[asyncio.Task[None]] = []
     agent_joined = asyncio.Event()
     agent_state = {"value": ""}
+    hung_up: list[float] = []  # when the room went away under the caller (the agent ended the call)
 
     def is_agent(p: rtc.Participant) -> bool:
         return p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
@@ -378,6 +383,10 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
         tasks.append(asyncio.create_task(_read(reader, who, time.monotonic())))
 
     room.register_text_stream_handler("lk.transcription", _on_transcript)
+
+    @room.on("disconnected")
+    def _on_disconnected(_reason: object) -> None:
+        hung_up.append(time.monotonic())
 
     def busy() -> bool:
         return agent_state["value"] in ("speaking", "thinking")
@@ -458,9 +467,13 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
             receive = await receive_stats(room) or receive
         if sent:
             await after_reply(sent[-1], None)
+        if opts.stay_s > 0:
+            await wait_for(lambda: hung_up, opts.stay_s, step=0.05)
         await asyncio.sleep(0.5)  # late transcripts, metrics and marks
-        receive = await receive_stats(room) or receive
+        if not hung_up:
+            receive = await receive_stats(room) or receive
     finally:
+        ended_by_agent = hung_up[0] if hung_up else None
         await mic.stop()
         await room.disconnect()
         for t in tasks:
@@ -478,6 +491,7 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
         agent=listener.track,
         marks=marks,
         receive=receive,
+        hung_up=ended_by_agent,
     )
 
 
@@ -530,6 +544,7 @@ async def _caller_main(args: argparse.Namespace) -> int:
         join_timeout_s=args.join_timeout_s,
         reply_timeout_s=args.reply_timeout_s,
         filler_texts=frozenset(default_filler_texts()),
+        stay_s=args.stay_s,
     )
     turns = [TurnPlan(Path(t)) for t in args.turn]
     if args.plan:
@@ -558,6 +573,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--room", default="")
     c.add_argument("--turn", action="append", default=[], help="a caller turn WAV (repeat, in order)")
     c.add_argument("--plan", help="the turns as JSON (simulator.call_plan.plan_to_json), after any --turn")
+    c.add_argument(
+        "--stay-s",
+        type=float,
+        default=0.0,
+        help="after the turns, stay on the line this long or until hung up on",
+    )
     c.add_argument("--out", required=True, help="folder for record.json and audio.npz")
     c.add_argument("--join-timeout-s", type=float, default=60.0)
     c.add_argument("--reply-timeout-s", type=float, default=30.0)

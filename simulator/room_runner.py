@@ -50,6 +50,8 @@ class LiveKitCallOptions:
     reply_timeout_s: float = 30.0
     worker_ready_timeout_s: float = 180.0
     call_timeout_s: float = 600.0
+    stay_s: float = 0.0
+    """After its turns the caller stays on the line this long, or until the agent ends the call."""
     caller_nice: int = 0
     """Run the scripted caller at this `nice` level. Real callers are not on the host; a deprioritised
     caller lends the host the cores it would otherwise contend for (load runs; 0 = as before)."""
@@ -101,6 +103,7 @@ def run_caller(
         *("--agent-name", agent_name or stack.opts.agent_name, "--out", str(out)),
         *("--join-timeout-s", str(opts.join_timeout_s), "--reply-timeout-s", str(opts.reply_timeout_s)),
         *("--plan", str(plan_file)),
+        *(("--stay-s", str(opts.stay_s)) if opts.stay_s else ()),
     ]
     if opts.caller_nice:
         cmd = ["nice", "-n", str(opts.caller_nice), *cmd]

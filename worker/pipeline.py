@@ -15,10 +15,11 @@ from typing import Any, cast
 
 import httpx2 as httpx
 from livekit.agents import NOT_GIVEN, APIConnectOptions, llm, stt, tts, vad
-from livekit.agents.voice import AgentSession
+from livekit.agents.voice import AgentSession, SpeechHandle
 from livekit.agents.voice.agent_session import SessionConnectOptions
 
 from caches import FillerController, FillerControllerOptions, FillerOptions, FillerPolicy, PhraseCache
+from caches import load_phrases as load_phrase_set
 from turn_detection import Profile, TurnOptions, build_turn_handling, load_vad, params_for
 from turn_detection.audio_eot import load_model as load_eot_model
 from turn_detection.lm_eot import LmEotOptions, LmEotScorer
@@ -27,6 +28,7 @@ from . import livekit_patches
 from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
 from .forkserver_models import shared_vad, shared_voice
+from .idle_caller import IdleCallerWatch, IdleOptions, end_room_call
 from .llm_slots import SlotPool
 from .prompt_warm import PromptWarmer
 from .repeat_request import attach_repeat_request
@@ -363,7 +365,7 @@ def build_call(
         turn_handling=handling,  # type: ignore[arg-type]
         aec_warmup_duration=turns.session_kwargs.get("aec_warmup_duration"),
         conn_options=connect_options(settings),
-        user_away_timeout=None,
+        user_away_timeout=idle_options(settings).user_away_timeout,
     )
     for hook in on_close:
         session.on("close", hook)
@@ -375,6 +377,7 @@ def build_call(
     agent = build_agent(settings, tools)
     agent.turns = turns
     attach_fillers(settings, comp, session, agent)
+    attach_idle_watch(settings, comp, session, agent)
     if settings.llm_prompt_warm and slot and type(agent) is ParleyAgent:  # a developer's llm_node may differ
         attach_prompt_warmer(settings, comp, session, agent, slot[0])
     return session, agent
@@ -437,6 +440,50 @@ def attach_fillers(settings: Settings, comp: Components, session: AgentSession, 
     )
     agent.fillers = FillerController(session, cache, policy, opts)
     agent.fillers.attach()
+
+
+def idle_options(settings: Settings) -> IdleOptions:
+    return IdleOptions(
+        reprompt_after_s=settings.idle_reprompt_s,
+        reprompts=settings.idle_reprompts,
+        max_call_s=settings.max_call_s,
+    )
+
+
+def phrase_lines(cache: PhraseCache | None, voice: str, language: str, kind: str) -> list[str]:
+    """The lines of one kind this call can say from cache (the agent's own when it has a file), else the
+    language's defaults (synthesised when said)."""
+    if cache is not None:
+        cached = sorted(p.text for p in cache.phrases(kind, voice, language))
+        if cached:
+            return cached
+    defaults = load_phrase_set().defaults
+    return list(defaults.get(language, defaults["en"]).get(kind, ()))  # type: ignore[call-overload]
+
+
+def attach_idle_watch(
+    settings: Settings, comp: Components, session: AgentSession, agent: ParleyAgent
+) -> IdleCallerWatch | None:
+    """Ask a silent caller if they are still there, then end the call; end calls at their time limit."""
+    opts = idle_options(settings)
+    if opts.reprompt_after_s <= 0 and opts.max_call_s <= 0:
+        return None
+
+    def say(text: str, *, allow_interruptions: bool) -> SpeechHandle:
+        fillers = getattr(agent, "fillers", None)
+        cached = fillers.say_cached(text, allow_interruptions=allow_interruptions) if fillers else None
+        return cached or session.say(text, allow_interruptions=allow_interruptions)
+
+    watch = IdleCallerWatch(
+        session,
+        opts,
+        say=say,
+        reprompt_lines=phrase_lines(comp.phrases, comp.voice, settings.language, "reprompt"),
+        goodbye_lines=phrase_lines(comp.phrases, comp.voice, settings.language, "goodbye"),
+        end_call=end_room_call,
+    )
+    watch.attach()
+    return watch
 
 
 def _served(settings: Settings) -> Settings:

@@ -164,6 +164,11 @@ class Settings(BaseSettings):
     eot_lm_url: str = ""  # llama.cpp-compatible server for that score; empty = the embedded LLM when it runs
     turn_lm_agent_line: bool = True  # the score reads the caller's words after the agent's last line
 
+    # Silent callers and long calls (worker/idle_caller.py): a line left open must not hold a call slot
+    idle_reprompt_s: float = Field(15.0, ge=0)  # both sides silent this long: "are you still there?"; 0 = off
+    idle_reprompts: int = Field(2, ge=0)  # asked this many times with no answer, then goodbye and hang-up
+    max_call_s: float = Field(3600.0, ge=0)  # the call ends after the agent's current line; 0 = no limit
+
     # Telephony (LiveKit SIP)
     sip_goodbye: str = "Thank you for calling. Goodbye!"
     sip_transfer_targets: dict[str, str] = Field(default_factory=dict)  # JSON: spoken name -> tel:/sip: URI

@@ -226,3 +226,25 @@ def test_phrase_cache_is_per_agent_and_reports_missing_and_stale(tmp_path: Path)
 def test_explicit_agent_name_setting_wins_over_the_file() -> None:
     spec = load_agent_file(ROOT / "examples/dental_clinic.yaml")
     assert apply_agent(load_settings(agent_name="bench"), spec).agent_name == "bench"
+
+
+def test_an_agent_file_sets_its_own_reprompt_lines_and_the_call_says_them_from_cache(tmp_path: Path) -> None:
+    import numpy as np
+
+    from caches import CachedPhrase, load_phrases
+    from worker.pipeline import phrase_lines
+
+    spec = load_agent_file(write(tmp_path, "name: a\nphrases: {reprompt: ['Still with me?']}"))
+    mine = [p for p in agent_phrases(spec) if p.kind == "reprompt"]
+    assert [p.text for p in mine] == ["Still with me?"]
+    default = [
+        p.text for p in agent_phrases(load_agent_file(write(tmp_path, "name: b"))) if p.kind == "reprompt"
+    ]
+    assert default == list(load_phrases().defaults["en"]["reprompt"])
+
+    clip = CachedPhrase("Still with me?", "reprompt", "heart", "en", "fp", 24_000, np.zeros(2400, np.int16))
+    assert phrase_lines(PhraseCache([clip]), "heart", "en", "reprompt") == ["Still with me?"]
+    # nothing cached for this voice: the language's defaults, synthesised when said
+    assert phrase_lines(PhraseCache([clip]), "other", "ko", "reprompt") == list(
+        load_phrases().defaults["ko"]["reprompt"]
+    )

@@ -66,8 +66,9 @@ class PhrasesSpec(_Strict):
     hold: list[str] | None = None
     apology: list[str] | None = None
     goodbye: list[str] | None = None
+    reprompt: list[str] | None = None  # asked a caller who has gone quiet (worker/idle_caller.py)
 
-    @field_validator("acknowledgement", "hold", "apology", "goodbye")
+    @field_validator("acknowledgement", "hold", "apology", "goodbye", "reprompt")
     @classmethod
     def _lines(cls, v: list[str] | None) -> list[str] | None:
         if v is not None and (not v or any(not s.strip() for s in v)):
@@ -242,7 +243,7 @@ class AgentSpec(_Strict):
         out: dict[str, list[str]] = {k: [] for k in KINDS}
         if self.greeting_text:
             out["greeting"].append(self.greeting_text)
-        for kind in ("acknowledgement", "hold", "apology", "goodbye"):
+        for kind in ("acknowledgement", "hold", "apology", "goodbye", "reprompt"):
             mine = getattr(self.phrases, kind)
             out[kind].extend(mine if mine is not None else defaults.get(kind, ()))
         for tool in self.http_tools:
