@@ -277,21 +277,48 @@ class TurnHooks:
         self._stt_pipeline = _current_stt_pipeline()
         self._stt = getattr(agent, "stt", None) or getattr(self._session, "stt", None)
         self.stt_node_running = True
-        async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
-            if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
-                self.on_final()  # the STT finished an utterance, whether we pass it on or not
-            if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
-                if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
-                    self.resume_paused_reply()
-                if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
-                    yield _cleared(ev)
-                continue
-            if isinstance(ev, stt.SpeechEvent) and ev.alternatives:
-                await self.end_paused_reply(ev)
-                self.replace_turn_text(ev)
-                for listener in self.transcript_listeners:
-                    listener(ev)
-            yield ev
+        unheard = getattr(self._stt, "unheard_listeners", None)
+        if isinstance(unheard, list) and self.on_unheard not in unheard:
+            unheard.append(self.on_unheard)
+        try:
+            async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
+                if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
+                    self.on_final()  # the STT finished an utterance, whether we pass it on or not
+                if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
+                    if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
+                        self.resume_paused_reply()
+                    if ev.type != stt.SpeechEventType.INTERIM_TRANSCRIPT:
+                        yield _cleared(ev)
+                    continue
+                if isinstance(ev, stt.SpeechEvent) and ev.alternatives:
+                    await self.end_paused_reply(ev)
+                    self.replace_turn_text(ev)
+                    for listener in self.transcript_listeners:
+                        listener(ev)
+                yield ev
+        finally:
+            if isinstance(unheard, list) and self.on_unheard in unheard:
+                unheard.remove(self.on_unheard)
+
+    def on_unheard(self, speech_s: float) -> None:
+        """The recogniser heard the caller speak over a paused reply but could write none of it (too unsure,
+        or a loop). Unknown speech is a barge-in (interruption_policy.py), as it is with words: the reply
+        ends here instead of resuming after the false-interruption timeout, and the caller is asked to
+        repeat (worker/repeat_request.py). A short unsure sound, which may be a hum, never gets here: the
+        STT reports only utterances from `GuardOptions.unheard_min_speech_s` (1 s) of speech on."""
+        session = self._session
+        if session is None or self.agent_speaking or not self.overlapping or not self._reply_held():
+            return
+        handle = session.current_speech
+        if handle is None or not handle.allow_interruptions:
+            return
+        logger.debug(
+            "unreadable speech over a paused reply: ending it", extra={"speech_s": round(speech_s, 2)}
+        )
+        try:
+            session.interrupt()
+        except RuntimeError as e:  # the reply disallows interruptions after all
+            logger.debug("could not end the paused reply: %s", e)
 
 
 def _current_stt_pipeline() -> Any | None:
