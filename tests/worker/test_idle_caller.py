@@ -100,6 +100,32 @@ async def test_a_caller_who_answers_the_reprompt_keeps_the_call(
     assert kinds[-2:] == ["reprompt", "goodbye"], lines
 
 
+async def test_a_caller_who_talks_over_the_silence_goodbye_keeps_the_call(
+    embedded_llm_url: str, speech_audio: Path
+) -> None:
+    turn = sorted((speech_audio / "conversation").glob("*.wav"))[0]
+    call = Call(embedded_llm_url, idle_reprompt_s=1.0, idle_reprompts=0, max_call_s=0)
+    away, speaking = asyncio.Event(), asyncio.Event()
+    call.session.on("user_state_changed", lambda ev: ev.new_state == "away" and away.set())
+    call.session.on(
+        "agent_state_changed", lambda ev: away.is_set() and ev.new_state == "speaking" and speaking.set()
+    )
+    await call.start(turn)
+    try:
+        await asyncio.wait_for(speaking.wait(), 20)  # the goodbye has begun
+        await call.mic.play(load_turn(turn))
+        assert await call.wait_closed(60), f"the call never ended: {agent_lines(call.agent)}"
+    finally:
+        await call.aclose()
+    items = [m for m in call.agent.chat_ctx.items if m.type == "message"]
+    said = [(m.role, m.text_content or "") for m in items]
+    callers = [i for i, m in enumerate(items) if m.role == "user"]
+    assert callers, f"the caller's words never reached the agent: {said}"
+    after = [text for role, text in said[callers[0] + 1 :] if role == "assistant"]
+    # the call went on: a reply to the caller, and only then the goodbye that ended it
+    assert len(after) >= 2 and after[0] not in EN["goodbye"] and after[-1] in EN["goodbye"], said
+
+
 async def test_a_call_at_its_time_limit_ends_with_a_goodbye(
     embedded_llm_url: str, speech_audio: Path
 ) -> None:
