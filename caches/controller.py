@@ -131,7 +131,7 @@ class FillerController:
         return self._say(phrase, add_to_chat_ctx=True)
 
     def say_cached(
-        self, text: str, *, add_to_chat_ctx: bool = True, allow_interruptions: bool = True
+        self, text: str, *, add_to_chat_ctx: bool = True, allow_interruptions: bool | None = None
     ) -> SpeechHandle | None:
         """Say `text` from cache when it is cached (no synthesis); None on a miss (use `session.say`)."""
         phrase = self._lookup(text)
@@ -383,7 +383,7 @@ class FillerController:
         return self.session.user_state == "speaking"
 
     def _say(
-        self, phrase: CachedPhrase, *, add_to_chat_ctx: bool, allow_interruptions: bool = True
+        self, phrase: CachedPhrase, *, add_to_chat_ctx: bool, allow_interruptions: bool | None = None
     ) -> SpeechHandle:
         return self._say_raw(
             phrase.text,
@@ -398,13 +398,15 @@ class FillerController:
         audio: AsyncIterable[rtc.AudioFrame],
         *,
         add_to_chat_ctx: bool,
-        allow_interruptions: bool = True,
+        allow_interruptions: bool | None = None,
     ) -> SpeechHandle:
+        """`allow_interruptions` None: the session's own default, as for every line before the idle watch."""
+        extra: dict[str, Any] = (
+            {} if allow_interruptions is None else {"allow_interruptions": allow_interruptions}
+        )
         self._creating_own = True
         try:
-            handle = self.session.say(
-                text, audio=audio, add_to_chat_ctx=add_to_chat_ctx, allow_interruptions=allow_interruptions
-            )
+            handle = self.session.say(text, audio=audio, add_to_chat_ctx=add_to_chat_ctx, **extra)
         finally:
             self._creating_own = False
         self._own.add(handle.id)
