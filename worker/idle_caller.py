@@ -121,7 +121,7 @@ class IdleCallerWatch:
         if self._limit is not None:
             self._limit.cancel()
         log.info("ending the call", extra={"reason": reason})
-        # a caller who talks over the silence goodbye is there after all; the time limit is final
+        # a caller who talks over the silence goodbye has come back; the time limit is final
         handle = self._say(next(self._goodbyes), allow_interruptions=reason == "silence")
 
         def done(h: Any) -> None:
