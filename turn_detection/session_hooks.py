@@ -205,14 +205,13 @@ class TurnHooks:
 
     def _reply_stands_paused(self, ev: stt.SpeechEvent) -> bool:
         """True for settled words over the agent's reply while the caller's voice holds it paused."""
-        if (
-            ev.type not in _SETTLED_EVENTS
-            or not self.overlapping
-            or self.agent_speaking
-            or not ev.alternatives
-            or not ev.alternatives[0].text.strip()
-            or self._session is None
-        ):
+        if ev.type not in _SETTLED_EVENTS or not ev.alternatives or not ev.alternatives[0].text.strip():
+            return False
+        return self._reply_paused()
+
+    def _reply_paused(self) -> bool:
+        """The caller's voice holds an interruptible reply paused."""
+        if not self.overlapping or self.agent_speaking or self._session is None:
             return False
         handle = self._session.current_speech
         return handle is not None and not handle.interrupted and handle.allow_interruptions
@@ -307,10 +306,7 @@ class TurnHooks:
         repeat (worker/repeat_request.py). A short unsure sound, which may be a hum, never gets here: the
         STT reports only utterances from `GuardOptions.unheard_min_speech_s` (1 s) of speech on."""
         session = self._session
-        if session is None or self.agent_speaking or not self.overlapping or not self._reply_held():
-            return
-        handle = session.current_speech
-        if handle is None or not handle.allow_interruptions:
+        if session is None or not self._reply_paused() or not self._reply_held():
             return
         logger.debug(
             "unreadable speech over a paused reply: ending it", extra={"speech_s": round(speech_s, 2)}
