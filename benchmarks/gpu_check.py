@@ -5,7 +5,8 @@
 The device call that runs it has a hard time limit, so each phase (build, graph warm-up, steady-state steps
 per batch, kernels per step, SNAC, capacity, steps with SNAC beside them, TTFB per load, the padded-SDPA
 comparison) checks the time left first, and DIR/gpu.json is rewritten after each one: a timeout or a crash
-still leaves every figure measured so far, with `partial`, `phases_done` and `errors`. scripts/gpu_check.sh
+still leaves every figure measured so far, with `partial`, `phases_done`, `errors` (a phase that raised:
+exit status 1) and `skipped` (a phase the time left could not hold: reported, not a failure). scripts/gpu_check.sh
 runs this, then the GPU-marked tests.
 Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_EAGER=64,256 (the step
 uncompiled, admissions eager: the first GPU check's path)  COMPARE_STATIC=256 (the step compiled per batch
@@ -41,7 +42,13 @@ class Phases:
         self.path = out / "gpu.json"
         self.t0 = time.monotonic()
         self.budget_s = budget_s
-        self.res: dict[str, Any] = {"partial": True, "phases_done": [], "errors": {}, "phase_s": {}}
+        self.res: dict[str, Any] = {
+            "partial": True,
+            "phases_done": [],
+            "errors": {},
+            "skipped": {},
+            "phase_s": {},
+        }
         out.mkdir(parents=True, exist_ok=True)
 
     def left(self) -> float:
@@ -55,7 +62,7 @@ class Phases:
 
     def run(self, name: str, fn: Callable[[], Any], need_s: float = 0.0) -> bool:
         if need_s > 0 and self.left() < need_s:
-            self.res["errors"][name] = f"skipped: {self.left():.0f} s left, needs ~{need_s:.0f} s"
+            self.res["skipped"][name] = f"{self.left():.0f} s left, needs ~{need_s:.0f} s"
             self.dump()
             return False
         t = time.monotonic()
@@ -150,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         res.setdefault("step_ms_p90", {})
         for b in o.batches:
             if ph.left() < 20:
-                res["errors"][f"steps_{b}"] = "skipped: time"
+                res["skipped"][f"steps_{b}"] = "time"
                 break
             mean, p90 = gpu.steady_step_ms(st["gen"], o, b, rng)
             res["step_ms"][str(b)], res["step_ms_p90"][str(b)] = round(mean, 3), round(p90, 3)
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             res.setdefault(key, {})
             for b in SNAC_ALONGSIDE:
                 if ph.left() < 20:
-                    res["errors"][f"{key}_{b}"] = "skipped: time"
+                    res["skipped"][f"{key}_{b}"] = "time"
                     break
                 m = gpu.steps_with_snac(st["gen"], st["dec"], o, b, rng, coalesce_ms=ms)
                 res[key][str(b)] = m
@@ -207,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         for load in o.loads:
             need = o.seconds_per_load + 2 * o.utterance_ids / 82.03 + 5
             if ph.left() < need:
-                res["errors"][f"ttfb_{load}"] = f"skipped: {ph.left():.0f} s left"
+                res["skipped"][f"ttfb_{load}"] = f"{ph.left():.0f} s left"
                 continue
             stats, us = gpu.measure_ttfb(st["gen"], o, cap, load, snac_ms, first)
             res["ttfb_ms"][f"{round(load * 100)}%"] = stats
@@ -294,9 +301,13 @@ def main(argv: list[str] | None = None) -> int:
         ph.run("compare_static", static, 120)
     if device == "cuda" and o.compare_sdpa:
         ph.run("compare_sdpa", sdpa, 60)
-    res["partial"] = bool(res["errors"])
+    res["partial"] = bool(res["errors"] or res["skipped"])
     ph.dump()
-    print(f"[gpu_check] done in {res['seconds']} s; errors: {list(res['errors'])}", flush=True)
+    print(
+        f"[gpu_check] done in {res['seconds']} s; errors: {list(res['errors'])}; "
+        f"skipped for time: {list(res['skipped'])}",
+        flush=True,
+    )
     return 0 if not res["errors"] else 1
 
 

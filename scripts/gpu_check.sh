@@ -18,7 +18,8 @@
 #    `python -m benchmarks.stt_engine` at STT_STREAMS concurrent streams: decodes/s, latency p50/p95;
 # 3. `pytest -m gpu tests/orpheus` (collects without the serving extras: tests/orpheus/conftest.py);
 # 4. prints a summary ($OUT/summary.txt).
-# Files in $OUT: gpu.json, bench.log, stt_engine.json, stt.log, pytest-gpu.log, pytest-gpu.xml, env.txt,
+# Files in $OUT (at most eight, what a device call returns): gpu.json, bench.log, stt_engine.json, stt.log,
+# pytest-gpu.log, pytest-gpu.xml, env.txt,
 # summary.txt.
 # Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
 # tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256
@@ -26,7 +27,7 @@
 #   COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256
 #   SNAC_COALESCE_MS=0 (40: also with SNAC batches pooled)  TESTS=1 (0: no pytest step); an empty list
 #   skips its phase.  ORPHEUS=1 (0: no engine benchmark)  STT=1 (0: no speech engine step)
-#   STT_STREAMS=64,256  STT_SECONDS=15  STT_MAX_BATCH=64  STT_RESERVE_S=100 (kept for step 2b)
+#   STT_STREAMS=64,256  STT_SECONDS=15  STT_MAX_BATCH=64  STT_RESERVE_S=80 (kept for step 2b)
 #   TEST_RESERVE_S=105 (kept for step 3 and the summary)
 #   STT_PROFILE=1,16,64,128 (batch sizes timed phase by phase: features, encoder, greedy decoding)
 set -u
@@ -51,10 +52,11 @@ left() { echo $((BUDGET - (SECONDS - T_START))); }
 rm -rf "$SITE" && mkdir -p "$SITE"
 if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
   if timeout 90 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
-    "$WHEELS"/*.whl >"$OUT/pip.log" 2>&1; then
+    "$WHEELS"/*.whl >/tmp/gpu-check-pip.log 2>&1; then
     log "installed $(ls "$WHEELS"/*.whl | wc -l) carried wheels"
   else
-    log "WARN: carried wheel install failed (pip.log); going on with what the image has"
+    log "WARN: carried wheel install failed; going on with what the image has"
+    tail -20 /tmp/gpu-check-pip.log
   fi
 else
   log "no wheels at $WHEELS: using the image's packages only"
@@ -81,7 +83,7 @@ log "environment in env.txt ($(grep -c MISSING "$OUT/env.txt") modules missing)"
 STT_MODEL=${STT_MODEL:-$ROOT/.gpucheck/whisper}
 # what the later steps took on an H200 (2026-11-27): the speech engine step ~85 s, the gpu tests ~85 s
 STT_RESERVE=0
-[ "${STT:-1}" != 0 ] && [ -f "$STT_MODEL/model.bin" ] && STT_RESERVE=${STT_RESERVE_S:-100}
+[ "${STT:-1}" != 0 ] && [ -f "$STT_MODEL/model.bin" ] && STT_RESERVE=${STT_RESERVE_S:-80}
 TEST_RESERVE=${TEST_RESERVE_S:-105} # the tests and the summary
 [ "${TESTS:-1}" = 0 ] && TEST_RESERVE=20
 T_BENCH=$(($(left) - TEST_RESERVE - STT_RESERVE))
@@ -122,7 +124,7 @@ else
   T_TEST=$(($(left) - 15))
   ((T_TEST < 30)) && T_TEST=30
   log "pytest -m gpu tests/orpheus: up to ${T_TEST}s"
-  timeout -k 10 "$T_TEST" "$PY" -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=120 \
+  timeout -k 10 "$T_TEST" "$PY" -m pytest -m gpu -q -rA --show-capture=no -p no:cacheprovider -o timeout=120 \
     --junitxml="$OUT/pytest-gpu.xml" tests/orpheus 2>&1 | tee "$OUT/pytest-gpu.log"
   test_rc=${PIPESTATUS[0]}
   log "pytest rc=$test_rc"
@@ -169,6 +171,8 @@ if r:
     print("phase s:", r.get("phase_s"))
     for k, v in (r.get("errors") or {}).items():
         print(f"ERROR {k}: {str(v)[:300]}")
+    for k, v in (r.get("skipped") or {}).items():
+        print(f"skipped for time: {k} ({v})")
 try:
     s = json.load(open(os.path.join(out, "stt_engine.json")))
     print("speech engine:", s.get("backend"), s.get("model"), "| GPU/CPU texts:", s.get("gpu_cpu_agreement"))
