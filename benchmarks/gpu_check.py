@@ -6,8 +6,8 @@ The device call that runs it has a hard time limit, so each phase (build, graph 
 per batch, kernels per step, SNAC, capacity, steps with SNAC beside them, TTFB per load, the padded-SDPA
 comparison) checks the time left first, and DIR/gpu.json is rewritten after each one: a timeout or a crash
 still leaves every figure measured so far, with `partial`, `phases_done`, `errors` (a phase that raised:
-exit status 1) and `skipped` (a phase the time left could not hold: reported, not a failure). scripts/gpu_check.sh
-runs this, then the GPU-marked tests.
+exit status 1) and `skipped` (a phase the time left could not hold: reported, not a failure).
+scripts/gpu_check.sh runs this, then the GPU-marked tests.
 Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_EAGER=64,256 (the step
 uncompiled, admissions eager: the first GPU check's path)  COMPARE_STATIC=256 (the step compiled per batch
 bucket; GPU only, one compile each)  COMPARE_SDPA=64,256  FP8=0  COMPILE=auto (the step: auto/on/off)

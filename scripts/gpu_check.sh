@@ -19,8 +19,7 @@
 # 3. `pytest -m gpu tests/orpheus` (collects without the serving extras: tests/orpheus/conftest.py);
 # 4. prints a summary ($OUT/summary.txt).
 # Files in $OUT (at most eight, what a device call returns): gpu.json, bench.log, stt_engine.json, stt.log,
-# pytest-gpu.log, pytest-gpu.xml, env.txt,
-# summary.txt.
+# pytest-gpu.log, pytest-gpu.xml, env.txt, summary.txt.
 # Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
 # tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256
 #   COMPARE_EAGER=64,256  COMPARE_STATIC=256  FP8=0 (1: FP8 weights)  COMPILE=auto (the step: auto/on/off)
