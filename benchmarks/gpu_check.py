@@ -14,6 +14,10 @@ bucket; GPU only, one compile each)  COMPARE_SDPA=64,256  FP8=0  COMPILE=auto (t
 COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256 (steps with SNAC
 decoding beside them; SNAC_COALESCE_MS=40 adds a run where a full window waits up to 40 ms for others to
 batch with, an experiment the engine does not ship). An empty list skips its phase.
+BESIDE="CMD" (with BESIDE_READY=PATH, a file CMD writes once its load runs): after the TTFB phase, CMD is
+started in the background and the steps, the steps with SNAC and the TTFB are measured again under
+`beside` while it runs: what another process on the same GPU (the speech engine at a caller's load) costs
+the voice. CMD is waited for (BESIDE_WAIT_S, 120) and then stopped.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import argparse
 import gc
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -116,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     SNAC_ALONGSIDE = tuple(
         b for b in _ints("SNAC_ALONGSIDE", "64,96,128,192,256" if device == "cuda" else "2,8") if b <= o.rows
     )
+    BESIDE = os.environ.get("BESIDE", "")
     COMPARE_EAGER = tuple(
         b for b in _ints("COMPARE_EAGER", "64,256" if device == "cuda" else "4") if b <= o.rows
     )
@@ -205,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     def ttfb() -> None:
         snac_ms = {int(k): float(v) for k, v in res.get("snac_ms", {}).items()} or {1: 0.0}
         # the engine's shape (SNAC beside the steps) when it was measured, else the serial rule's figure
-        cap = max(res.get("streams_realtime") or 0, res.get("streams_realtime_alongside") or 0) or max(
-            o.batches
+        cap = st.setdefault(  # kept for a second pass (BESIDE), so both measure the same number of streams
+            "ttfb_cap",
+            max(res.get("streams_realtime") or 0, res.get("streams_realtime_alongside") or 0)
+            or max(o.batches),
         )
         res["first_audio_ids"] = first = first_audio_tokens()
         res.setdefault("ttfb_ms", {})
@@ -276,6 +285,43 @@ def main(argv: list[str] | None = None) -> int:
             ph.dump()
         res["static_captures_after_ready"] = g2.captures_after_ready
 
+    def beside() -> None:
+        """The measured phases again while BESIDE runs; the figures measured alone stay where they were."""
+        keys = (
+            "step_ms",
+            "step_ms_p90",
+            "steps_with_snac",
+            "streams_realtime_alongside",
+            "ttfb_ms",
+            "cpu_us_per_token",
+        )
+        alone = {k: res.pop(k) for k in keys if k in res}
+        wait_s = float(os.environ.get("BESIDE_WAIT_S", "120"))
+        ready = Path(os.environ.get("BESIDE_READY", "/tmp/parley-beside.ready"))
+        ready.unlink(missing_ok=True)
+        proc = subprocess.Popen(BESIDE, shell=True, start_new_session=True)
+        try:
+            t = time.monotonic()
+            while not ready.exists():
+                if proc.poll() is not None or time.monotonic() - t > wait_s:
+                    raise RuntimeError(f"BESIDE never became ready (exit {proc.poll()})")
+                time.sleep(0.2)
+            res["beside_ready_after_s"] = round(time.monotonic() - t, 1)
+            steps()
+            if SNAC_ALONGSIDE:
+                alongside()
+            ttfb()
+            res["beside"] = {k: res.get(k) for k in keys}
+            res["beside_cmd"] = BESIDE
+            res["beside_exit"] = proc.wait(timeout=max(1.0, min(wait_s, ph.left() - 5)))
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=10)
+            for k in keys:
+                res.pop(k, None)
+            res.update(alone)
+
     def sdpa() -> None:
         gen = st.pop("gen")
         _, ms = gpu.compare_sdpa(gen, o)
@@ -292,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     if SNAC_ALONGSIDE:
         ph.run("steps_with_snac", alongside, 20)
     ph.run("ttfb", ttfb, 20)
+    if BESIDE:
+        ph.run("beside", beside, 60)
     ph.run("step_parts", parts, 15)
     if device == "cuda":
         ph.run("admission_profile", admission, 10)

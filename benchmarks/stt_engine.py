@@ -17,6 +17,11 @@ long, random noise at speech level unless `--audio DIR` gives WAVs (random audio
 speech gives the more honest per-decode cost). Reported per stream count: decodes/s, latency p50/p95/p99
 (send to answer, queueing included) for partials and finals, and the engine's batching (mean and largest
 batch). A figure is only as good as the machine was quiet: the load of other processes is not subtracted.
+
+`--rate-per-stream R` paces the streams instead, as callers load a host: each stream sends its next decode
+at Poisson times R a second apart on average (or as soon as its last is answered, if that is later), so
+the load offered is `streams × R` decodes a second whatever the engine does with it. `--ready-file PATH` is
+written when the load starts (another benchmark can then measure beside it).
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ class SttBenchOptions:
     audio_dir: str = ""
     agree_dir: str = ""
     profile_batches: tuple[int, ...] = ()
+    rate_per_stream: float = 0.0  # decodes a second per stream, paced; 0 = closed loop
+    ready_file: str = ""
     seed: int = 0
 
 
@@ -85,11 +92,19 @@ async def load(address: str, n: int, o: SttBenchOptions, audio: list[np.ndarray]
     rng = random.Random(o.seed + n)
     before = await clients[0].capacity()
     deadline = time.monotonic() + o.seconds
+    if o.ready_file:
+        Path(o.ready_file).write_text(f"{n} streams\n")
 
     async def stream(i: int) -> None:
         client = clients[i % len(clients)]
         k = 0
+        due = time.monotonic() + (rng.expovariate(o.rate_per_stream) if o.rate_per_stream > 0 else 0.0)
         while time.monotonic() < deadline:
+            if o.rate_per_stream > 0:
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                due += rng.expovariate(o.rate_per_stream)
+                if time.monotonic() >= deadline:
+                    break
             clip = audio[rng.randrange(len(audio))]
             seconds = rng.uniform(1.0, min(8.0, len(clip) / SAMPLE_RATE))
             priority = PRIORITY_FINAL if k % 4 == 3 else PRIORITY_PARTIAL
@@ -114,6 +129,7 @@ async def load(address: str, n: int, o: SttBenchOptions, audio: list[np.ndarray]
     every = lat[PRIORITY_PARTIAL] + lat[PRIORITY_FINAL]
     return {
         "streams": n,
+        "offered_per_s": round(n * o.rate_per_stream, 1) if o.rate_per_stream > 0 else None,
         "decodes_per_s": round(decoded / took, 1),
         "latency_ms": {"p50": pct(every, 50), "p95": pct(every, 95), "p99": pct(every, 99)},
         "partial_ms": {"p50": pct(lat[PRIORITY_PARTIAL], 50), "p95": pct(lat[PRIORITY_PARTIAL], 95)},
@@ -246,6 +262,7 @@ def run(o: SttBenchOptions) -> dict[str, Any]:
         "workers": o.workers,
         "audio": "speech" if o.audio_dir else "noise",
         "seconds": o.seconds,
+        "rate_per_stream": o.rate_per_stream or None,
         "gpu_cpu_agreement": checked,
         "torch_phases_ms": profiled,
         "by_streams": rows,
@@ -266,6 +283,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-batch", type=int, default=d.max_batch)
     ap.add_argument("--workers", type=int, default=d.workers)
     ap.add_argument("--audio", default="", help="a folder of 16 kHz WAVs to decode instead of noise")
+    ap.add_argument(
+        "--rate-per-stream", type=float, default=0.0, help="paced decodes/s per stream (0: closed loop)"
+    )
+    ap.add_argument("--ready-file", default="", help="written when the load starts")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     o = SttBenchOptions(
@@ -280,6 +301,8 @@ def main(argv: list[str] | None = None) -> None:
         audio_dir=a.audio,
         agree_dir=a.agree,
         profile_batches=tuple(int(b) for b in a.profile.split(",") if b),
+        rate_per_stream=a.rate_per_stream,
+        ready_file=a.ready_file,
     )
     report = run(o)
     sys.exit(emit(report, print_json, a.json))

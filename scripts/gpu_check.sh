@@ -29,6 +29,9 @@
 #   STT_STREAMS=64,256  STT_SECONDS=15  STT_MAX_BATCH=64  STT_RESERVE_S=80 (kept for step 2b)
 #   TEST_RESERVE_S=105 (kept for step 3 and the summary)
 #   STT_PROFILE=1,16,64,128 (batch sizes timed phase by phase: features, encoder, greedy decoding)
+#   STT_BESIDE=96x2 (off by default; the Orpheus steps and first audio again while the speech engine decodes
+#   for 96 callers at 2 decodes/s each on the same GPU: stt_beside.json, gpu.json's `beside`)
+#   STT_BESIDE_SECONDS=45
 set -u
 set -o pipefail
 
@@ -87,6 +90,15 @@ TEST_RESERVE=${TEST_RESERVE_S:-105} # the tests and the summary
 [ "${TESTS:-1}" = 0 ] && TEST_RESERVE=20
 T_BENCH=$(($(left) - TEST_RESERVE - STT_RESERVE))
 ((T_BENCH < 60)) && T_BENCH=60
+# STT_BESIDE=STREAMSxRATE (e.g. 96x2): the Orpheus steps and first audio measured again while the speech engine
+# decodes for STREAMS callers at RATE decodes/s each (paced), on the same GPU (gpu.json's `beside`)
+if [ -n "${STT_BESIDE:-}" ] && [ -f "$STT_MODEL/model.bin" ]; then
+  export BESIDE_READY=/tmp/gpu-check-beside.ready
+  export BESIDE="$PY -u -m benchmarks.stt_engine --device ${STT_DEVICE:-cuda} --backend torch --model $STT_MODEL \
+--streams ${STT_BESIDE%x*} --rate-per-stream ${STT_BESIDE#*x} --seconds ${STT_BESIDE_SECONDS:-45} \
+--max-batch ${STT_MAX_BATCH:-64} --audio $ROOT/.gpucheck/speech --ready-file $BESIDE_READY \
+--json $OUT/stt_beside.json > $OUT/stt_beside.log 2>&1"
+fi
 if [ "${ORPHEUS:-1}" = 0 ]; then
   bench_rc=0
   log "benchmark: skipped (ORPHEUS=0)"
@@ -159,6 +171,24 @@ if r:
     for load, t in (r.get("ttfb_ms") or {}).items():
         print(f"TTFB {load} ({t.get('streams')} streams, {t.get('utterances')} utt): p50 {t.get('p50')} "
               f"p90 {t.get('p90')} p99 {t.get('p99')} ms")
+    bs = r.get("beside")
+    if bs:
+        print("BESIDE the speech engine's load (ready after", r.get("beside_ready_after_s"), "s, exit",
+              r.get("beside_exit"), "): step ms", bs.get("step_ms"), "p90", bs.get("step_ms_p90"))
+        for b, m in (bs.get("steps_with_snac") or {}).items():
+            print(f"  beside, steps_with_snac, b={b}: {m}")
+        print("  beside, streams_realtime_alongside:", bs.get("streams_realtime_alongside"))
+        for load, t in (bs.get("ttfb_ms") or {}).items():
+            print(f"  beside, TTFB {load} ({t.get('streams')} streams): p50 {t.get('p50')} p90 {t.get('p90')} "
+                  f"p99 {t.get('p99')} ms")
+        try:
+            sb = json.load(open(os.path.join(out, "stt_beside.json")))
+            for row in sb.get("by_streams", []):
+                print(f"  the speech engine meanwhile: {row['streams']} streams, offered {row['offered_per_s']}/s, "
+                      f"{row['decodes_per_s']} decodes/s, latency {row['latency_ms']}, final {row['final_ms']}, "
+                      f"mean batch {row['mean_batch']}, errors {row['errors']}")
+        except Exception as e:  # noqa: BLE001
+            print("stt_beside.json: none (", type(e).__name__, e, ")")
     print("kernels/step:", r.get("kernels_per_step"), "| graphs:", r.get("graphs_warmed"),
           "| captured after ready:", r.get("graphs_captured_after_ready"))
     print("cpu_us_per_token:", r.get("cpu_us_per_token"), "| memory GB:", r.get("gpu_memory_gb"))

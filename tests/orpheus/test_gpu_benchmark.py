@@ -158,3 +158,23 @@ def test_gpu_check_driver_out_of_time_still_leaves_json(tmp_path: Path) -> None:
     # a phase the time left cannot hold is reported as skipped, apart from the phases that failed
     assert r["partial"] is True and r["phases_done"] == ["env"] and "build" in r["skipped"]
     assert r["errors"] == {}
+
+
+def test_gpu_check_measures_again_beside_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BESIDE: the steps and first-audio phases run a second time while a background command (on a GPU
+    host, the speech engine at a caller's load) runs; the figures measured alone are kept apart."""
+    from benchmarks import gpu_check
+
+    ready = tmp_path / "load.ready"
+    monkeypatch.setenv("BESIDE", f"sleep 0.5; echo running > {ready}; sleep 1")
+    monkeypatch.setenv("BESIDE_READY", str(ready))
+    monkeypatch.setenv("COMPARE_EAGER", "")
+    monkeypatch.setenv("SNAC_ALONGSIDE", "2")
+    assert gpu_check.main(["--tiny", "--out", str(tmp_path), "--budget-s", "300"]) == 0
+    r = json.loads((tmp_path / "gpu.json").read_text())
+    assert "beside" in r["phases_done"] and r["errors"] == {} and r["beside_exit"] == 0
+    for key in ("step_ms", "steps_with_snac", "ttfb_ms"):
+        assert r[key] and r["beside"][key] and set(r[key]) == set(r["beside"][key])
+    assert r["beside_ready_after_s"] >= 0.4
