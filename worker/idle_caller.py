@@ -62,6 +62,7 @@ class IdleCallerWatch:
         reprompt_lines: Sequence[str],
         goodbye_lines: Sequence[str],
         end_call: Callable[[], Awaitable[None]],
+        on_end: Callable[[EndReason], None] | None = None,
     ) -> None:
         if not reprompt_lines or not goodbye_lines:
             raise ValueError("the idle watch needs at least one reprompt line and one goodbye line")
@@ -71,6 +72,7 @@ class IdleCallerWatch:
         self._reprompts = itertools.cycle(reprompt_lines)
         self._goodbyes = itertools.cycle(goodbye_lines)
         self._end_call = end_call
+        self._on_end = on_end  # told why, before the call ends (the end-of-call report)
         self.asked = 0
         """Reprompts since the caller's last turn."""
         self.ended: EndReason | None = None
@@ -130,6 +132,8 @@ class IdleCallerWatch:
                 self._ending, self.asked = False, 0
                 return
             self.ended = reason
+            if self._on_end is not None:
+                self._on_end(reason)
             task = asyncio.get_running_loop().create_task(self._end())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

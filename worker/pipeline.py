@@ -341,9 +341,14 @@ def _log_transcripts(session: AgentSession) -> None:
 
 
 def build_call(
-    settings: Settings, comp: Components, profile: str = "web", tools: Sequence[llm.Tool] | None = None
+    settings: Settings,
+    comp: Components,
+    profile: str = "web",
+    tools: Sequence[llm.Tool] | None = None,
+    on_call_end: Callable[[str], None] | None = None,
 ) -> tuple[AgentSession, ParleyAgent]:
     """One call's session and agent: local turn handling for the caller's profile, fillers, tools.
+    `on_call_end` is told why when Parley itself ends the call (a silent line, the time limit).
 
     Turn detection and interruption mode are always set explicitly (turn_detection/setup.py): left unset,
     livekit-agents uses LiveKit Cloud inference in `dev` mode.
@@ -377,7 +382,7 @@ def build_call(
     agent = build_agent(settings, tools)
     agent.turns = turns
     attach_fillers(settings, comp, session, agent)
-    attach_idle_watch(settings, comp, session, agent)
+    attach_idle_watch(settings, comp, session, agent, on_call_end)
     if settings.llm_prompt_warm and slot and type(agent) is ParleyAgent:  # a developer's llm_node may differ
         attach_prompt_warmer(settings, comp, session, agent, slot[0])
     return session, agent
@@ -462,7 +467,11 @@ def phrase_lines(cache: PhraseCache | None, voice: str, language: str, kind: str
 
 
 def attach_idle_watch(
-    settings: Settings, comp: Components, session: AgentSession, agent: ParleyAgent
+    settings: Settings,
+    comp: Components,
+    session: AgentSession,
+    agent: ParleyAgent,
+    on_end: Callable[[str], None] | None = None,
 ) -> IdleCallerWatch | None:
     """Ask a silent caller if they are still there, then end the call; end calls at their time limit."""
     opts = idle_options(settings)
@@ -481,6 +490,7 @@ def attach_idle_watch(
         reprompt_lines=phrase_lines(comp.phrases, comp.voice, settings.language, "reprompt"),
         goodbye_lines=phrase_lines(comp.phrases, comp.voice, settings.language, "goodbye"),
         end_call=end_room_call,
+        on_end=on_end,
     )
     watch.attach()
     return watch

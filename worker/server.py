@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from livekit.agents import AgentServer, JobContext, JobProcess, cli
@@ -18,11 +19,14 @@ from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers f
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
 from .agent_file import call_tools, effective_settings, pop_agent_flag
+from .call_report import CallIdentity, CallReporter, CallReportOptions
 from .memory import release_free_memory, tune_allocator
 from .settings import Settings, SettingsError, get_settings
 from .sip import (
+    ATTR_PHONE_NUMBER,
     DtmfHandler,
     DtmfOptions,
+    SipCall,
     dtmf_as_user_input,
     is_sip_participant,
     pick_turn_profile,
@@ -72,9 +76,14 @@ async def entrypoint(ctx: JobContext) -> None:
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
     tools = call_tools(effective_settings(settings), phone)  # the agent file's, else the phone defaults
-    session, agent = build_call(settings, comp, profile, tools)
+    reporter = call_reporter(ctx, settings, participant, profile)
+    on_end = reporter.log.note_ended_by if reporter else None
+    session, agent = build_call(settings, comp, profile, tools, on_call_end=on_end)
     metrics = RoomMetricsPublisher(ctx.room, enabled=settings.room_metrics)
     metrics.attach(session)
+    if reporter is not None:
+        reporter.attach(session)
+        ctx.add_shutdown_callback(_report_sender(reporter, metrics))
     ctx.add_shutdown_callback(metrics.aclose)
     ctx.add_shutdown_callback(_hand_back_memory)
     ctx.add_shutdown_callback(lambda: audit_open_streams(session, comp))
@@ -92,6 +101,40 @@ async def entrypoint(ctx: JobContext) -> None:
         agent, room=ctx.room, record=settings.record_audio, room_options=_room_options(settings)
     )
     marks.attach_output(session)
+
+
+def _report_sender(
+    reporter: CallReporter, metrics: RoomMetricsPublisher
+) -> Callable[[], Coroutine[None, None, None]]:
+    async def send() -> None:  # at the job's shutdown, when every reply's figures are in
+        await reporter.send(metrics.replies)
+
+    return send
+
+
+def call_reporter(ctx: JobContext, settings: Settings, participant: Any, profile: str) -> CallReporter | None:
+    """The end-of-call report for this call (worker/call_report.py); None without PARLEY_CALL_REPORT_URL."""
+    if not settings.call_report_url:
+        return None
+    from .agent_file.runtime import served_spec
+
+    spec = served_spec(settings)
+    sip = SipCall.from_participant(participant)
+    opts = CallReportOptions(
+        url=settings.call_report_url,
+        secret=settings.call_report_secret.get_secret_value(),
+        include_transcript=settings.call_report_transcript,
+    )
+    identity = CallIdentity(
+        job_id=ctx.job.id,
+        room=ctx.room.name,
+        agent=spec.name if spec else settings.agent_name,
+        profile=profile,
+        phone=sip is not None,
+        sip_call_id=sip.call_id if sip else "",
+        caller_number=participant.attributes.get(ATTR_PHONE_NUMBER, "") if sip else "",
+    )
+    return CallReporter(opts, identity)
 
 
 def _room_options(settings: Settings) -> Any:

@@ -169,6 +169,11 @@ class Settings(BaseSettings):
     idle_reprompts: int = Field(2, ge=0)  # asked this many times with no answer, then goodbye and hang-up
     max_call_s: float = Field(3600.0, ge=0)  # the call ends after the agent's current line; 0 = no limit
 
+    # The end-of-call report (worker/call_report.py): one JSON document per call, POSTed when it ends
+    call_report_url: str = ""  # empty = no report
+    call_report_secret: SecretStr = SecretStr("")  # signs each report (X-Parley-Signature); empty = unsigned
+    call_report_transcript: bool = False  # the report carries the words, the room's name, a caller's number
+
     # Telephony (LiveKit SIP)
     sip_goodbye: str = "Thank you for calling. Goodbye!"
     sip_transfer_targets: dict[str, str] = Field(default_factory=dict)  # JSON: spoken name -> tel:/sip: URI
@@ -210,7 +215,7 @@ class Settings(BaseSettings):
             raise ValueError(f"must start with ws://, wss://, http:// or https:// (got {v!r})")
         return v
 
-    @field_validator("llm_base_url", "eot_lm_url")
+    @field_validator("llm_base_url", "eot_lm_url", "call_report_url")
     @classmethod
     def _http_url(cls, v: str) -> str:
         if v and not v.startswith(("http://", "https://")):

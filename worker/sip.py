@@ -24,6 +24,7 @@ log = logging.getLogger("parley.sip")
 ATTR_CALL_ID = "sip.callID"
 ATTR_CALL_STATUS = "sip.callStatus"
 ATTR_TRUNK_NUMBER = "sip.trunkPhoneNumber"
+ATTR_PHONE_NUMBER = "sip.phoneNumber"  # the caller's number: personal, never logged
 
 TELEPHONY_SAMPLE_RATE = 8000
 WEB_SAMPLE_RATE = 16000

@@ -425,7 +425,7 @@ class RoomMetricsPublisher:
         self._greeted = False
         self._last_user: Any | None = None
         self._pending_v2v: float | None = None
-        self.published: list[TurnLatency] = []
+        self.replies: list[TurnLatency] = []  # every reply's figures, published or not (the call report)
 
     def attach(self, session: Any) -> None:
         """Subscribe to `conversation_item_added` on an AgentSession."""
@@ -449,13 +449,13 @@ class RoomMetricsPublisher:
             self._greeted = True
             latency = turn_latency(turn, self._last_user, item, self._pending_v2v)
             self._last_user, self._pending_v2v = None, None
+            self.replies.append(latency)
             self.publish(latency)
 
     def publish(self, latency: TurnLatency) -> None:
         """Send one turn's figures (fire and forget; a closed room just drops it)."""
         if not self.enabled:
             return
-        self.published.append(latency)
         self._sender.send_bytes(latency.to_json())
 
     async def aclose(self) -> None:

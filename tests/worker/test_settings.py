@@ -34,6 +34,7 @@ def test_livekit_names_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
         ("PARLEY_LLM_MAX_TOKENS", "-3", "PARLEY_LLM_MAX_TOKENS"),
         ("PARLEY_TTS_VOICE", "nobody", "PARLEY_TTS_VOICE"),
         ("PARLEY_TURN_DELAY_SCALE", "9", "PARLEY_TURN_DELAY_SCALE"),
+        ("PARLEY_CALL_REPORT_URL", "file:///etc/passwd", "PARLEY_CALL_REPORT_URL"),
     ],
 )
 def test_bad_setting_is_one_line_naming_the_variable(
