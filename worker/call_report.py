@@ -12,7 +12,8 @@ Delivery: `POST` of `application/json`, no redirects, signed when a secret is se
 t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`, so the receiver can check who sent it and refuse
 an old replay), retried after a connection error, a timeout, 408, 429 or a 5xx, all within a deadline that
 fits the job's shutdown (LiveKit gives a job process 10 s). A report that cannot be sent costs one warning
-line and nothing else: the call has already ended.
+line and nothing else: the call has already ended. With a Prometheus port the same ending is counted
+(`parley_calls_ended_total{ended_by, channel}`, `parley_call_duration_seconds{channel}`), URL or not.
 """
 
 from __future__ import annotations
@@ -289,25 +290,66 @@ async def send_report(opts: CallReportOptions, report: dict[str, Any]) -> bool:
     return False
 
 
-class CallReporter:
-    """One per call: gathers the log from the session and sends the report at the job's shutdown."""
+class CallEndMetrics:
+    """Prometheus: calls ended, by how they ended and by channel, and their durations (one set per process,
+    written to the worker's multiprocess directory like the turn-stage histograms)."""
 
-    def __init__(self, opts: CallReportOptions, identity: CallIdentity) -> None:
+    def __init__(self) -> None:
+        from prometheus_client import REGISTRY, Counter, Histogram
+
+        ended, duration = "parley_calls_ended", "parley_call_duration_seconds"
+        self.ended: Any = REGISTRY._names_to_collectors.get(ended) or Counter(
+            ended,
+            "Calls ended, by how they ended (caller_hung_up, silence, error, ...)",
+            ["ended_by", "channel"],
+        )
+        self.duration: Any = REGISTRY._names_to_collectors.get(duration) or Histogram(
+            duration,
+            "Call durations, from the caller joining to the call's end",
+            ["channel"],
+            buckets=(10, 30, 60, 120, 300, 600, 1200, 1800, 3600),
+        )
+
+    def observe(self, report: dict[str, Any]) -> None:
+        self.ended.labels(ended_by=report["ended_by"], channel=report["channel"]).inc()
+        self.duration.labels(channel=report["channel"]).observe(report["duration_s"])
+
+
+class CallReporter:
+    """One per call: gathers the log from the session; at the job's shutdown counts the call's end
+    (Prometheus) and sends the report (a URL)."""
+
+    def __init__(
+        self,
+        identity: CallIdentity,
+        opts: CallReportOptions | None = None,
+        metrics: CallEndMetrics | None = None,
+    ) -> None:
         self.opts = opts
+        self.metrics = metrics
         self.log = CallLog(identity)
-        self.sent: bool | None = None  # None until the send was tried
+        self.sent: bool | None = None  # None until the call was finished
 
     def attach(self, session: Any) -> None:
         self.log.attach(session)
 
-    async def send(self, replies: Sequence[TurnLatency]) -> bool:
-        if self.sent is not None:  # one report per call, even if shutdown runs twice
+    async def finish(self, replies: Sequence[TurnLatency]) -> bool:
+        """Once per call, even if shutdown runs twice; True when a report was delivered."""
+        if self.sent is not None:
             return self.sent
         self.sent = False
+        opts = self.opts
         try:
-            report = self.log.report(replies, self.opts.include_transcript, self.opts.max_transcript_chars)
+            report = self.log.report(
+                replies,
+                opts.include_transcript if opts else False,
+                opts.max_transcript_chars if opts else 0,
+            )
+            if self.metrics is not None:
+                self.metrics.observe(report)
         except Exception as e:  # a bug here must not stop the job's other shutdown work
             log.warning("call report not built: %s: %s", type(e).__name__, e)
             return False
-        self.sent = await send_report(self.opts, report)
+        if opts is not None:
+            self.sent = await send_report(opts, report)
         return self.sent

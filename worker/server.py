@@ -19,7 +19,7 @@ from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers f
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
 from .agent_file import call_tools, effective_settings, pop_agent_flag
-from .call_report import CallIdentity, CallReporter, CallReportOptions
+from .call_report import CallEndMetrics, CallIdentity, CallReporter, CallReportOptions
 from .memory import release_free_memory, tune_allocator
 from .settings import Settings, SettingsError, get_settings
 from .sip import (
@@ -107,24 +107,27 @@ def _report_sender(
     reporter: CallReporter, metrics: RoomMetricsPublisher
 ) -> Callable[[], Coroutine[None, None, None]]:
     async def send() -> None:  # at the job's shutdown, when every reply's figures are in
-        await reporter.send(metrics.replies)
+        await reporter.finish(metrics.replies)
 
     return send
 
 
 def call_reporter(ctx: JobContext, settings: Settings, participant: Any, profile: str) -> CallReporter | None:
-    """The end-of-call report for this call (worker/call_report.py); None without PARLEY_CALL_REPORT_URL."""
-    if not settings.call_report_url:
+    """How this call ends, reported (worker/call_report.py): to PARLEY_CALL_REPORT_URL and, with a
+    Prometheus port, counted; None when neither is set."""
+    if not settings.call_report_url and not settings.prometheus_port:
         return None
     from .agent_file.runtime import served_spec
 
     spec = served_spec(settings)
     sip = SipCall.from_participant(participant)
-    opts = CallReportOptions(
-        url=settings.call_report_url,
-        secret=settings.call_report_secret.get_secret_value(),
-        include_transcript=settings.call_report_transcript,
-    )
+    opts = None
+    if settings.call_report_url:
+        opts = CallReportOptions(
+            url=settings.call_report_url,
+            secret=settings.call_report_secret.get_secret_value(),
+            include_transcript=settings.call_report_transcript,
+        )
     identity = CallIdentity(
         job_id=ctx.job.id,
         room=ctx.room.name,
@@ -134,7 +137,7 @@ def call_reporter(ctx: JobContext, settings: Settings, participant: Any, profile
         sip_call_id=sip.call_id if sip else "",
         caller_number=participant.attributes.get(ATTR_PHONE_NUMBER, "") if sip else "",
     )
-    return CallReporter(opts, identity)
+    return CallReporter(identity, opts, CallEndMetrics() if settings.prometheus_port else None)
 
 
 def _room_options(settings: Settings) -> Any:

@@ -179,10 +179,10 @@ async def test_a_signed_report_reaches_the_receiver(tmp_path: Path) -> None:
     session, log = a_call()
     closed(session, CloseReason.PARTICIPANT_DISCONNECTED)
     async for base in serve(make_app(out, secret="s3cret")):
-        reporter = CallReporter(CallReportOptions(url=f"{base}/report", secret="s3cret"), PHONE)
+        reporter = CallReporter(PHONE, CallReportOptions(url=f"{base}/report", secret="s3cret"))
         reporter.log = log
-        assert await reporter.send(REPLIES) is True
-        assert await reporter.send(REPLIES) is True  # one report per call: not sent twice
+        assert await reporter.finish(REPLIES) is True
+        assert await reporter.finish(REPLIES) is True  # one report per call: not sent twice
         wrong = CallReportOptions(url=f"{base}/report", secret="not-it", attempts=3)
         assert await send_report(wrong, {"x": 1}) is False  # 401: refused, not retried
     docs = [json.loads(line) for line in out.read_text().splitlines()]
@@ -231,3 +231,28 @@ async def test_a_dead_receiver_costs_one_warning_within_the_deadline(
     warnings = [r for r in caplog.records if r.name == "parley.call_report"]
     assert len(warnings) == 1 and "\n" not in warnings[0].getMessage()
     assert "abc123" not in warnings[0].getMessage() and "/hook" not in warnings[0].getMessage()
+
+
+async def test_with_a_prometheus_port_every_ending_is_counted_url_or_not() -> None:
+    from prometheus_client import REGISTRY, generate_latest
+
+    from worker.call_report import CallEndMetrics
+
+    def count() -> float:
+        value = REGISTRY.get_sample_value(
+            "parley_calls_ended_total", {"ended_by": "silence", "channel": "phone"}
+        )
+        return value or 0.0
+
+    before = count()
+    session, log = a_call()
+    log.note_ended_by("silence")
+    closed(session, CloseReason.USER_INITIATED)
+    first, again = CallEndMetrics(), CallEndMetrics()  # one set per process, however many calls
+    assert first.ended is again.ended
+    reporter = CallReporter(PHONE, None, again)  # no URL: counted, nothing sent
+    reporter.log = log
+    assert await reporter.finish(REPLIES) is False
+    assert await reporter.finish(REPLIES) is False  # counted once
+    assert count() == before + 1
+    assert b'parley_call_duration_seconds_count{channel="phone"}' in generate_latest(REGISTRY)
