@@ -122,6 +122,10 @@ class CallLog:
         """Parley ended the call itself (`silence`, `time_limit`): that, not the close that follows."""
         self.ended_by_parley = reason
 
+    def note_transferred(self) -> None:
+        """livekit-sip took the transfer (the tool only asks for it after a line: it may still fail)."""
+        self.ended_by_parley = "transferred"
+
     # --- events ----------------------------------------------------------------------------------------
     def _on_item(self, ev: Any) -> None:
         item = ev.item
@@ -153,13 +157,11 @@ class CallLog:
 
     # --- the report ------------------------------------------------------------------------------------
     def ended_by(self) -> EndedBy:
-        """Parley's own ending first, then the tools the agent ran, then why the session closed."""
-        if self.ended_by_parley in ("silence", "time_limit"):
+        """Parley's own ending first (a silent line, the time limit, a transfer that went through), then the
+        end_call tool, then why the session closed."""
+        if self.ended_by_parley in ("silence", "time_limit", "transferred"):
             return self.ended_by_parley  # type: ignore[return-value]
-        ran = {t.name for t in self.tools if t.ok}
-        if "transfer_call" in ran:
-            return "transferred"
-        if "end_call" in ran:
+        if "end_call" in {t.name for t in self.tools if t.ok}:
             return "agent_ended_call"
         return {
             "participant_disconnected": "caller_hung_up",

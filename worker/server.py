@@ -75,9 +75,11 @@ async def entrypoint(ctx: JobContext) -> None:
     participant = await ctx.wait_for_participant()
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
-    tools = call_tools(effective_settings(settings), phone)  # the agent file's, else the phone defaults
     reporter = call_reporter(ctx, settings, participant, profile)
     on_end = reporter.log.note_ended_by if reporter else None
+    transferred = reporter.log.note_transferred if reporter else None
+    # the agent file's tools, else the phone defaults
+    tools = call_tools(effective_settings(settings), phone, on_transferred=transferred)
     session, agent = build_call(settings, comp, profile, tools, on_call_end=on_end)
     metrics = RoomMetricsPublisher(ctx.room, enabled=settings.room_metrics)
     metrics.attach(session)

@@ -205,6 +205,8 @@ class TelephonyToolOptions:
     # Spoken name the LLM may choose → SIP transfer target ("tel:+15550100" or "sip:desk@pbx.example").
     transfer_targets: Mapping[str, str] = field(default_factory=dict)
     play_dialtone: bool = False
+    # told once livekit-sip has taken the transfer (the end-of-call report says `transferred`)
+    on_transferred: Callable[[], None] | None = field(default=None, compare=False)
 
 
 def resolve_transfer_target(targets: Mapping[str, str], name: str) -> str:
@@ -298,6 +300,8 @@ def transfer_call_tool(options: TelephonyToolOptions) -> FunctionTool | None:
                     )
                 )
                 log.info("call transferred", extra={"destination": destination})
+                if opts.on_transferred is not None:
+                    opts.on_transferred()
             except Exception as err:
                 log.warning("transfer failed: %s", err)
                 ctx.session.say(opts.transfer_failed)

@@ -153,3 +153,50 @@ def test_call_token_is_scoped_to_one_room_with_the_agent_dispatched() -> None:
         issue_call_token(opts, room="../etc")
     no_agent = issue_call_token(TokenOptions("k", "s" * 32, agent_name=""), room="r2", identity="bob")
     assert not api.TokenVerifier("k", "s" * 32).verify(no_agent.token).room_config
+
+
+class _PlayedLine:
+    """A said line that has played out (add_done_callback runs at once)."""
+
+    def add_done_callback(self, fn: Any) -> None:
+        asyncio.get_running_loop().call_soon(fn, self)
+
+
+async def test_a_transfer_that_went_through_is_told_and_a_failed_one_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The transfer tool says its line, then asks livekit-sip; only a transfer it took reaches the
+    end-of-call report. livekit-sip cannot be installed here, so its API is a named double."""
+    from worker import sip
+
+    class SipApiDouble:
+        def __init__(self, fail: bool) -> None:
+            self.fail, self.requests = fail, []
+
+        async def transfer_sip_participant(self, request: api.TransferSIPParticipantRequest) -> None:
+            self.requests.append(request)
+            if self.fail:
+                raise api.TwirpError("unavailable", "the PBX refused the REFER", 503)
+
+    caller = SimpleNamespace(kind=SIP, identity="sip_caller", attributes={})
+    said: list[str] = []
+    session = SimpleNamespace(say=lambda text, **_: said.append(text) or _PlayedLine())
+    for fail in (False, True):
+        told: list[bool] = []
+        double = SipApiDouble(fail)
+        job = SimpleNamespace(
+            room=SimpleNamespace(name="call-1", remote_participants={"sip_caller": caller}),
+            api=SimpleNamespace(sip=double),
+        )
+        monkeypatch.setattr(sip, "get_job_context", lambda job=job: job)
+        opts = TelephonyToolOptions(
+            transfer_targets={"front desk": "tel:+15550100"}, on_transferred=lambda: told.append(True)
+        )
+        tool = sip.transfer_call_tool(opts)
+        assert tool is not None
+        await tool(SimpleNamespace(session=session), destination="Front Desk")
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        assert [r.transfer_to for r in double.requests] == ["tel:+15550100"]
+        assert told == ([] if fail else [True])
+    assert said[-1] == opts.transfer_failed  # the failed one says so, and the call goes on

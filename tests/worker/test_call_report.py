@@ -121,8 +121,9 @@ def test_with_the_transcript_the_report_names_the_caller_and_keeps_every_line_in
     [
         ("silence", [("end_call", True)], CloseReason.PARTICIPANT_DISCONNECTED, "silence"),
         ("time_limit", [], CloseReason.USER_INITIATED, "time_limit"),
-        ("", [("transfer_call", True)], CloseReason.PARTICIPANT_DISCONNECTED, "transferred"),
-        ("", [("transfer_call", False)], CloseReason.PARTICIPANT_DISCONNECTED, "caller_hung_up"),
+        ("transferred", [("transfer_call", True)], CloseReason.PARTICIPANT_DISCONNECTED, "transferred"),
+        # the tool asked for a transfer that never went through: the caller hung up later
+        ("", [("transfer_call", True)], CloseReason.PARTICIPANT_DISCONNECTED, "caller_hung_up"),
         ("", [("end_call", True)], CloseReason.USER_INITIATED, "agent_ended_call"),
         ("", [], CloseReason.JOB_SHUTDOWN, "worker_shutdown"),
         ("", [], CloseReason.ERROR, "error"),
@@ -135,7 +136,9 @@ def test_who_ended_the_call(
     session, log = a_call()
     for name, ok in tools:
         tool_ran(session, name, ok)
-    if parley:
+    if parley == "transferred":
+        log.note_transferred()
+    elif parley:
         log.note_ended_by(parley)
     if reason is not None:
         closed(session, reason)

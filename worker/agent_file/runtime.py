@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,15 +142,22 @@ def pop_agent_flag(argv: list[str]) -> list[str]:
 _HTTP = HttpToolRuntime()  # one connection pool per process for every call's HTTP tools
 
 
-def call_tools(settings: Settings, phone: bool, runtime: HttpToolRuntime | None = None) -> list[llm.Tool]:
+def call_tools(
+    settings: Settings,
+    phone: bool,
+    runtime: HttpToolRuntime | None = None,
+    on_transferred: Callable[[], None] | None = None,
+) -> list[llm.Tool]:
     """One call's tools. With an agent file: its HTTP tools always, and for SIP callers exactly the phone
-    built-ins it lists. Without one: the phone defaults (end_call, transfer when targets are set)."""
+    built-ins it lists. Without one: the phone defaults (end_call, transfer when targets are set).
+    `on_transferred` is told when a transfer went through."""
     spec = served_spec(settings)
     transfer = spec.builtin("transfer") if spec is not None else None
     opts = TelephonyToolOptions(
         goodbye=settings.sip_goodbye,
         transfer_targets=settings.sip_transfer_targets,
         play_dialtone=settings.sip_transfer_dialtone,
+        on_transferred=on_transferred,
         **({"transfer_message": transfer.message, "transfer_failed": transfer.failure} if transfer else {}),
     )
     if spec is None:
