@@ -190,7 +190,8 @@ async def test_a_transfer_that_went_through_is_told_and_a_failed_one_is_not(
         )
         monkeypatch.setattr(sip, "get_job_context", lambda job=job: job)
         opts = TelephonyToolOptions(
-            transfer_targets={"front desk": "tel:+15550100"}, on_transferred=lambda: told.append(True)
+            transfer_targets={"front desk": "tel:+15550100"},
+            on_transferred=lambda told=told: told.append(True),
         )
         tool = sip.transfer_call_tool(opts)
         assert tool is not None
