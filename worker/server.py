@@ -75,7 +75,7 @@ async def entrypoint(ctx: JobContext) -> None:
     participant = await ctx.wait_for_participant()
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
-    reporter = call_reporter(ctx, settings, participant, profile)
+    reporter = call_reporter(ctx, effective_settings(settings), participant, profile)
     on_end = reporter.log.note_ended_by if reporter else None
     transferred = reporter.log.note_transferred if reporter else None
     # the agent file's tools, else the phone defaults

@@ -101,6 +101,12 @@ BAD = [
     ),
     ("transfer without targets", "name: a\ntools: [{type: transfer}]", "tools[0].targets: Field required"),
     ("entry point", "name: a\nentry: not an entry", "entry: String should match pattern"),
+    ("report url", "name: a\nreport: {url: 'ftp://h/r'}", "report.url: must start with http"),
+    (
+        "report secret in the file",
+        "name: a\nreport: {url: 'http://h', secret: s}",
+        "report.secret: unknown field",
+    ),
 ]
 
 
@@ -178,6 +184,16 @@ def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
     assert s.turn_delay_scale == pytest.approx(1.1)
     assert "front desk" in s.sip_transfer_targets
     assert s.sip_goodbye == "Thanks for calling Bright Smile Dental. See you soon!"
+
+
+def test_an_agent_file_sends_its_reports_where_it_says(tmp_path: Path) -> None:
+    spec = load_agent_file(
+        write(tmp_path, "name: a\nreport: {url: 'https://crm.example/hooks/calls', transcript: true}")
+    )
+    s = apply_agent(load_settings(), spec)
+    assert (s.call_report_url, s.call_report_transcript) == ("https://crm.example/hooks/calls", True)
+    plain = apply_agent(load_settings(), load_agent_file(write(tmp_path, "name: a")))
+    assert plain.call_report_url == "" and plain.call_report_transcript is False
 
 
 def test_a_korean_agent_gets_a_multilingual_whisper_by_default() -> None:

@@ -80,6 +80,8 @@ def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
         "llm_max_words": spec.llm.max_words,
         "turn_profile": spec.turn.profile,
         "turn_delay_scale": spec.turn.patience,
+        "call_report_url": spec.report.url if spec.report else None,
+        "call_report_transcript": spec.report.transcript if spec.report else None,
     }
     upd.update({k: v for k, v in pairs.items() if v is not None})
     end = spec.builtin("end_call")

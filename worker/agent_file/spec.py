@@ -59,6 +59,21 @@ class TurnSpec(_Strict):
     patience: float | None = Field(default=None, ge=0.25, le=4.0)  # >1 waits longer before answering
 
 
+class ReportSpec(_Strict):
+    """Where this agent's end-of-call reports go (worker/call_report.py); the secret stays in
+    PARLEY_CALL_REPORT_SECRET, never in the file."""
+
+    url: str
+    transcript: bool | None = None  # the words, the room's name and a caller's number
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v
+
+
 class PhrasesSpec(_Strict):
     """Lines to pre-synthesise, per kind; a kind left out keeps Parley's defaults for the language."""
 
@@ -187,6 +202,7 @@ class AgentSpec(_Strict):
     phrases: PhrasesSpec = PhrasesSpec()
     llm: LLMSpec = LLMSpec()
     turn: TurnSpec = TurnSpec()
+    report: ReportSpec | None = None  # the end-of-call report (PARLEY_CALL_REPORT_URL when unset)
     tools: list[ToolSpec] = Field(default_factory=list)
     source: Path | None = Field(default=None, exclude=True)  # the file it came from (set by the loader)
 
