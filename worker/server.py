@@ -75,11 +75,11 @@ async def entrypoint(ctx: JobContext) -> None:
     participant = await ctx.wait_for_participant()
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
-    reporter = call_reporter(ctx, effective_settings(settings), participant, profile)
+    served = effective_settings(settings)  # with the agent file's choices
+    reporter = call_reporter(ctx, served, participant, profile)
     on_end = reporter.log.note_ended_by if reporter else None
     transferred = reporter.log.note_transferred if reporter else None
-    # the agent file's tools, else the phone defaults
-    tools = call_tools(effective_settings(settings), phone, on_transferred=transferred)
+    tools = call_tools(served, phone, on_transferred=transferred)  # the agent file's, else the phone defaults
     session, agent = build_call(settings, comp, profile, tools, on_call_end=on_end)
     metrics = RoomMetricsPublisher(ctx.room, enabled=settings.room_metrics)
     metrics.attach(session)
@@ -119,9 +119,6 @@ def call_reporter(ctx: JobContext, settings: Settings, participant: Any, profile
     Prometheus port, counted; None when neither is set."""
     if not settings.call_report_url and not settings.prometheus_port:
         return None
-    from .agent_file.runtime import served_spec
-
-    spec = served_spec(settings)
     sip = SipCall.from_participant(participant)
     opts = None
     if settings.call_report_url:
@@ -133,7 +130,7 @@ def call_reporter(ctx: JobContext, settings: Settings, participant: Any, profile
     identity = CallIdentity(
         job_id=ctx.job.id,
         room=ctx.room.name,
-        agent=spec.name if spec else settings.agent_name,
+        agent=settings.agent_name,  # the agent file's name unless PARLEY_AGENT_NAME says otherwise
         profile=profile,
         phone=sip is not None,
         sip_call_id=sip.call_id if sip else "",
