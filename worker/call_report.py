@@ -39,6 +39,7 @@ log = logging.getLogger("parley.call_report")
 
 REPORT_VERSION = 1
 SIGNATURE_HEADER = "X-Parley-Signature"
+MAX_TRANSCRIPT_CHARS = 200_000  # a longer call's transcript is cut at the end, and says so
 
 EndedBy = Literal[
     "caller_hung_up",
@@ -60,7 +61,7 @@ class CallReportOptions:
     timeout_s: float = 3.0  # one attempt
     attempts: int = 3
     deadline_s: float = 8.0  # every attempt together: inside the job's 10 s shutdown
-    max_transcript_chars: int = 200_000  # a longer call's transcript is cut at the end, and says so
+    max_transcript_chars: int = MAX_TRANSCRIPT_CHARS
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
@@ -172,7 +173,10 @@ class CallLog:
         }.get(self.close_reason, "unknown")  # type: ignore[return-value]
 
     def report(
-        self, replies: Sequence[TurnLatency], include_transcript: bool, max_transcript_chars: int = 200_000
+        self,
+        replies: Sequence[TurnLatency],
+        include_transcript: bool,
+        max_transcript_chars: int = MAX_TRANSCRIPT_CHARS,
     ) -> dict[str, Any]:
         ended = self.ended_at or self.clock()
         ident = self.identity

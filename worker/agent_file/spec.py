@@ -36,6 +36,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _http_url(v: str) -> str:
+    """The one URL rule of agent files: an LLM, a tool or a report receiver is reached over HTTP(S)."""
+    if not v.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return v
+
+
 class LLMSpec(_Strict):
     """Per-agent overrides of the PARLEY_LLM_* settings (unset = the setting's value)."""
 
@@ -49,9 +56,7 @@ class LLMSpec(_Strict):
     @field_validator("base_url")
     @classmethod
     def _http(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return v.rstrip("/") if v else v
+        return _http_url(v).rstrip("/") if v is not None else v
 
 
 class TurnSpec(_Strict):
@@ -69,9 +74,7 @@ class ReportSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _http(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return v
+        return _http_url(v)
 
 
 class PhrasesSpec(_Strict):
@@ -119,9 +122,7 @@ class HttpToolSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return v
+        return _http_url(v)
 
     @field_validator("headers")
     @classmethod
