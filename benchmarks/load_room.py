@@ -8,9 +8,10 @@ and hold lines), `apologies` (the ones the LLM wrote itself: reported, not failu
 audio (a silence of ≥ 300 ms inside a reply as the caller heard it, where the worker's own published audio
 had none: the voice's pauses between sentences are reported apart, as `voice_pauses_ms`), `v2v_ms`
 p50/p95/p99, every job process's memory over time (`rss_mb_per_call_max`; `uss_mb_per_call_max`, its own
-pages without what it shares with the forkserver; `rss_slope_mb_per_min` of the largest), the host's shared
-parts (`rss_mb_engine`, `rss_mb_llm`, `rss_mb_forkserver`) and `cpu_cores` by part, the scripted callers'
-own share apart (real callers are not on the host).
+pages without what it shares with the forkserver; `rss_slope_mb_per_min` of the largest;
+`job_rss_growth_mb_per_min` inside calls), the host's shared parts (`rss_mb_engine`, `rss_mb_llm`,
+`rss_mb_forkserver`, `rss_slope_mb_per_min_shared`) and `cpu_cores` by part, the scripted callers' own share
+apart (real callers are not on the host).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class RoomLoad:
     rss: list[tuple[float, dict[int, float]]] = field(default_factory=list)  # (t, {job pid: MB})
     uss: dict[int, float] = field(default_factory=dict)  # job pid -> largest USS (MB): its own pages
     parts_rss: dict[str, float] = field(default_factory=dict)  # host part -> largest RSS (MB)
+    parts_series: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # (t, {part: MB})
     cpu: list[dict[int, tuple[str, float]]] = field(default_factory=list)  # {pid: (group, CPU s)} per sample
     seconds: float = 0.0
     host_busy_cores: float | None = None
@@ -162,15 +164,25 @@ def host_part(cmdline: str, child_of_worker: bool) -> str:
     return "job" if "multiprocessing" in cmdline else "other"
 
 
-def _parts_rss(worker_pid: int, into: dict[str, float]) -> None:
-    """The largest RSS (MB) seen of the host's shared parts: the speech engine, the LLM, the forkserver."""
+def _parts_rss(worker_pid: int, into: dict[str, float]) -> dict[str, float]:
+    """The RSS (MB) of the host's long-lived parts now (the worker itself, the speech engine, the LLM, the
+    forkserver); the largest seen of each is kept in `into`."""
+    now: dict[str, float] = {}
+    try:
+        now["worker"] = psutil.Process(worker_pid).memory_info().rss / 1e6
+    except psutil.Error:
+        pass
     for p in _worker_children(worker_pid):
         try:
             part = host_part(" ".join(p.cmdline()), p.ppid() == worker_pid)
             if part in ("stt-engine", "llm", "forkserver"):
-                into[part] = max(into.get(part, 0.0), p.memory_info().rss / 1e6)
+                now[part] = p.memory_info().rss / 1e6
         except psutil.Error:
             continue
+    for part, mb in now.items():
+        if part != "worker":
+            into[part] = max(into.get(part, 0.0), mb)
+    return now
 
 
 CPU_GROUPS = (
@@ -221,6 +233,44 @@ def _slope(samples: list[tuple[float, float]]) -> float | None:
     return round(float(np.polyfit(t, [s[1] for s in half], 1)[0]), 2)
 
 
+IN_CALL_MB = 20.0
+"""A job process is in its call once its RSS is this far above its first sample (the prewarmed idle size)."""
+
+
+def shared_rss_slope(series: list[tuple[float, dict[str, float]]]) -> float | None:
+    """MB/min over the run's second half of the summed RSS of the host's long-lived parts (worker,
+    forkserver, speech engine, LLM): anything that outlives a call and leaks shows here."""
+    return _slope([(t, sum(parts.values())) for t, parts in series if parts])
+
+
+def job_rss_growth(samples: list[tuple[float, dict[int, float]]]) -> dict[str, float | int | None]:
+    """Each job process's RSS slope (MB/min) over the second half of its time in a call (a job's RSS grows
+    ~100 MB over its first turns as it loads what it uses lazily): median and largest over the processes
+    with at least 20 s of such samples. A leak inside a call shows here; the slope of the largest process
+    over the run mostly shows new calls warming up."""
+    per_pid: dict[int, list[tuple[float, float]]] = {}
+    for t, by_pid in samples:
+        for pid, mb in by_pid.items():
+            per_pid.setdefault(pid, []).append((t, mb))
+    slopes = []
+    for series in per_pid.values():
+        idle = series[0][1]
+        began = next((t for t, mb in series if mb > idle + IN_CALL_MB), None)
+        if began is None:
+            continue
+        in_call = [(t, mb) for t, mb in series if t >= began]
+        settled = in_call[len(in_call) // 2 :]
+        if len(settled) < 3 or settled[-1][0] - settled[0][0] < 20.0:
+            continue
+        t = np.array([s[0] for s in settled]) / 60
+        slopes.append(float(np.polyfit(t, [s[1] for s in settled], 1)[0]))
+    return {
+        "p50": round(float(np.median(slopes)), 2) if slopes else None,
+        "max": round(max(slopes), 2) if slopes else None,
+        "processes": len(slopes),
+    }
+
+
 def _mb(v: float | None) -> float | None:
     return round(v, 1) if v is not None else None
 
@@ -251,8 +301,9 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path, caller_nice
 
         def sample() -> None:
             while not stop.is_set():
-                state.rss.append((time.monotonic() - t0, _job_rss(worker_pid, state.uss)))
-                _parts_rss(worker_pid, state.parts_rss)
+                t = time.monotonic() - t0
+                state.rss.append((t, _job_rss(worker_pid, state.uss)))
+                state.parts_series.append((t, _parts_rss(worker_pid, state.parts_rss)))
                 state.cpu.append(_cpu_by_process())
                 stop.wait(2.0)
 
@@ -293,6 +344,8 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path, caller_nice
         worker_log = next(p.log_path for p in stack.procs if p.name == "worker")
     # the stack is closed: every job process has ended its call and written its audit line
     state.audits = stream_audits(worker_log.read_text(errors="replace"))
+    series = {"jobs": state.rss, "parts": state.parts_series}
+    (out / "memory.json").write_text(json.dumps(series))  # every sample, to see where memory grows
     return {**report(state, calls, minutes), "caller_nice": caller_nice}
 
 
@@ -355,6 +408,8 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "rss_mb_per_call_max": round(max(per_pid.values()), 1) if per_pid else None,
         "uss_mb_per_call_max": round(max(state.uss.values()), 1) if state.uss else None,
         "rss_slope_mb_per_min": _slope(biggest),
+        "rss_slope_mb_per_min_shared": shared_rss_slope(state.parts_series),
+        "job_rss_growth_mb_per_min": job_rss_growth(state.rss),
         "rss_mb_engine": _mb(state.parts_rss.get("stt-engine")),
         "rss_mb_llm": _mb(state.parts_rss.get("llm")),
         "rss_mb_forkserver": _mb(state.parts_rss.get("forkserver")),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -310,7 +311,13 @@ def test_calls_spread_skip_a_full_host_and_drain_on_stop(cluster: Cluster) -> No
 
     # 4. Its calls end; then it exits on its own, cleanly.
     t_last = max(cluster.hang_up(c) for c in on_a)
-    host_a.popen.wait(60)
+    try:
+        host_a.popen.wait(60)
+    except subprocess.TimeoutExpired:
+        # a flake seen once in three suite runs and never alone: keep what the host was doing
+        raise AssertionError(
+            f"host-a still running 60 s after its last call ended\n{host_a.log_tail(60)}"
+        ) from None
     t_exit = time.monotonic()
     for c in cluster.callers:
         if c.proc.alive():
