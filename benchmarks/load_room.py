@@ -255,15 +255,15 @@ def job_rss_growth(samples: list[tuple[float, dict[int, float]]]) -> dict[str, f
     slopes = []
     for series in per_pid.values():
         idle = series[0][1]
-        began = next((t for t, mb in series if mb > idle + IN_CALL_MB), None)
+        began = next((at for at, mb in series if mb > idle + IN_CALL_MB), None)
         if began is None:
             continue
-        in_call = [(t, mb) for t, mb in series if t >= began]
+        in_call = [(at, mb) for at, mb in series if at >= began]
         settled = in_call[len(in_call) // 2 :]
         if len(settled) < 3 or settled[-1][0] - settled[0][0] < 20.0:
             continue
-        t = np.array([s[0] for s in settled]) / 60
-        slopes.append(float(np.polyfit(t, [s[1] for s in settled], 1)[0]))
+        minutes = np.array([s[0] for s in settled]) / 60
+        slopes.append(float(np.polyfit(minutes, [s[1] for s in settled], 1)[0]))
     return {
         "p50": round(float(np.median(slopes)), 2) if slopes else None,
         "max": round(max(slopes), 2) if slopes else None,
