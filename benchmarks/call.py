@@ -33,6 +33,7 @@ from simulator.call_plan import PlanError, TurnPlan, load_plan, rotated
 from simulator.offline import CallResult, run_call, write_stereo
 from worker.settings import Settings, SettingsError, load_settings
 
+from . import machine_speed
 from .report import (
     call_json,
     conversation_text,
@@ -349,6 +350,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     on_run = _printer(args, out, single)
     t = time.monotonic()
     livekit = use_room(args.livekit)
+    speed = None
+    if livekit and not args.demo:
+        # before the calls, on the same machine: room figures move with the machine as much as with the code
+        speed = machine_speed.measure()
+        print(machine_speed.describe(speed), flush=True)
     if livekit:
         print(f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) ==")
         runs = run_room(calls, pipelines, args.runs, out, on_run, args.round_start, args.isolation)
@@ -375,6 +381,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(pipelines_table(report))
     if args.script:
         report["script"] = _check_script(list(calls)[-1], args.script_dir, runs)
+    if speed is not None:
+        report["machine_speed"] = speed
     _write_json(args, report)
     return report
 

@@ -28,6 +28,8 @@ from simulator.offline import CallOptions, run_call
 from worker.memory import release_free_memory, tune_allocator
 from worker.settings import SettingsError, load_settings
 
+from . import machine_speed
+
 log = logging.getLogger("parley.bench.load")
 
 
@@ -331,6 +333,8 @@ def _room(args: argparse.Namespace) -> dict[str, Any]:
     if why:
         print(f"error: no local LiveKit room: {why}", file=sys.stderr)
         sys.exit(2)
+    speed = machine_speed.measure()  # before the calls: room figures move with the machine
+    print(machine_speed.describe(speed), flush=True)
     if args.capacity:
         from .capacity import CapacityOptions, sweep
 
@@ -341,8 +345,9 @@ def _room(args: argparse.Namespace) -> dict[str, Any]:
             return run_room_load(calls, minutes, Path(args.data), out, args.caller_nice)
 
         opts = CapacityOptions(max_calls=args.capacity_max, minutes=args.minutes or 2.0)
-        return sweep(one, opts)
-    return run_room_load(args.calls, args.minutes or 1.0, Path(args.data), Path(args.out), args.caller_nice)
+        return {**sweep(one, opts), "machine_speed": speed}
+    report = run_room_load(args.calls, args.minutes or 1.0, Path(args.data), Path(args.out), args.caller_nice)
+    return {**report, "machine_speed": speed}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -411,6 +416,8 @@ def main(argv: list[str] | None = None) -> None:
             "rss_mb_per_call_max",
             "uss_mb_per_call_max",
             "rss_slope_mb_per_min",
+            "rss_slope_mb_per_min_shared",
+            "job_rss_growth_mb_per_min",
             "rss_mb_engine",
             "job_processes",
             "cpu_cores",
