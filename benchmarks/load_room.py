@@ -275,6 +275,8 @@ def _mb(v: float | None) -> float | None:
     return round(v, 1) if v is not None else None
 
 
+CALL_S_PER_TURN = 40.0
+"""The caller's wait for a whole call: this much per turn (at least 10 minutes)."""
 NEXT_CALLER_GAP_S = 3.0
 """A line's next caller arrives this long after the last one hung up. The worker tells LiveKit that a slot
 is free only in its status update (every 2.5 s), so a call placed the instant another ends can still find
@@ -285,8 +287,10 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path, caller_nice
     plan: list[TurnPlan] = load_plan(data)
     env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
     env.update({"PARLEY_MAX_CALLS": str(max(calls, 4)), "PARLEY_NUM_IDLE_PROCESSES": str(calls)})
+    # a long call (simulator/calls/long_call.yaml) takes ~15 s a turn on a slow 2-core host
+    timeout_s = max(600.0, CALL_S_PER_TURN * len(plan))
     opts = LiveKitCallOptions(
-        out_dir=out / "stack", base_env=env, call_timeout_s=600, caller_nice=caller_nice
+        out_dir=out / "stack", base_env=env, call_timeout_s=timeout_s, caller_nice=caller_nice
     )
     state = RoomLoad()
     stop = threading.Event()
