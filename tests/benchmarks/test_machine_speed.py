@@ -1,4 +1,4 @@
-"""`benchmarks.machine_speed`: the timings a room benchmark records beside its figures, from the real models."""
+"""`benchmarks.machine_speed`: the timings a room benchmark records beside its figures, from real models."""
 
 from __future__ import annotations
 
