@@ -45,19 +45,24 @@ not 255, at shutdown), and builds the per-process models every job then inherits
 
 def prewarm(proc: JobProcess) -> None:
     """Runs once per job process before any call: VAD, STT, TTS (and its engine connection), phrase cache."""
+    from .forkserver_signals import exit_cleanly_while_starting
     from .pipeline import load_components
 
-    tune_allocator()  # before the models load: their buffers then go back to the kernel when freed
-    settings = get_settings()
-    logging.getLogger("parley").setLevel(settings.log_level)  # LiveKit's CLI sets only the root level
-    if settings.pipeline != "parley":  # a baseline for the benchmarks (worker/stock_pipeline.py)
-        from .stock_pipeline import load_stock_components, stock_options
+    restore_signals = exit_cleanly_while_starting()  # a worker shutting down now kills this process
+    try:
+        tune_allocator()  # before the models load: their buffers then go back to the kernel when freed
+        settings = get_settings()
+        logging.getLogger("parley").setLevel(settings.log_level)  # LiveKit's CLI sets only the root level
+        if settings.pipeline != "parley":  # a baseline for the benchmarks (worker/stock_pipeline.py)
+            from .stock_pipeline import load_stock_components, stock_options
 
-        opts = stock_options(settings.pipeline)
-        proc.userdata["stock"] = load_stock_components(settings, settings.llm_base_url, opts)
-        return
-    comp = load_components(settings, settings.llm_base_url)
-    proc.userdata["components"] = comp
+            opts = stock_options(settings.pipeline)
+            proc.userdata["stock"] = load_stock_components(settings, settings.llm_base_url, opts)
+            return
+        comp = load_components(settings, settings.llm_base_url)
+        proc.userdata["components"] = comp
+    finally:
+        restore_signals()
 
 
 async def entrypoint(ctx: JobContext) -> None:

@@ -1,8 +1,9 @@
-"""LiveKit's forkserver under Parley's preloads: jobs exit 0 on a group SIGTERM (they exited 255), and they
-speak with the models the forkserver made."""
+"""LiveKit's forkserver under Parley's preloads: jobs exit 0 on a group SIGTERM (they exited 255) and when
+killed in prewarm (-10), and they speak with the models the forkserver made."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,8 +38,6 @@ def test_with_the_preload_the_job_reports_its_own_exit_0() -> None:
 
 
 def test_importing_it_elsewhere_changes_nothing() -> None:
-    import signal
-
     assert not in_forkserver()
     assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN
 
@@ -56,3 +55,30 @@ def test_a_job_speaks_with_the_voice_it_inherited_from_the_forkserver() -> None:
     )
     lines = [line for line in res.stdout.splitlines() if line.startswith(("SHARED", "SAME"))]
     assert lines == ["SHARED True VADS 2", "SAME True EXIT 0"], res.stderr[-500:]
+
+
+_STARTING = """
+import signal, sys, time
+from worker.forkserver_signals import exit_cleanly_while_starting
+restore = exit_cleanly_while_starting()
+if sys.argv[1] == "after":
+    restore()
+print("ready", flush=True)
+time.sleep(20)
+"""
+
+
+@pytest.mark.parametrize(("phase", "status"), [("prewarm", 0), ("after", -signal.SIGUSR1)])
+def test_a_process_killed_in_prewarm_exits_0_and_one_killed_later_shows_it(phase: str, status: int) -> None:
+    """LiveKit kills a job process still in prewarm at worker shutdown with SIGUSR1 (it logged "exited with
+    non-zero exit code -10" for a process that never held a call); after prewarm the default is back."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STARTING, phase], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGUSR1)
+        assert proc.wait(10) == status
+    finally:
+        proc.kill()
+        proc.wait()
