@@ -44,9 +44,14 @@ class ProfileParams:
     split 0 paused 77 ms sooner (p50 349 vs 426 ms) but left a 1.5 s gap in the agent's line after every
     "mm-hmm" (1 paused on 3 of 16); 1 it is."""
     false_interruption_timeout_s: float
-    """Silence after a pause with no real words before the agent resumes where it stopped."""
+    """Silence after a pause with no real words before the agent resumes where it stopped (counted from the
+    end of the caller's voice, applied once the recogniser's FINAL says there were none)."""
     aec_warmup_s: float
     """Start of each agent turn during which caller audio cannot interrupt (echo canceller settling)."""
+    resume_ceiling_s: float = 3.0
+    """How long a paused reply waits for the recogniser's verdict on the caller's sound before resuming
+    anyway (an STT that died or fell behind). On a slow or busy host the FINAL of a 3 s interruption came
+    after `false_interruption_timeout_s`, the agent resumed over the caller and their words were lost."""
 
 
 WEB = ProfileParams(

@@ -54,6 +54,9 @@ class TurnHooks:
         """Agent replies begun so far: a new one means the caller's previous turn is over."""
         self.overlapping = False
         """True while the caller's current utterance started over the agent's speech."""
+        self.caller_speaking = False
+        self._voice_ended_at: float | None = None
+        """Wall-clock time the VAD said the caller's latest utterance ended (not back-dated)."""
         self.backchannels_ignored = 0
         self.pending_finals = 0
         """Caller utterances (VAD speech starts) of this turn whose FINAL has not come through the STT node.
@@ -91,6 +94,7 @@ class TurnHooks:
         self._attached = True
 
     def on_user_state(self, ev: Any) -> None:
+        self.caller_speaking = ev.new_state == "speaking"
         if ev.new_state == "speaking":
             self.overlapping = self.agent_speaking or self._reply_held()
             self.pending_finals += 1
@@ -98,6 +102,7 @@ class TurnHooks:
         elif ev.old_state == "speaking":
             # the framework back-dates this event to the end of the speech (VAD silence subtracted)
             self.last_speech_end = float(ev.created_at)
+            self._voice_ended_at = time.time()
             self._flush_stt()
             for listener in self.speech_end_listeners:
                 listener(self.last_speech_end)
@@ -236,20 +241,23 @@ class TurnHooks:
         except (RuntimeError, TimeoutError) as e:  # a reply that disallows interruptions, a slow playout
             logger.debug("could not end the paused reply early: %s", e)
 
-    def resume_paused_reply(self) -> bool:
-        """The caller's voice paused the reply and its words turned out to be only a backchannel: resume
-        now instead of after the session's false-interruption timeout (the gap in the agent's sentence
-        shrinks by that timeout). Uses livekit-agents 1.8.9's own resume path (private API: on any change
-        the session still resumes after its timeout)."""
+    def resume_paused_reply(self, delay: float = 0.0) -> bool:
+        """The caller's voice paused the reply and the recogniser's FINAL says it held no real words (only a
+        backchannel: `delay` 0, resume now; nothing: after `false_interruption_timeout_s` from the end of the
+        voice). The session's own timer is only the ceiling (`resume_ceiling_s`), so a FINAL that comes late
+        on a busy host still decides, instead of the agent resuming over a caller it has not read yet. Uses
+        livekit-agents 1.8.9's own resume path (private API: on any change the session still resumes at the
+        ceiling)."""
         session = self._session
-        if session is None or self.agent_speaking or not self.overlapping:
+        if session is None or self.agent_speaking or not self.overlapping or self.caller_speaking:
             return False
         try:
             activity = session._activity
-            if activity is None or activity._paused_speech is None:
+            paused = activity._paused_speech if activity is not None else None
+            if paused is None or paused.handle.interrupted:  # unreadable speech ended it (on_unheard)
                 return False
-            activity._start_false_interruption_timer(0.0)
-            logger.debug("backchannel over a paused reply: resuming it now")
+            activity._start_false_interruption_timer(max(0.0, delay))
+            logger.debug("no words over a paused reply: resuming it", extra={"after_s": round(delay, 2)})
             return True
         except Exception as e:
             logger.debug("could not resume the paused reply early: %s", e)
@@ -283,6 +291,8 @@ class TurnHooks:
             async for ev in Agent.default.stt_node(agent, self.tap_audio(audio), model_settings):
                 if isinstance(ev, stt.SpeechEvent) and ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
                     self.on_final()  # the STT finished an utterance, whether we pass it on or not
+                    if not _has_words(ev):
+                        self.resume_paused_reply(self._resume_delay())
                 if isinstance(ev, stt.SpeechEvent) and self.should_drop(ev):
                     if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
                         self.resume_paused_reply()
@@ -298,6 +308,11 @@ class TurnHooks:
         finally:
             if isinstance(unheard, list) and self.on_unheard in unheard:
                 unheard.remove(self.on_unheard)
+
+    def _resume_delay(self) -> float:
+        """What is left of `false_interruption_timeout_s` since the caller's voice ended."""
+        ended = self._voice_ended_at if self._voice_ended_at is not None else time.time()
+        return ended + self.params.false_interruption_timeout_s - time.time()
 
     def on_unheard(self, speech_s: float) -> None:
         """The recogniser heard the caller speak over a paused reply but could write none of it (too unsure,
@@ -315,6 +330,10 @@ class TurnHooks:
             session.interrupt()
         except RuntimeError as e:  # the reply disallows interruptions after all
             logger.debug("could not end the paused reply: %s", e)
+
+
+def _has_words(ev: stt.SpeechEvent) -> bool:
+    return bool(ev.alternatives and ev.alternatives[0].text.strip())
 
 
 def _current_stt_pipeline() -> Any | None:

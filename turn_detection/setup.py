@@ -74,7 +74,9 @@ def turn_handling_dict(params: ProfileParams, detector: Any) -> dict[str, Any]:
             "min_duration": params.interrupt_min_speech_s,
             "min_words": params.interrupt_min_words,
             "resume_false_interruption": True,
-            "false_interruption_timeout": params.false_interruption_timeout_s,
+            # LiveKit's own resume is the ceiling; the STT node resumes sooner once its FINAL has no words
+            # (TurnHooks.resume_paused_reply), `false_interruption_timeout_s` after the caller's voice ended
+            "false_interruption_timeout": max(params.resume_ceiling_s, params.false_interruption_timeout_s),
             "discard_audio_if_uninterruptible": False,
         },
     }

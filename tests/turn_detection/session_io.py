@@ -50,6 +50,8 @@ class ScriptedMic(io.AudioInput):
 class ScriptLine:
     interim: str
     final: str
+    final_after_s: float = 0.1
+    """When the FINAL comes, in seconds of silence after the burst (a busy host's recogniser is late)."""
 
 
 class ScriptedSTT(stt.STT):
@@ -68,7 +70,6 @@ class ScriptedSTT(stt.STT):
 class _ScriptedStream(stt.RecognizeStream):
     GAP_S = 0.35  # silence that ends a burst
     INTERIM_AFTER_S = 0.15
-    FINAL_AFTER_S = 0.1
 
     def __init__(self, owner: ScriptedSTT, script: list[ScriptLine], conn: APIConnectOptions) -> None:
         super().__init__(stt=owner, conn_options=conn, sample_rate=MIC_RATE)
@@ -100,11 +101,11 @@ class _ScriptedStream(stt.RecognizeStream):
                 if line and not interim_sent and speech >= self.INTERIM_AFTER_S:
                     interim_sent = True
                     self._event(stt.SpeechEventType.INTERIM_TRANSCRIPT, line.interim)
-            elif active:
+            elif active or line is not None:
                 silence += dur
-                if line and silence >= self.FINAL_AFTER_S and line.final:
+                if line and silence >= line.final_after_s and line.final:
                     self._event(stt.SpeechEventType.FINAL_TRANSCRIPT, line.final)
                     line = None
-                if silence >= self.GAP_S:
+                if active and silence >= self.GAP_S:
                     active = False
                     self._event(stt.SpeechEventType.END_OF_SPEECH)

@@ -151,6 +151,17 @@ async def test_a_barge_in_ends_the_paused_reply_before_the_session_hears_its_wor
     assert r["user_turns"] == ["Could we do Thursday instead?"]
 
 
+async def test_a_final_that_comes_late_still_ends_the_reply_it_paused(voice: CpuVoice) -> None:
+    # a busy host: the recogniser's FINAL comes 1.6 s after the caller stopped, past the 1 s after which the
+    # agent used to resume over them; the reply waits for it (up to resume_ceiling_s) and the words decide
+    track = caller_track(voice, [(1.2, "Could we do Thursday instead?")])
+    script = [ScriptLine("could we", "Could we do Thursday instead?", final_after_s=1.6)]
+    r = await run_call(track, script, TurnOptions())
+    assert r["false_interruptions"] == [], "the agent resumed over a caller it had not read yet"
+    assert r["interrupted"]
+    assert r["user_turns"] == ["Could we do Thursday instead?"]
+
+
 async def test_a_repeated_word_kept_once_ends_the_paused_reply(voice: CpuVoice) -> None:
     # "Wait, wait." makes Whisper loop on the word and the guard keeps it once ("Wait.", whisper/guard.py):
     # one settled word over the paused reply is a barge-in like a sentence
