@@ -1,4 +1,4 @@
-"""Signals at worker shutdown: the forkserver ignores SIGTERM, and a job process still in prewarm exits 0.
+"""Signals at worker shutdown: the forkserver ignores SIGTERM, and a job process still starting exits 0.
 
 Imported once in LiveKit's forkserver (AgentServer `preload_modules`): it ignores SIGTERM there.
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
 
 
 def in_forkserver() -> bool:
@@ -29,32 +28,37 @@ def ignore_group_sigterm() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def exit_cleanly_while_starting() -> Callable[[], None]:
-    """Until the returned function is called, SIGUSR1 ends this process with status 0.
+def _exit_cleanly(_signum: int, _frame: object) -> None:
+    os._exit(0)  # nothing to flush or close: the process never held a call
 
-    Why: at worker shutdown LiveKit cannot ask a job process that is still in prewarm to shut down (it has
-    not answered its initialisation yet), so it kills it: SIGUSR1, then SIGKILL 0.5 s later
-    (`SupervisedProc.aclose` → `kill`). SIGUSR1's default ends the process with -10, and the worker logs
-    an error for a process that never held a call; issue 30 asks that every job process exits 0. Prewarm
-    holds nothing to save, so it ends cleanly instead. The default comes back once prewarm is over: a
-    process that fails to shut down later (a stuck call) still shows as killed."""
+
+def exit_cleanly_until_started() -> None:
+    """From now until `started()`, SIGUSR1 ends this process with status 0.
+
+    Why: at worker shutdown LiveKit cannot ask a job process that has not finished starting (forked, its
+    imports, prewarm) to shut down, since it has not answered its initialisation yet, so it kills it:
+    SIGUSR1, then SIGKILL 0.5 s later (`SupervisedProc.aclose` → `kill`). SIGUSR1's default ends the process
+    with -10, and the worker logged an error for a process that never held a call; issue 30 asks that every
+    job process exits 0. A process still starting holds nothing to save, so it ends cleanly instead. Set in
+    the forkserver, so every job process is born with it, and again at prewarm (other start methods)."""
     if not hasattr(signal, "SIGUSR1"):
-        return lambda: None
-    previous = signal.getsignal(signal.SIGUSR1)
-
-    def _exit(_signum: int, _frame: object) -> None:
-        os._exit(0)  # nothing to flush or close: the process never held a call
-
+        return
     try:
-        signal.signal(signal.SIGUSR1, _exit)
+        signal.signal(signal.SIGUSR1, _exit_cleanly)
     except ValueError:  # not the main thread: leave the default
-        return lambda: None
+        pass
 
-    def restore() -> None:
-        signal.signal(signal.SIGUSR1, previous if previous is not None else signal.SIG_DFL)
 
-    return restore
+def started() -> None:
+    """Prewarm is over: SIGUSR1 gets its default back, so a process that later fails to shut down (a stuck
+    call) still shows as killed."""
+    if hasattr(signal, "SIGUSR1") and signal.getsignal(signal.SIGUSR1) is _exit_cleanly:
+        try:
+            signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        except ValueError:
+            pass
 
 
 if in_forkserver():
     ignore_group_sigterm()
+    exit_cleanly_until_started()

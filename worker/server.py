@@ -45,10 +45,10 @@ not 255, at shutdown), and builds the per-process models every job then inherits
 
 def prewarm(proc: JobProcess) -> None:
     """Runs once per job process before any call: VAD, STT, TTS (and its engine connection), phrase cache."""
-    from .forkserver_signals import exit_cleanly_while_starting
+    from .forkserver_signals import exit_cleanly_until_started, started
     from .pipeline import load_components
 
-    restore_signals = exit_cleanly_while_starting()  # a worker shutting down now kills this process
+    exit_cleanly_until_started()  # a worker shutting down now kills this process: it held no call
     try:
         tune_allocator()  # before the models load: their buffers then go back to the kernel when freed
         settings = get_settings()
@@ -62,7 +62,7 @@ def prewarm(proc: JobProcess) -> None:
         comp = load_components(settings, settings.llm_base_url)
         proc.userdata["components"] = comp
     finally:
-        restore_signals()
+        started()
 
 
 async def entrypoint(ctx: JobContext) -> None:

@@ -3,11 +3,13 @@ killed in prewarm (-10), and they speak with the models the forkserver made."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from worker.forkserver_signals import in_forkserver
@@ -58,27 +60,37 @@ def test_a_job_speaks_with_the_voice_it_inherited_from_the_forkserver() -> None:
 
 
 _STARTING = """
-import signal, sys, time
-from worker.forkserver_signals import exit_cleanly_while_starting
-restore = exit_cleanly_while_starting()
-if sys.argv[1] == "after":
-    restore()
-print("ready", flush=True)
-time.sleep(20)
+import os, sys, time
+from worker.forkserver_signals import exit_cleanly_until_started, started
+exit_cleanly_until_started()  # as in the forkserver: the job process below is born with it
+if os.fork() == 0:
+    if sys.argv[1] == "after":
+        started()
+    print("ready", flush=True)
+    time.sleep(20)
+    os._exit(3)
+_, status = os.wait()
+print(os.waitstatus_to_exitcode(status), flush=True)
 """
 
 
-@pytest.mark.parametrize(("phase", "status"), [("prewarm", 0), ("after", -signal.SIGUSR1)])
-def test_a_process_killed_in_prewarm_exits_0_and_one_killed_later_shows_it(phase: str, status: int) -> None:
-    """LiveKit kills a job process still in prewarm at worker shutdown with SIGUSR1 (it logged "exited with
-    non-zero exit code -10" for a process that never held a call); after prewarm the default is back."""
+@pytest.mark.parametrize(("phase", "status"), [("starting", 0), ("after", -signal.SIGUSR1)])
+def test_a_process_killed_while_starting_exits_0_and_one_killed_later_shows_it(
+    phase: str, status: int
+) -> None:
+    """LiveKit kills a job process that has not finished starting at worker shutdown with SIGUSR1 (the
+    worker logged "exited with non-zero exit code -10" for a process that never held a call); once prewarm
+    is over the default is back."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _STARTING, phase], cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        proc.send_signal(signal.SIGUSR1)
-        assert proc.wait(10) == status
+        children = psutil.Process(proc.pid).children()
+        assert len(children) == 1
+        os.kill(children[0].pid, signal.SIGUSR1)
+        assert proc.stdout.readline().strip() == str(status)
+        assert proc.wait(10) == 0
     finally:
         proc.kill()
         proc.wait()
