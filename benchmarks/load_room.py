@@ -180,8 +180,7 @@ def _parts_rss(worker_pid: int, into: dict[str, float]) -> dict[str, float]:
         except psutil.Error:
             continue
     for part, mb in now.items():
-        if part != "worker":
-            into[part] = max(into.get(part, 0.0), mb)
+        into[part] = max(into.get(part, 0.0), mb)
     return now
 
 
@@ -237,6 +236,15 @@ IN_CALL_MB = 20.0
 """A job process is in its call once its RSS is this far above its first sample (the prewarmed idle size)."""
 
 
+def _by_pid(samples: list[tuple[float, dict[int, float]]]) -> dict[int, list[tuple[float, float]]]:
+    """Each job process's (t, MB) samples."""
+    series: dict[int, list[tuple[float, float]]] = {}
+    for t, by_pid in samples:
+        for pid, mb in by_pid.items():
+            series.setdefault(pid, []).append((t, mb))
+    return series
+
+
 def shared_rss_slope(series: list[tuple[float, dict[str, float]]]) -> float | None:
     """MB/min over the run's second half of the summed RSS of the host's long-lived parts (worker,
     forkserver, speech engine, LLM): anything that outlives a call and leaks shows here."""
@@ -248,22 +256,17 @@ def job_rss_growth(samples: list[tuple[float, dict[int, float]]]) -> dict[str, f
     ~100 MB over its first turns as it loads what it uses lazily): median and largest over the processes
     with at least 20 s of such samples. A leak inside a call shows here; the slope of the largest process
     over the run mostly shows new calls warming up."""
-    per_pid: dict[int, list[tuple[float, float]]] = {}
-    for t, by_pid in samples:
-        for pid, mb in by_pid.items():
-            per_pid.setdefault(pid, []).append((t, mb))
     slopes = []
-    for series in per_pid.values():
+    for series in _by_pid(samples).values():
         idle = series[0][1]
         began = next((at for at, mb in series if mb > idle + IN_CALL_MB), None)
         if began is None:
             continue
         in_call = [(at, mb) for at, mb in series if at >= began]
         settled = in_call[len(in_call) // 2 :]
-        if len(settled) < 3 or settled[-1][0] - settled[0][0] < 20.0:
-            continue
-        minutes = np.array([s[0] for s in settled]) / 60
-        slopes.append(float(np.polyfit(minutes, [s[1] for s in settled], 1)[0]))
+        slope = _slope(in_call)  # over the same second half
+        if slope is not None and settled[-1][0] - settled[0][0] >= 20.0:
+            slopes.append(slope)
     return {
         "p50": round(float(np.median(slopes)), 2) if slopes else None,
         "max": round(max(slopes), 2) if slopes else None,
@@ -384,10 +387,7 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
     model_apologies = [e for e in heard if e not in errors]
     v2v = [t.v2v_ms for res in state.results for t in res.turns if t.v2v_ms is not None]
     gaps = state.gaps
-    per_pid: dict[int, float] = {}
-    for _, by_pid in state.rss:
-        for pid, mb in by_pid.items():
-            per_pid[pid] = max(per_pid.get(pid, 0.0), mb)
+    per_pid = {pid: max(mb for _, mb in series) for pid, series in _by_pid(state.rss).items()}
     biggest = [(t, max(by_pid.values())) for t, by_pid in state.rss if by_pid]
     return {
         "calls": calls,

@@ -82,34 +82,30 @@ def whisper_decode_ms(audio: np.ndarray, runs: int = 3) -> float | None:
     return _median_ms(decode, runs)
 
 
-def audio_eot_ms(audio: np.ndarray, runs: int = 10) -> float | None:
+def audio_eot_ms(pcm: np.ndarray, runs: int = 10) -> float | None:
+    """`pcm`: int16 at 16 kHz."""
     from turn_detection.audio_eot import load_model, predict_window
 
     model = load_model()
     if model is None:
         return None
-    pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
     return _median_ms(lambda: predict_window(model, pcm), runs)
 
 
 def _sentence() -> np.ndarray:
-    import soundfile as sf
-    import soxr
-
+    """The sentence as int16 at 16 kHz."""
+    from simulator.room_caller import load_wav_16k
     from simulator.test_speech import speech_dir
 
-    audio, rate = sf.read(speech_dir() / SENTENCE, dtype="float32")
-    if audio.ndim > 1:
-        audio = audio.mean(axis=1)
-    return audio if rate == 16000 else soxr.resample(audio, rate, 16000).astype(np.float32)
+    return load_wav_16k(speech_dir() / SENTENCE)
 
 
 def measure() -> dict[str, Any]:
     """The three timings (ms; None for a model that could not load here) and the host's core count."""
-    audio = _sentence()
+    pcm = _sentence()
     return {
-        "whisper_decode_ms": whisper_decode_ms(audio),
-        "audio_eot_ms": audio_eot_ms(audio),
+        "whisper_decode_ms": whisper_decode_ms(pcm.astype(np.float32) / 32768.0),
+        "audio_eot_ms": audio_eot_ms(pcm),
         "cpu_ms": cpu_ms(),
         "cores": os.cpu_count(),
         "load_average_1m": round(os.getloadavg()[0], 2),
