@@ -5,6 +5,12 @@ is sent `--flush-delay-ms` after the last voiced sample, as AgentSession does wh
 (Silero's default min_silence_duration is 0.55 s). The same model's whole-file WER is reported beside the
 streaming WER.
 No-speech inputs: every file whose .txt is empty, `--noise DIR`, plus generated silence/noise files.
+Unreadable inputs (`--unreadable DIR`): speech the model cannot read, such as another language said to
+tiny.en. A caller saying it should be asked to repeat (`unreadable_asked`), not answered: every FINAL with
+words is text Whisper invented, which the agent would reply to (`unreadable_answered`).
+
+    python scripts/make_korean_corpus.py
+    python -m benchmarks.stt --data "$(python -m simulator.test_speech)/asr" --unreadable out/corpus-ko/test
 
     python -m benchmarks.stt --data "$(python -m simulator.test_speech)/asr" --json out/stt.json
     python scripts/make_korean_corpus.py && python -m benchmarks.stt --language ko --data out/corpus-ko/test
@@ -57,6 +63,8 @@ class FileResult:
     ref: str
     hyp: str
     speech: bool
+    unreadable: bool = False
+    asked_to_repeat: bool = False
     final_delay_ms: float | None = None
     final_after_flush_ms: float | None = None
     preflight_before_flush: bool = False
@@ -236,6 +244,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     )
     stt = WhisperSTT(options)
     stt.prewarm()
+    unheard: list[float] = []
+    stt.unheard_listeners.append(unheard.append)
     runner = shared_runner(options.model)
 
     wavs = sorted(Path(args.data).glob("*.wav"))
@@ -245,8 +255,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     tmp = tempfile.TemporaryDirectory(prefix="parley-stt-noise-")
     if not args.no_generated_noise:
         noise_wavs += make_noise_files(Path(tmp.name))
+    unreadable_wavs = sorted(Path(args.unreadable).glob("*.wav")) if args.unreadable else []
     if args.whole_file_only:
-        noise_wavs = []
+        noise_wavs, unreadable_wavs = [], []
 
     whole_language = None if args.language == "auto" else args.language
     whole_decode_s: list[float] = []
@@ -256,12 +267,14 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     whole_hyps: list[str] = []
     marks: dict[str, float]
     names: list[str]
-    for path in wavs + noise_wavs:
+    for path in wavs + noise_wavs + unreadable_wavs:
+        unreadable = path in unreadable_wavs
         txt = path.with_suffix(".txt")
-        ref = txt.read_text().strip() if txt.exists() else ""
+        ref = txt.read_text().strip() if txt.exists() and not unreadable else ""
         pcm = load_audio(path)
         flushes = await vad_flush_times(pcm) if args.fragments else None
         text, marks, names = "", {}, []  # --whole-file-only: nothing streamed
+        unheard.clear()
         if not args.whole_file_only:
             text, marks, names = await stream_file(
                 stt,
@@ -272,6 +285,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                 flush_at_s=flushes,
             )
         r = FileResult(file=path.name, ref=ref, hyp=text, speech=bool(ref), events=names)
+        r.unreadable, r.asked_to_repeat = unreadable, bool(unheard)
         r.interims = names.count("interim_transcript")
         if "final" in marks and ref:
             r.final_delay_ms = (marks["final"] - marks["speech_end"]) * 1000
@@ -299,6 +313,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     settle = [st for st in runner.recent if st.priority != PRIORITY_PARTIAL]
     partial = [st for st in runner.recent if st.priority == PRIORITY_PARTIAL]
     speech = [r for r in results if r.speech]
+    noise_results = [r for r in results if not r.speech and not r.unreadable]
+    unreadable_results = [r for r in results if r.unreadable]
     delays = [r.final_delay_ms for r in speech if r.final_delay_ms is not None]
     after_flush = [r.final_after_flush_ms for r in speech if r.final_after_flush_ms is not None]
     runner.close()
@@ -315,8 +331,11 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "preflight_before_flush_rate": round(sum(r.preflight_before_flush for r in speech) / len(speech), 3)
         if speech and streamed
         else None,
-        "noise_transcripts": sum(1 for r in results if not r.speech and compare_form(r.hyp)),
-        "noise_files": sum(1 for r in results if not r.speech),
+        "noise_transcripts": sum(1 for r in noise_results if compare_form(r.hyp)),
+        "noise_files": len(noise_results),
+        "unreadable_answered": sum(1 for r in unreadable_results if compare_form(r.hyp)),
+        "unreadable_asked": sum(1 for r in unreadable_results if r.asked_to_repeat),
+        "unreadable_files": len(unreadable_results),
         "missing_finals": sum(1 for r in speech if r.final_delay_ms is None),
         "settle_decode_ms": percentiles([(st.decode_s + st.queued_s) * 1000 for st in settle]),
         "partial_decode_ms": percentiles([(st.decode_s + st.queued_s) * 1000 for st in partial]),
@@ -339,6 +358,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                 if r.final_after_flush_ms is None
                 else round(r.final_after_flush_ms, 1),
                 "interims": r.interims,
+                **({"asked_to_repeat": r.asked_to_repeat} if r.unreadable else {}),
             }
             for r in results
         ],
@@ -371,6 +391,10 @@ def print_table(report: dict[str, object]) -> None:
         ("partial decode p50 / p95", _pair(report["partial_decode_ms"])),
         ("1-min load average (start, end)", f"{report['load_avg_1m']}"),
         ("noise transcripts", f"{report['noise_transcripts']} of {report['noise_files']} no-speech files"),
+        (
+            "unreadable: answered / asked again",
+            f"{report['unreadable_answered']} / {report['unreadable_asked']} of {report['unreadable_files']}",
+        ),
         ("flush after last voiced sample", f"{report['flush_delay_ms']} ms"),
     ]
     for name, value in rows:
@@ -382,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True, help="folder of 16 kHz mono *.wav + same-name *.txt")
     p.add_argument("--json", help="write the report here")
     p.add_argument("--noise", help="extra folder of no-speech *.wav files")
+    p.add_argument(
+        "--unreadable", help="folder of speech the model cannot read (*.wav; e.g. Korean to tiny.en)"
+    )
     p.add_argument("--no-generated-noise", action="store_true", help="skip the generated silence/noise files")
     p.add_argument("--model", help="default: tiny.en for --language en, the multilingual base otherwise")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])

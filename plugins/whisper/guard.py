@@ -3,7 +3,8 @@
 Checks, cheapest first: on each decoded segment the model's own no-speech probability, log-probability and
 gzip compression ratio (long loops compress far too well); on the text, repetition loops (`loops.py`: short
 loops and scripts whose bytes gzip reads differently slip past the ratio), a sentence written twice in a row
-(`drop_repeated_sentences`), and a blocklist of the phrases
+(`drop_repeated_sentences`), a whole decode that says one clause twice without conviction
+(`echo_min_logprob`), and a blocklist of the phrases
 Whisper is known to produce from nothing (subtitle credits, "thanks for watching", music notes). Phrases a
 caller might really say ("thank you", "bye") are only dropped when the audio evidence is weak.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .loops import LOOP_REPEATS, collapse_runs, cut_loop, find_loop, leading_loop, said_once
+from .loops import LOOP_REPEATS, collapse_runs, cut_loop, echoes_itself, find_loop, leading_loop, said_once
 from .model import DecodeResult, Segment
 
 # Never plausible from a caller talking to a voice agent, per language (keys as `phrase_key` writes them).
@@ -101,6 +102,12 @@ class GuardOptions:
     and the caller asked to repeat (`unintelligible`), not handed one word of it. The segment's
     log-probability is not used: the loop after the stretch sets its average (-0.45 to -1.0 on real "Wait,
     wait.")."""
+    echo_min_logprob: float = -0.8
+    """A decode that is one clause written twice or more (`loops.echoes_itself`: "I'm going to play the game,
+    and I'm going to play the game.") is dropped below this log-probability: it is how tiny.en reads speech
+    it cannot understand (Korean said to the English model: -0.9 to -1.4), and the caller is asked to repeat.
+    Said with confidence it is a person repeating, or a primed decode written twice, and the repeat is
+    dropped (`drop_repeated_sentences`)."""
     unheard_min_speech_s: float = 1.0
     """`unintelligible`: speech at least this long that the guard emptied is a caller not understood."""
 
@@ -227,6 +234,8 @@ def clean_text(
     else:  # the whole decode repeats one stretch: the caller said it, or Whisper invented it
         text = said_once(text, loop)
         text = text if _short(loop.unit) and _heard_saying(text, kept, speech_s, opts) else ""
+    if kept and echoes_itself(text) and min(s.avg_logprob for s in kept) < opts.echo_min_logprob:
+        return ""
     text = drop_repeated_sentences(text)
     key = phrase_key(text)
     phantom, weak = _phrase_sets(result.language)
@@ -242,11 +251,12 @@ def clean_text(
 
 
 def looped(result: DecodeResult, opts: GuardOptions = GuardOptions()) -> bool:
-    """Whether the decode ran into a repetition loop (a segment over the compression ratio, or text that
-    ends in a loop): the failure Whisper's own remedy, decoding again another way, is for."""
+    """Whether the decode ran into a repetition loop (a segment over the compression ratio, text that ends
+    in a loop, or one clause written twice): the failure Whisper's own remedy, decoding again another way,
+    is for."""
     if any(s.compression_ratio > opts.max_compression_ratio for s in result.segments):
         return True
-    return find_loop(result.text) is not None
+    return find_loop(result.text) is not None or echoes_itself(result.text)
 
 
 def unintelligible(

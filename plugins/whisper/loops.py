@@ -116,6 +116,27 @@ def leading_loop(text: str) -> Loop | None:
     return loop if loop is not None and not text[: loop.start].strip(_TRAILING) else None
 
 
+ECHO_MIN_WORDS = 3
+"""The shortest stretch `echoes_itself` looks for: shorter ones ("no, no", "yes yes") are how people
+insist, and `find_loop` judges them."""
+
+
+def echoes_itself(text: str) -> bool:
+    """Whether the whole text is one stretch of at least `ECHO_MIN_WORDS` words written again right after
+    itself, once or more, with at most one word joining the copies, the last copy perhaps cut short ("I'm
+    going to play the game, and I'm going to play the game."). Whisper writes this for speech it cannot read,
+    and for a primed decode that ran out of audio; a person says it only to be heard again, and the caller
+    of this decides by the decode's confidence."""
+    keys = [w.group(0).casefold() for w in _TOKEN.finditer(text)]
+    for n in range(ECHO_MIN_WORDS, len(keys) // 2 + 1):
+        for period in (n, n + 1):  # the copies back to back, or joined by one word ("and", "but")
+            if keys[period : period + n] != keys[:n]:
+                continue
+            if all(keys[i] == keys[i - period] for i in range(period + n, len(keys))):
+                return True
+    return False
+
+
 def said_once(text: str, loop: Loop) -> str:
     """The loop's stretch written once as a sentence: its own end mark when the text gives one right after
     it ("Sorry. Sorry. …" -> "Sorry."), else a full stop ("Wait, wait, wait" -> "Wait.")."""

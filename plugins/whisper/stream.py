@@ -425,6 +425,10 @@ class WhisperStream(stt.RecognizeStream):
                 got = await self._final_text()
             text, result = got.text, got.result
             final = " ".join([*self._committed, text]).strip()
+            if not final and any(self._last_sent.values()):
+                # LiveKit keeps the last INTERIM when the FINAL has no words: it would count toward the
+                # next barge-in's words and be committed as the caller's turn. An empty INTERIM clears it.
+                self._emit(stt.SpeechEventType.INTERIM_TRANSCRIPT, "")
             self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, final, result, got.revises)
             if result is not None and unintelligible(
                 result, final, speech_s=gate.speech_s, opts=self._opts.guard

@@ -262,3 +262,33 @@ def test_words_the_guard_emptied_are_a_caller_not_understood() -> None:
     assert not _unheard(result((" Kay dum dum dirt ban nah", 0.95, -1.9, 1.2)))
     assert not _unheard(result((" Thanks for watching!", 0.3, -0.3, 1.0)))
     assert not _unheard(result(("", 0.1, -1.9, 1.0)))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm going to play with the game, and I'm going to play with the game.",
+        "I am too far away from the end of the game, but I am too far away from the end of the game",
+        "I'm going to play a game, and I'm going to play a game, and I'm going to play a game, and I'm",
+        "Can you hear me? Can you hear me?",
+    ],
+)
+def test_one_clause_written_twice_is_dropped_unless_whisper_believes_it(text: str) -> None:
+    """Decodes tiny.en wrote for Korean speech (the first three): a clause, then the same again."""
+    unsure = result((f" {text}", 0.25, -1.3, 1.4))
+    assert clean_text(unsure, speech_s=3.4) == ""
+    assert _unheard(unsure, speech_s=3.4)  # the caller is asked to repeat, not answered
+    assert clean_text(result((f" {text}", 0.05, -0.3, 1.4)), speech_s=3.4) != ""  # said, and heard well
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I want to book, I want to book an appointment for Tuesday.",  # said more than the clause
+        "Wait, wait.",  # too short to judge by this rule
+        "It is on Monday. It is on Monday at nine.",
+        "Could you check my order, could you check the other order too?",
+    ],
+)
+def test_a_clause_said_again_with_more_is_not_an_echo(text: str) -> None:
+    assert clean_text(result((f" {text}", 0.1, -1.3, 1.4)), speech_s=3.4) == text

@@ -500,3 +500,26 @@ async def test_an_unsure_second_reading_of_a_looped_final_is_not_taken() -> None
     events = await say_one_sentence(model, style_prompt="Um, uh, mm-hmm, uh-huh.")
     assert texts(events, E.FINAL_TRANSCRIPT) == [""]
     assert sum(r.initial_prompt is None for _, r in model.requests) == 1
+
+
+class ReadsOnlyTheStart(ScriptedModel):
+    """Speech Whisper cannot read: a partial over its first half reads as words, the whole utterance as
+    one clause written twice that Whisper barely believes (tiny.en on Korean), which the guard drops."""
+
+    async def transcribe(self, audio: np.ndarray, request: DecodeRequest) -> DecodeResult:
+        result = await super().transcribe(audio, request)
+        if request.priority == PRIORITY_PARTIAL or not result.segments:
+            return result
+        echo = Segment(" I'm going to play the game, and I'm going to play the game.", 0, 1, 0.25, -1.3, 1.4)
+        return replace(result, segments=(echo,), words=())
+
+
+async def test_words_a_partial_showed_are_cleared_when_the_final_has_none() -> None:
+    """LiveKit keeps an INTERIM's words when the FINAL is empty (and would later commit them as the caller's
+    turn): an empty INTERIM goes out first."""
+    events = await say_one_sentence(ReadsOnlyTheStart(), partial_interval_s=0.3)
+    kinds = [(e.type, e.alternatives[0].text if e.alternatives else None) for e in events]
+    shown = [t for k, t in kinds if k == E.INTERIM_TRANSCRIPT]
+    assert shown and shown[0] == "Sentence 1.", kinds
+    final_at = kinds.index((E.FINAL_TRANSCRIPT, ""))
+    assert kinds[final_at - 1] == (E.INTERIM_TRANSCRIPT, ""), kinds

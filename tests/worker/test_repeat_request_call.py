@@ -42,3 +42,5 @@ async def test_a_caller_not_understood_hears_a_request_to_repeat(
         m.text_content or "" for m in agent.chat_ctx.items if m.type == "message" and m.role == "assistant"
     ]
     assert sum(REPEAT["en"] in text for text in replies) == 1, replies  # asked once, not silence, not twice
+    heard = [m.text_content for m in agent.chat_ctx.items if m.type == "message" and m.role == "user"]
+    assert heard == [], heard  # no words it half-read are kept as the caller's turn
