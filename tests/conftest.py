@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,3 +54,27 @@ def embedded_llm_url() -> Iterator[str]:
 
     with EmbeddedLLM() as llm:
         yield llm.base_url
+
+
+@pytest.fixture(scope="session")
+def orpheus_test_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random Orpheus + SNAC, built through the real CLI (`python -m plugins.orpheus make-test-model
+    DIR`) once per test run and shared by the xdist workers: the build is mostly imports (~30 s on 2 busy
+    cores), and the Orpheus and TTS-plugin tests each needed one per worker. Tests only read it."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared / "orpheus-test-model"
+    with open(shared / "orpheus-test-model.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the first one's build
+        if not (root / "built").exists():
+            shutil.rmtree(root, ignore_errors=True)  # a build cut short by a crashed worker
+            proc = subprocess.run(
+                [sys.executable, "-m", "plugins.orpheus", "make-test-model", str(root)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            (root / "built").touch()
+    return root

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="session")
-def test_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def test_model(orpheus_test_model: Path) -> Path:
     """`python -m plugins.orpheus make-test-model DIR` → DIR/orpheus (Llama + tokenizer), DIR/snac."""
-    root = tmp_path_factory.mktemp("orpheus-model")
-    proc = subprocess.run(
-        [sys.executable, "-m", "plugins.orpheus", "make-test-model", str(root)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    root = orpheus_test_model
     assert (root / "orpheus" / "model.safetensors").is_file()
     assert (root / "orpheus" / "tokenizer.json").is_file()
     assert (root / "snac" / "config.json").is_file() and (root / "snac" / "pytorch_model.bin").is_file()

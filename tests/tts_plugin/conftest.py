@@ -56,17 +56,8 @@ class EngineProcess:
 
 
 @pytest.fixture(scope="session")
-def engine_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("orpheus-model")
-    proc = subprocess.run(
-        [sys.executable, "-m", "plugins.orpheus", "make-test-model", str(root)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return root
+def engine_model(orpheus_test_model: Path) -> Path:
+    return orpheus_test_model
 
 
 @pytest.fixture(scope="session")
