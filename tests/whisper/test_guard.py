@@ -292,3 +292,13 @@ def test_one_clause_written_twice_is_dropped_unless_whisper_believes_it(text: st
 )
 def test_a_clause_said_again_with_more_is_not_an_echo(text: str) -> None:
     assert clean_text(result((f" {text}", 0.1, -1.3, 1.4)), speech_s=3.4) == text
+
+
+def test_words_whisper_doubts_twice_over_are_dropped() -> None:
+    """Unsure of the words and not quite sure it heard speech: tiny.en's English for Korean speech."""
+    invented = result((" I'm going to be on the outside of your...", 0.2, -1.36, 1.1))
+    assert clean_text(invented, speech_s=2.5) == ""
+    assert _unheard(invented, speech_s=2.5)  # asked to repeat, not answered
+    # either doubt alone keeps the words: a bad line read badly, a quiet caller read well
+    assert clean_text(result((" The postcode is two five seven.", 0.03, -1.1, 1.1)), speech_s=2.5) != ""
+    assert clean_text(result((" The postcode is two five seven.", 0.2, -0.4, 1.1)), speech_s=2.5) != ""
