@@ -89,7 +89,7 @@ class GuardOptions:
     `logprob_threshold`: Whisper doubting both that it heard speech and what it heard. That is how tiny.en
     reads speech it cannot understand (Korean said to it: no-speech 0.13-0.37, log-probability -0.8 to -1.5,
     fluent English it invented). Calibrated on the dev splits' streaming FINALs (`benchmarks.stt
-    --unreadable`): 16 of the 20 Korean FINALs that had English words lose them; 11 of 480 English FINALs
+    --unreadable`): 16 of the 20 Korean FINALs that had English words lose them; 11 of 477 English FINALs
     do, 2 of them mostly right (0.10 took 24 and 5; 0.20 kept 9 Korean)."""
     min_logprob: float = -1.6
     """Drop segments the model itself barely believes."""
