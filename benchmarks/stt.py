@@ -284,8 +284,15 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                 flush_delay_s=args.flush_delay_ms / 1000,
                 flush_at_s=flushes,
             )
-        r = FileResult(file=path.name, ref=ref, hyp=text, speech=bool(ref), events=names)
-        r.unreadable, r.asked_to_repeat = unreadable, bool(unheard)
+        r = FileResult(
+            file=path.name,
+            ref=ref,
+            hyp=text,
+            speech=bool(ref),
+            unreadable=unreadable,
+            asked_to_repeat=bool(unheard),
+            events=names,
+        )
         r.interims = names.count("interim_transcript")
         if "final" in marks and ref:
             r.final_delay_ms = (marks["final"] - marks["speech_end"]) * 1000
