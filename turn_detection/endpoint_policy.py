@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .text_cues import TextCue
+from .text_cues import WHOLE_SEQUENCE_REASONS, TextCue
 
 V1_MINI_THRESHOLDS: dict[str, float] = {"en": 0.36, "ko": 0.40}
 """v1-mini's per-language unlikely thresholds, as shipped in livekit-agents 1.8.9 (LOCAL_LANGUAGES)."""
@@ -64,6 +64,10 @@ class EndpointOptions:
     """The language model's end-of-sentence probability that is neutral evidence (log-odds 0)."""
     lm_replaces: frozenset[str] = frozenset()
     """Text-cue reasons whose table term the language model replaces when it answered (chosen on dev)."""
+    lm_skips: frozenset[str] = WHOLE_SEQUENCE_REASONS
+    """Text-cue reasons the language model is not asked about: it reads a string of digits as unfinished
+    (end probability 0.001-0.07 on the dev splits' phone numbers read in full), so it held a number read
+    out to its full length for `hesitation_delay`; the table counts the digits."""
     confidence_weight: float = 0.0
     """Slope of the recogniser's confidence in the last word, in log-odds (0 = not used); chosen on dev like
     the LM's."""
@@ -124,8 +128,9 @@ def lm_log_odds(lm_probability: float, opts: EndpointOptions) -> float:
     return opts.lm_weight * (_logit(lm_probability) - _logit(opts.lm_center))
 
 
-def _uses_lm(lm_probability: float | None, opts: EndpointOptions) -> bool:
-    return lm_probability is not None and opts.lm_weight > 0.0
+def _uses_lm(lm_probability: float | None, opts: EndpointOptions, cue: TextCue | None = None) -> bool:
+    skipped = cue is not None and cue.reason in opts.lm_skips
+    return lm_probability is not None and opts.lm_weight > 0.0 and not skipped
 
 
 def confidence_log_odds(confidence: float | None, opts: EndpointOptions) -> float:
@@ -149,7 +154,7 @@ def combine(
 ) -> float:
     """One end-of-turn probability: text, language-model, recogniser-confidence and audio evidence added as
     log-odds."""
-    use_lm = _uses_lm(lm_probability, opts)
+    use_lm = _uses_lm(lm_probability, opts, cue)
     trust = confidence_log_odds(confidence, opts)
     if not use_lm and trust == 0.0 and (audio_probability is None or opts.audio_weight == 0.0):
         return cue.completeness
@@ -195,7 +200,7 @@ def decide(
 ) -> EndpointDecision:
     p = combine(cue, audio_probability, opts, language, lm_probability, confidence)
     delay = delay_for(p, opts)
-    models = _uses_lm(lm_probability, opts) or confidence_log_odds(confidence, opts) != 0.0
+    models = _uses_lm(lm_probability, opts, cue) or confidence_log_odds(confidence, opts) != 0.0
     if models and combine(cue, audio_probability, opts, language) >= opts.unlikely_p:
         # the language model and the confidence never hold a turn past hesitation_delay on their own: on
         # dev, letting the model reach max_delay held a quarter of the finished turns over 1.5 s

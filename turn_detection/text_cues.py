@@ -148,6 +148,9 @@ TABLES: dict[str, LanguageTable] = {"en": EN, "ko": KO}
 
 SEQUENCE_REASONS = frozenset({"digit_group", "spelled_letters", "open_list"})
 """Reasons after which a caller reading out a sequence may go on: the endpoint policy holds longer."""
+WHOLE_SEQUENCE_REASONS = frozenset({"whole_number"})
+"""Reasons after which a sequence read out in chunks is complete: as many digits as a phone or card number
+has."""
 
 
 @dataclass(frozen=True)

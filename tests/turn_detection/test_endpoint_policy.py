@@ -61,6 +61,15 @@ def test_sequences_hold_at_least_the_sequence_delay() -> None:
     assert decide(TextCue(0.35, "trailing_preposition"), 0.99, OPTS).delay < OPTS.sequence_delay
 
 
+def test_the_language_model_does_not_hold_a_number_read_in_full() -> None:
+    # SmolLM2 reads any digit string as unfinished; a whole phone number must not wait hesitation_delay
+    opts = EndpointOptions(min_delay=0.2, hesitation_delay=1.3, max_delay=2.5, lm_weight=1.0, lm_center=0.2)
+    whole = decide(TextCue(0.8, "whole_number"), 0.5, opts, "en", lm_probability=0.002)
+    assert whole.delay == opts.min_delay
+    # the same score still holds a closed sentence it doubts
+    assert decide(TextCue(0.78, "closed_sentence"), 0.5, opts, "en", lm_probability=0.002).delay > 1.0
+
+
 def test_audio_model_moves_an_ambiguous_text() -> None:
     cue = TextCue(0.65, "unpunctuated")
     assert decide(cue, 0.05, OPTS).delay > decide(cue, 0.95, OPTS).delay
