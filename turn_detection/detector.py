@@ -43,6 +43,10 @@ def _last_user_text(chat_ctx: Any) -> str:
     return " ".join(reversed(parts))
 
 
+async def _no_score() -> float | None:
+    return None
+
+
 def last_word_probability(speech: Any) -> float | None:
     """The probability an STT gave the last word of a transcript (`SpeechData.words[-1].confidence`), or
     None when it gave none."""
@@ -171,12 +175,13 @@ class ParleyTurnDetector:
         text = _last_user_text(chat_ctx)
         self._turn_prefix = (self._hooks.replies_started, text)
         lang = detect_language(text, self._hooks.options.language)
-        audio_p, lm_p = await asyncio.gather(
-            self._audio_probability_for(speech_end), self.lm_probability(text)
-        )
+        cue = text_cue(text, lang)
+        # a cue the policy does not let the model judge (a whole number) need not wait for its score
+        lm = self.lm_probability(text) if cue.reason not in self._opts.lm_skips else _no_score()
+        audio_p, lm_p = await asyncio.gather(self._audio_probability_for(speech_end), lm)
         # the last word's probability was calibrated on English turns, as the LM's score was
         confidence = self._confidence if lang == "en" else None
-        decision = decide(text_cue(text, lang), audio_p, self._opts, lang, lm_p, confidence)
+        decision = decide(cue, audio_p, self._opts, lang, lm_p, confidence)
         self.last_decision = decision
         logger.debug(
             "end of turn decision",
