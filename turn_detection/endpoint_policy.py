@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .text_cues import WHOLE_SEQUENCE_REASONS, TextCue
+from .text_cues import NUMBER_END_REASONS, TextCue
 
 V1_MINI_THRESHOLDS: dict[str, float] = {"en": 0.36, "ko": 0.40}
 """v1-mini's per-language unlikely thresholds, as shipped in livekit-agents 1.8.9 (LOCAL_LANGUAGES)."""
@@ -64,10 +64,10 @@ class EndpointOptions:
     """The language model's end-of-sentence probability that is neutral evidence (log-odds 0)."""
     lm_replaces: frozenset[str] = frozenset()
     """Text-cue reasons whose table term the language model replaces when it answered (chosen on dev)."""
-    lm_skips: frozenset[str] = WHOLE_SEQUENCE_REASONS
-    """Text-cue reasons the language model is not asked about: it reads a string of digits as unfinished
-    (end probability 0.001-0.07 on the dev splits' phone numbers read in full), so it held a number read
-    out to its full length for `hesitation_delay`; the table counts the digits."""
+    lm_skips: frozenset[str] = NUMBER_END_REASONS
+    """Text-cue reasons the language model is not asked about: it reads a number at the end as unfinished
+    (end probability 0.001-0.07 on the dev splits' phone numbers read in full, 0.01-0.05 on "a group of
+    20."), so it held such turns for `hesitation_delay`; the table reads them."""
     confidence_weight: float = 0.0
     """Slope of the recogniser's confidence in the last word, in log-odds (0 = not used); chosen on dev like
     the LM's."""

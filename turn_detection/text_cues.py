@@ -21,6 +21,8 @@ _WORD = re.compile(r"[\w'’]+(?:-[\w'’]+)*", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.?!]\s+")
 _NOT_A_GROUP = re.compile(r"[$£€%]|^\d{1,2}[:.]\d{2}$")
 _ONE_BY_ONE = re.compile(r"^\d(?:-\d)+[.,!?]*$")
+_PLAIN_NUMBER = re.compile(r"^[$£€]?\d+(?:[:.,]\d+)*(?:%|st|nd|rd|th)?$")
+"""One number as the recogniser writes an amount, a time or a count: "20", "10:30", "$5", "17th"."""
 """Digits the recogniser heard read one at a time ("seven three" -> "7-3."): a code read out, not a number."""
 
 
@@ -151,6 +153,10 @@ SEQUENCE_REASONS = frozenset({"digit_group", "spelled_letters", "open_list"})
 WHOLE_SEQUENCE_REASONS = frozenset({"whole_number"})
 """Reasons after which a sequence read out in chunks is complete: as many digits as a phone or card number
 has."""
+NUMBER_END_REASONS = WHOLE_SEQUENCE_REASONS | {"closing_number"}
+"""Reasons for a transcript that ends in a number the caller has finished saying: a whole phone or card
+number, or one short number closing a sentence ("We are a group of 20.", "It was about three."). A small
+language model reads any number at the end as unfinished (more digits, a unit or "pm" may follow)."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +207,18 @@ def _is_stall(sentence: list[str], phrases: tuple[str, ...]) -> bool:
 
 def _is_number(word: str, table: LanguageTable) -> bool:
     return any(ch.isdigit() for ch in word) or word in table.number_words
+
+
+def _closing_number(tail: str, table: LanguageTable) -> bool:
+    """One short number after a word closes the sentence ("at 11.", "a group of three?"). Not after a letter
+    or another number: "M. Oh." is a spelling, "5 6." a group (the sequence cue reads those first)."""
+    tokens = [t.strip(".,!?;:\"'").lower() for t in tail.split()]
+    if len(tokens) < 2:
+        return False
+    last, previous = tokens[-1], tokens[-2]
+    number = _PLAIN_NUMBER.match(last) is not None or last in table.number_words
+    after_word = len(previous) >= 2 and previous.isalpha() and previous not in table.number_words
+    return number and after_word
 
 
 def _is_letter(token: str) -> bool:
@@ -306,6 +324,9 @@ def _english_cue(text: str, table: LanguageTable) -> TextCue:
         return TextCue(0.2, "trailing_wh_word")
     if tail.endswith(("...", "…", "-", "—", ",", ";", ":")):
         return TextCue(0.2, "trailing_pause_mark")
+    if tail.endswith((".", "!", "?")) and _closing_number(tail, table):
+        # read as the sentence it closes; its own reason only so the language model is not asked about it
+        return TextCue(0.92 if question else 0.78, "closing_number")
     if question:
         return TextCue(0.92, "question")
     if tail.endswith((".", "!")):

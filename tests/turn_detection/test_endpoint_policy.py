@@ -70,6 +70,16 @@ def test_the_language_model_does_not_hold_a_number_read_in_full() -> None:
     assert decide(TextCue(0.78, "closed_sentence"), 0.5, opts, "en", lm_probability=0.002).delay > 1.0
 
 
+def test_the_language_model_does_not_hold_a_sentence_closed_by_a_number() -> None:
+    # "We are a group of 20." scored 0.011 on dev: the model expects more digits or a unit after any number
+    opts = EndpointOptions(min_delay=0.2, hesitation_delay=1.3, max_delay=2.5, lm_weight=1.0, lm_center=0.2)
+    cue = TextCue(0.78, "closing_number")
+    assert decide(cue, 0.7, opts, "en", lm_probability=0.011).delay < 0.5
+    assert decide(cue, 0.7, opts, "en", lm_probability=0.011).lm_probability == 0.011  # kept for the logs
+    doubted = decide(TextCue(0.78, "closed_sentence"), 0.7, opts, "en", lm_probability=0.011)
+    assert doubted.delay > 1.0
+
+
 def test_audio_model_moves_an_ambiguous_text() -> None:
     cue = TextCue(0.65, "unpunctuated")
     assert decide(cue, 0.05, OPTS).delay > decide(cue, 0.95, OPTS).delay

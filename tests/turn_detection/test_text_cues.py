@@ -116,6 +116,37 @@ def test_a_number_short_of_any_full_length_may_go_on(text: str) -> None:
     assert text_cue(text).reason == "digit_group"
 
 
+@pytest.mark.parametrize(
+    ("text", "completeness"),
+    [
+        ("We are a group of 20.", 0.78),
+        ("It was about three.", 0.78),
+        ("The meeting starts at 10:30.", 0.78),
+        ("It costs $20.", 0.78),
+        ("Can we make it 3?", 0.92),
+    ],
+)
+def test_one_number_closing_a_sentence_reads_as_the_sentence(text: str, completeness: float) -> None:
+    # its own reason only so the endpoint policy does not ask the language model (it reads numbers as open)
+    cue = text_cue(text)
+    assert (cue.reason, cue.completeness, cue.sequence) == ("closing_number", completeness, False)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("The username is M. Oh.", "closed_sentence"),  # "Oh" after a spelled letter: a spelling
+        ("I'm gonna name Novak N-4-V-A-K.", "closed_sentence"),  # letters and a digit: not a number
+        ("My card number is 3553.", "digit_group"),  # a chunk of digits: the sequence may go on
+        ("The best time is 5 6.", "digit_group"),  # numbers in a row
+        ("It was about three,", "trailing_pause_mark"),  # the recogniser heard it go on
+        ("Twenty.", "closed_sentence"),  # a number alone is a short answer, not a closing number
+    ],
+)
+def test_a_number_that_is_not_one_closing_a_sentence_keeps_its_reading(text: str, reason: str) -> None:
+    assert text_cue(text).reason == reason
+
+
 def test_question_beats_statement_and_statement_beats_fragment() -> None:
     q = text_cue("Is it open on Sunday?").completeness
     s = text_cue("It is open on Sunday.").completeness
