@@ -209,16 +209,25 @@ def _is_number(word: str, table: LanguageTable) -> bool:
     return any(ch.isdigit() for ch in word) or word in table.number_words
 
 
+_TAKES_A_NUMBER = frozenset(
+    {"about", "above", "after", "around", "at", "before", "below", "by", "for", "from", "in", "of", "on"}
+    | {"over", "past", "than", "till", "to", "under", "until", "within", "near", "like", "between"}
+)
+"""English prepositions that take a number as their whole object ("at 11", "after two", "under 30"),
+beside the auxiliaries ("is 15"). After a determiner or an adjective a number usually waits for its noun
+("my last four | digits"), so those are not closing numbers."""
+
+
 def _closing_number(tail: str, table: LanguageTable) -> bool:
-    """One short number after a word closes the sentence ("at 11.", "a group of three?"). Not after a letter
-    or another number: "M. Oh." is a spelling, "5 6." a group (the sequence cue reads those first)."""
+    """One short number closes the sentence as a preposition's object or a copula's complement ("at 11.",
+    "a group of 20.", "My son is 15."). Not after a letter or another number: "M. Oh." is a spelling,
+    "5 6." a group (the sequence cue reads those first)."""
     tokens = [t.strip(".,!?;:\"'").lower() for t in tail.split()]
     if len(tokens) < 2:
         return False
     last, previous = tokens[-1], tokens[-2]
     number = _PLAIN_NUMBER.match(last) is not None or last in table.number_words
-    after_word = len(previous) >= 2 and previous.isalpha() and previous not in table.number_words
-    return number and after_word
+    return number and (previous in _TAKES_A_NUMBER or previous in table.auxiliaries)
 
 
 def _is_letter(token: str) -> bool:

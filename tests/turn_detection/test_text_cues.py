@@ -122,8 +122,9 @@ def test_a_number_short_of_any_full_length_may_go_on(text: str) -> None:
         ("We are a group of 20.", 0.78),
         ("It was about three.", 0.78),
         ("The meeting starts at 10:30.", 0.78),
-        ("It costs $20.", 0.78),
-        ("Can we make it 3?", 0.92),
+        ("It costs under $20.", 0.78),
+        ("My son is 15.", 0.78),
+        ("Can we make it at 3?", 0.92),
     ],
 )
 def test_one_number_closing_a_sentence_reads_as_the_sentence(text: str, completeness: float) -> None:
@@ -141,6 +142,7 @@ def test_one_number_closing_a_sentence_reads_as_the_sentence(text: str, complete
         ("The best time is 5 6.", "digit_group"),  # numbers in a row
         ("It was about three,", "trailing_pause_mark"),  # the recogniser heard it go on
         ("Twenty.", "closed_sentence"),  # a number alone is a short answer, not a closing number
+        ("Okay, my last four.", "closed_sentence"),  # a number after an adjective waits for its noun
     ],
 )
 def test_a_number_that_is_not_one_closing_a_sentence_keeps_its_reading(text: str, reason: str) -> None:
