@@ -21,7 +21,7 @@ from livekit.agents import stt
 from plugins.whisper.stream import turn_text
 
 from .audio_eot import TRAILING_SILENCE_S, load_model, predict_window
-from .endpoint_policy import EndpointDecision, decide
+from .endpoint_policy import EndpointDecision, decide, lm_judges
 from .lm_eot import LmEotScorer
 from .session_hooks import TurnHooks
 from .text_cues import detect_language, text_cue
@@ -176,8 +176,8 @@ class ParleyTurnDetector:
         self._turn_prefix = (self._hooks.replies_started, text)
         lang = detect_language(text, self._hooks.options.language)
         cue = text_cue(text, lang)
-        # a cue the policy does not let the model judge (a whole number) need not wait for its score
-        lm = self.lm_probability(text) if cue.reason not in self._opts.lm_skips else _no_score()
+        # a cue the policy does not let the model judge (a number at the end) need not wait for its score
+        lm = self.lm_probability(text) if lm_judges(cue, self._opts) else _no_score()
         audio_p, lm_p = await asyncio.gather(self._audio_probability_for(speech_end), lm)
         # the last word's probability was calibrated on English turns, as the LM's score was
         confidence = self._confidence if lang == "en" else None

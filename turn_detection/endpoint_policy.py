@@ -128,9 +128,14 @@ def lm_log_odds(lm_probability: float, opts: EndpointOptions) -> float:
     return opts.lm_weight * (_logit(lm_probability) - _logit(opts.lm_center))
 
 
+def lm_judges(cue: TextCue, opts: EndpointOptions) -> bool:
+    """Whether the language model's score counts for this cue (the detector need not wait for it if not)."""
+    return opts.lm_weight > 0.0 and cue.reason not in opts.lm_skips
+
+
 def _uses_lm(lm_probability: float | None, opts: EndpointOptions, cue: TextCue | None = None) -> bool:
-    skipped = cue is not None and cue.reason in opts.lm_skips
-    return lm_probability is not None and opts.lm_weight > 0.0 and not skipped
+    judged = opts.lm_weight > 0.0 if cue is None else lm_judges(cue, opts)
+    return lm_probability is not None and judged
 
 
 def confidence_log_odds(confidence: float | None, opts: EndpointOptions) -> float:

@@ -21,9 +21,9 @@ _WORD = re.compile(r"[\w'’]+(?:-[\w'’]+)*", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.?!]\s+")
 _NOT_A_GROUP = re.compile(r"[$£€%]|^\d{1,2}[:.]\d{2}$")
 _ONE_BY_ONE = re.compile(r"^\d(?:-\d)+[.,!?]*$")
+"""Digits the recogniser heard read one at a time ("seven three" -> "7-3."): a code read out, not a number."""
 _PLAIN_NUMBER = re.compile(r"^[$£€]?\d+(?:[:.,]\d+)*(?:%|st|nd|rd|th)?$")
 """One number as the recogniser writes an amount, a time or a count: "20", "10:30", "$5", "17th"."""
-"""Digits the recogniser heard read one at a time ("seven three" -> "7-3."): a code read out, not a number."""
 
 
 @dataclass(frozen=True)
@@ -220,8 +220,7 @@ beside the auxiliaries ("is 15"). After a determiner or an adjective a number us
 
 def _closing_number(tail: str, table: LanguageTable) -> bool:
     """One short number closes the sentence as a preposition's object or a copula's complement ("at 11.",
-    "a group of 20.", "My son is 15."). Not after a letter or another number: "M. Oh." is a spelling,
-    "5 6." a group (the sequence cue reads those first)."""
+    "a group of 20.", "My son is 15."); digit groups and spellings were read by the sequence cue before."""
     tokens = [t.strip(".,!?;:\"'").lower() for t in tail.split()]
     if len(tokens) < 2:
         return False
@@ -333,13 +332,13 @@ def _english_cue(text: str, table: LanguageTable) -> TextCue:
         return TextCue(0.2, "trailing_wh_word")
     if tail.endswith(("...", "…", "-", "—", ",", ";", ":")):
         return TextCue(0.2, "trailing_pause_mark")
-    if tail.endswith((".", "!", "?")) and _closing_number(tail, table):
-        # read as the sentence it closes; its own reason only so the language model is not asked about it
-        return TextCue(0.92 if question else 0.78, "closing_number")
+    # a closing number reads as the sentence it closes; its own reason only so the language model is not
+    # asked about it (endpoint_policy: lm_skips)
+    closing = tail.endswith((".", "!", "?")) and _closing_number(tail, table)
     if question:
-        return TextCue(0.92, "question")
+        return TextCue(0.92, "closing_number" if closing else "question")
     if tail.endswith((".", "!")):
-        return TextCue(0.78, "closed_sentence")
+        return TextCue(0.78, "closing_number" if closing else "closed_sentence")
     return TextCue(0.6, "unpunctuated")
 
 
