@@ -10,12 +10,17 @@ shared secret comes from a file or the environment, never the command line (`ps`
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import logging
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 SECRET_ENV = "PARLEY_ENGINE_SECRET"
 
@@ -84,3 +89,45 @@ def handshake_refusal(msg: dict[str, Any], secret: str) -> dict[str, Any] | None
     if msg.get("op") == "hello" and secrets_match(msg.get("secret", ""), secret):
         return None
     return {"op": "error", "id": msg.get("id"), "code": "unauthorized", "message": "bad or missing secret"}
+
+
+class FrameQueue:
+    """A client connection's outgoing frames. Frames queued in one event-loop pass leave in one write (one
+    syscall, not one per audio chunk or result), and a client whose unread backlog passes `max_backlog`
+    bytes is dropped (`on_overrun`), so a reader that stopped reading cannot grow the engine's memory."""
+
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        max_backlog: int,
+        closed: Callable[[], bool],
+        on_overrun: Callable[[], None],
+    ) -> None:
+        self._writer = writer
+        self._max_backlog = max_backlog
+        self._closed = closed
+        self._on_overrun = on_overrun
+        self._frames: list[bytes] = []
+
+    def put(self, frame: bytes) -> None:
+        if self._closed():
+            return
+        if not self._frames:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._frames.append(frame)
+
+    def flush(self) -> None:
+        if self._closed() or not self._frames:
+            self._frames.clear()
+            return
+        self._writer.write(self.take())
+        if self._writer.transport.get_write_buffer_size() > self._max_backlog:
+            log.warning("client too far behind; dropping its connection")
+            self._on_overrun()
+            self._writer.transport.abort()  # drop the backlog too
+
+    def take(self) -> bytes:
+        """Everything queued and not yet written, now off the queue (a last write before closing)."""
+        data = b"".join(self._frames)
+        self._frames.clear()
+        return data

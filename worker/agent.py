@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,17 +73,21 @@ class AgentOptions:
         return self.greeting if self.greeting is not None else GREETING.get(self.language, GREETING["en"])
 
 
-def count_sentence_ends(text: str) -> int:
-    """Sentence ends in text, ignoring decimals like 3.30 (a period followed by a digit)."""
-    n = 0
+def _sentence_ends(text: str) -> Iterator[int]:
+    """Index of each sentence-ending mark: one followed by a space or the end of the text, not a decimal
+    point like 3.30's."""
     for i, ch in enumerate(text):
         if ch in _SENTENCE_END:
             nxt = text[i + 1 : i + 2]
             if ch == "." and nxt.isdigit():
                 continue
             if nxt == "" or nxt.isspace():
-                n += 1
-    return n
+                yield i
+
+
+def count_sentence_ends(text: str) -> int:
+    """Sentence ends in text, ignoring decimals like 3.30 (a period followed by a digit)."""
+    return sum(1 for _ in _sentence_ends(text))
 
 
 async def limit_reply(
@@ -133,16 +137,9 @@ def _cut_at_words(text: str, n: int) -> str:
 
 
 def _cut_after_sentences(text: str, n: int) -> str:
-    count = 0
-    for i, ch in enumerate(text):
-        if ch in _SENTENCE_END:
-            nxt = text[i + 1 : i + 2]
-            if ch == "." and nxt.isdigit():
-                continue
-            if nxt == "" or nxt.isspace():
-                count += 1
-                if count == n:
-                    return text[: i + 1]
+    for count, i in enumerate(_sentence_ends(text), 1):
+        if count == n:
+            return text[: i + 1]
     return text
 
 

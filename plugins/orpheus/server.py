@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from plugins.local_socket import default_address, handshake_refusal, prepare_socket_dir
+from plugins.local_socket import FrameQueue, default_address, handshake_refusal, prepare_socket_dir
 from plugins.orpheus import protocol
 from plugins.orpheus.engine.core import EngineFull, EngineStream, OrpheusEngine
 from plugins.orpheus.engine.text import TextError
@@ -183,39 +183,17 @@ class _UnixConn(_Conn):
     def __init__(self, server: EngineServer, writer: asyncio.StreamWriter) -> None:
         super().__init__(server, "unix")
         self.writer = writer
-        self._out: list[bytes] = []
-
-    def _write(self, data: bytes) -> None:
-        """Queue a frame; everything queued in one loop pass leaves in one write (one syscall, not one per
-        audio chunk per stream)."""
-        if self.closed:
-            return
-        if not self._out:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._out.append(data)
-
-    def _flush(self) -> None:
-        if self.closed or not self._out:
-            self._out.clear()
-            return
-        data = b"".join(self._out)
-        self._out.clear()
-        self.writer.write(data)
-        if self.writer.transport.get_write_buffer_size() > self.server.options.max_write_buffer:
-            log.warning("client too far behind; dropping its connection")
-            self.lost()
-            self.writer.transport.abort()  # drop the backlog too
+        self._out = FrameQueue(writer, server.options.max_write_buffer, lambda: self.closed, self.lost)
 
     def send_json(self, obj: dict[str, Any]) -> None:
-        self._write(protocol.json_frame(obj))
+        self._out.put(protocol.json_frame(obj))
 
     def send_audio(self, sid: int, pcm: bytes) -> None:
-        self._write(protocol.audio_frame(sid, pcm))
+        self._out.put(protocol.audio_frame(sid, pcm))
 
     def abort(self) -> None:
         """Close now; what is already queued (e.g. the error saying why) is still sent."""
-        pending = b"".join(self._out)
-        self._out.clear()
+        pending = self._out.take()
         self.lost()
         if pending:
             self.writer.write(pending)

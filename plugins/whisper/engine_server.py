@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from plugins import wire
-from plugins.local_socket import default_address, handshake_refusal, prepare_socket_dir
+from plugins.local_socket import FrameQueue, default_address, handshake_refusal, prepare_socket_dir
 
 from .engine import DecodeDropped, EngineJob, SpeechEngine
 from .model import SAMPLE_RATE, DecodeRequest, DecodeResult
@@ -105,27 +105,10 @@ class _Conn:
         self.closed = False
         self.headers: dict[int, tuple[DecodeRequest, str]] = {}  # decode sent, audio not yet
         self.jobs: dict[int, EngineJob] = {}
-        self._out: list[bytes] = []
+        self.out = FrameQueue(writer, server.options.max_write_buffer, lambda: self.closed, self.lost)
 
     def send(self, obj: dict[str, Any]) -> None:
-        """Queue a frame; all queued in one loop pass leave in one write."""
-        if self.closed:
-            return
-        if not self._out:
-            self.loop.call_soon(self._flush)
-        self._out.append(wire.json_frame(obj))
-
-    def _flush(self) -> None:
-        if self.closed or not self._out:
-            self._out.clear()
-            return
-        data = b"".join(self._out)
-        self._out.clear()
-        self.writer.write(data)
-        if self.writer.transport.get_write_buffer_size() > self.server.options.max_write_buffer:
-            log.warning("client too far behind; dropping its connection")
-            self.lost()
-            self.writer.transport.abort()
+        self.out.put(wire.json_frame(obj))
 
     def error(self, code: str, message: str, rid: Any = None) -> None:
         self.send({"op": "error", "rid": rid, "code": code, "message": message})
@@ -136,7 +119,7 @@ class _Conn:
             refusal = handshake_refusal(msg, self.server.options.secret)
             if refusal is not None:
                 self.send(refusal)
-                self._flush()
+                self.out.flush()
                 self.lost()
                 self.writer.close()
                 return
@@ -287,7 +270,7 @@ class SpeechServer:
                     kind, payload = await wire.read_frame(reader)
                 except wire.ProtocolError as e:
                     conn.error("bad_request", str(e))
-                    conn._flush()
+                    conn.out.flush()
                     break  # framing is lost: nothing after this can be trusted
                 conn.handle(kind, payload)
         except (asyncio.IncompleteReadError, ConnectionError):

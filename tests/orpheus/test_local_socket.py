@@ -3,13 +3,16 @@ secret from a file or the environment (never argv), compared as bytes. Real engi
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 import stat
 from pathlib import Path
 
 import pytest
 
 from plugins.local_socket import (
+    FrameQueue,
     SocketDirError,
     default_address,
     default_socket_path,
@@ -86,3 +89,25 @@ def test_secret_comes_from_a_file_or_the_environment_never_argv(
     assert engine_cli(["serve", "--secret", "visible-in-ps", "--address", f"unix://{tmp_path}/x.sock"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--secret-file or PARLEY_ENGINE_SECRET" in err
+
+
+async def test_frames_queued_together_leave_in_one_write_and_a_reader_that_stops_is_dropped() -> None:
+    """Both engines send through FrameQueue: a reader that keeps up gets every frame in order; one that
+    stops reading is dropped once its backlog passes the cap, instead of growing the engine's memory."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    _reader, writer = await asyncio.open_unix_connection(sock=theirs)
+    peer_reader, peer_writer = await asyncio.open_unix_connection(sock=ours)
+    dropped: list[bool] = []
+    queue = FrameQueue(writer, 256 * 1024, lambda: bool(dropped), lambda: dropped.append(True))
+    for i in range(3):
+        queue.put(b"frame%d;" % i)
+    await asyncio.sleep(0)  # the loop pass that writes them
+    assert await peer_reader.readexactly(21) == b"frame0;frame1;frame2;"
+    for _ in range(8):  # 8 MiB that nobody reads: past the socket buffers and the cap
+        queue.put(b"x" * (1024 * 1024))
+    await asyncio.sleep(0.05)
+    assert dropped == [True]
+    assert writer.transport.is_closing()
+    queue.put(b"after")  # a dropped client is sent nothing more
+    assert queue.take() == b""
+    peer_writer.close()
