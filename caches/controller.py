@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from livekit.agents.voice.events import (
     CloseEvent,
     ConversationItemAddedEvent,
     ErrorEvent,
+    EventTypes,
     SpeechCreatedEvent,
     UserStateChangedEvent,
 )
@@ -96,28 +97,28 @@ class FillerController:
         self._hook_missing = False
 
     # --- wiring ----------------------------------------------------------------------------------------
+    def _listeners(self) -> tuple[tuple[EventTypes, Callable[[Any], None]], ...]:
+        return (
+            ("user_state_changed", self._on_user_state),
+            ("agent_state_changed", self._on_agent_state),
+            ("speech_created", self._on_speech_created),
+            ("conversation_item_added", self._on_item_added),
+            ("error", self._on_error),
+            ("close", self._on_close),
+        )
+
     def attach(self) -> None:
         if self._attached:
             return
-        s = self.session
-        s.on("user_state_changed", self._on_user_state)
-        s.on("agent_state_changed", self._on_agent_state)
-        s.on("speech_created", self._on_speech_created)
-        s.on("conversation_item_added", self._on_item_added)
-        s.on("error", self._on_error)
-        s.on("close", self._on_close)
+        for event, listener in self._listeners():
+            self.session.on(event, listener)
         self._attached = True
 
     def detach(self) -> None:
         if not self._attached:
             return
-        s = self.session
-        s.off("user_state_changed", self._on_user_state)
-        s.off("agent_state_changed", self._on_agent_state)
-        s.off("speech_created", self._on_speech_created)
-        s.off("conversation_item_added", self._on_item_added)
-        s.off("error", self._on_error)
-        s.off("close", self._on_close)
+        for event, listener in self._listeners():
+            self.session.off(event, listener)
         self._attached = False
 
     # --- public actions --------------------------------------------------------------------------------

@@ -128,6 +128,14 @@ async def test_greeting_plays_from_cache(cache: PhraseCache) -> None:
         await session.aclose()
 
 
+async def test_the_session_closing_unsubscribes_the_controller(cache: PhraseCache) -> None:
+    session, _speaker, controller = await start(cache, ScriptedLLM("Sure thing."))
+    subscribed = [event for event, listener in controller._listeners() if listener in session._events[event]]
+    assert len(subscribed) == 6
+    await session.aclose()
+    assert not any(listener in session._events.get(event, {}) for event, listener in controller._listeners())
+
+
 async def test_late_reply_gets_a_filler_first(cache: PhraseCache) -> None:
     session, speaker, controller = await start(
         cache, ScriptedLLM("Sure thing.", delay_s=1.2), threshold_ms=300
