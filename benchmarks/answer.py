@@ -10,7 +10,8 @@ and counts what a caller would count:
 - a machine that beeps: the message started after the beep ended (delay p50 / p95), never before it (the
   recording would miss the first words), and never not at all (a greeting said to a machine is a failure);
   a beep heard after the agent had begun its greeting counts as recovered (the greeting is stopped);
-- a machine without a beep is greeted (nothing marks when it records); reported, not a failure.
+- a machine without a beep is greeted, or given the message once its greeting is over (either is recorded);
+  a message begun over its greeting is a failure.
 
     python scripts/make_answer_corpus.py
     python -m benchmarks.answer --data out/corpus-answer/dev --json out/answer-dev.json
@@ -39,6 +40,74 @@ from worker.answer_detection import (
 BEEP_SLACK_S = 0.06  # a decision within three frames of the labelled beep end is at the beep's end
 
 
+@dataclass(frozen=True)
+class AsteriskAmd:
+    """The baseline: Asterisk's AMD() application (app_amd.c; amd.conf.sample's defaults, in ms), followed by
+    what a dialplan does with its answer: HUMAN or NOTSURE connect the call (greet), MACHINE waits for
+    `wait_for_silence` ms of quiet (WaitForSilence) and plays the message. It has no beep detector."""
+
+    initial_silence: int = 2500
+    greeting: int = 1500
+    after_greeting_silence: int = 800
+    total_analysis_time: int = 5000
+    min_word_length: int = 100
+    between_words_silence: int = 50
+    maximum_number_of_words: int = 2
+    maximum_word_length: int = 5000
+    silence_threshold: int = 256  # mean |sample| of a frame on the 16-bit scale
+    wait_for_silence: int = 1500
+    frame_ms: int = 20
+
+    def decide(self, audio: np.ndarray, rate: int) -> list[AnswerDecision]:
+        n = rate * self.frame_ms // 1000
+        frames = [audio[i : i + n] for i in range(0, len(audio) - n + 1, n)]
+        total = silence = voice = consecutive = words = 0
+        in_word, in_greeting, verdict = True, False, "NOTSURE"
+        at = 0
+        while at < len(frames):
+            frame = frames[at]
+            at += 1
+            total += self.frame_ms
+            if total >= self.total_analysis_time:
+                break
+            if float(np.mean(np.abs(frame))) * 32768 < self.silence_threshold:
+                silence += self.frame_ms
+                consecutive = 0
+                if in_word and silence >= self.between_words_silence:
+                    in_word = False
+                if not in_greeting and silence >= self.initial_silence:
+                    verdict = "MACHINE"
+                    break
+                if in_greeting and silence >= self.after_greeting_silence:
+                    verdict = "HUMAN"
+                    break
+                continue
+            consecutive += self.frame_ms
+            voice += self.frame_ms
+            if consecutive >= self.min_word_length and not in_word:
+                words, in_word = words + 1, True
+            if consecutive >= self.maximum_word_length or words >= self.maximum_number_of_words:
+                verdict = "MACHINE"
+                break
+            if in_greeting and voice >= self.greeting:
+                verdict = "MACHINE"
+                break
+            if voice >= self.min_word_length:
+                in_greeting, silence = True, 0
+        t = at * self.frame_ms / 1000
+        if verdict != "MACHINE":
+            return [AnswerDecision("person", round(t, 3), voice / 1000)]
+        quiet = 0
+        for frame in frames[at:]:  # WaitForSilence, then the message
+            t += self.frame_ms / 1000
+            quiet = (
+                quiet + self.frame_ms if float(np.mean(np.abs(frame))) * 32768 < self.silence_threshold else 0
+            )
+            if quiet >= self.wait_for_silence:
+                break
+        return [AnswerDecision("beep", round(t, 3), voice / 1000)]
+
+
 @dataclass
 class FileResult:
     file: str
@@ -51,7 +120,6 @@ class FileResult:
 
 
 def judge(name: str, label: dict[str, Any], decisions: list[AnswerDecision]) -> FileResult:
-    kinds = [d.kind for d in decisions]
     first = decisions[0] if decisions else None
     beep = next((d for d in decisions if d.kind == "beep"), None)
     if first is None:
@@ -72,9 +140,9 @@ def judge(name: str, label: dict[str, Any], decisions: list[AnswerDecision]) -> 
             if res.delay_s < 0:
                 res.failure = "greeted_over_person"
         return res
-    if beep_end is None:  # no beep: greeting it is the expected outcome
-        if "beep" in kinds:
-            res.failure = "message_without_beep"  # a tone that was not there
+    if beep_end is None:  # no beep: a greeting, or a message once the machine's greeting is over (it records)
+        if beep is not None and beep.at_s < label["speech_end_s"]:
+            res.failure = "message_over_greeting"
         return res
     if beep is None:
         res.failure = "greeted_machine"
@@ -120,12 +188,18 @@ def summarise(results: list[FileResult]) -> dict[str, Any]:
     }
 
 
-def run(data: Path, opts: AnswerOptions, gate: str = "silero") -> tuple[dict[str, Any], list[FileResult]]:
-    """`gate`: what tells speech from silence, Silero VAD (the worker's) or frame energy (its fallback)."""
+def run(
+    data: Path, opts: AnswerOptions, gate: str = "silero", asterisk: AsteriskAmd | None = None
+) -> tuple[dict[str, Any], list[FileResult]]:
+    """Parley's detector (`gate`: Silero VAD, the worker's, or frame energy, its fallback), or with
+    `asterisk` the baseline."""
     labels = json.loads((data / "labels.json").read_text())
     results = []
     for name, label in sorted(labels.items()):
         audio, rate = sf.read(str(data / name), dtype="float32")
+        if asterisk is not None:
+            results.append(judge(name, label, asterisk.decide(audio, rate)))
+            continue
         speech: SpeechGate = energy_gate if gate == "energy" else default_gate(rate, opts.vad_threshold)
         results.append(judge(name, label, detect(audio, rate, opts, speech)))
     return summarise(results), results
@@ -143,6 +217,13 @@ def main(argv: list[str] | None = None) -> int:
         help="an AnswerOptions field (repeatable), e.g. --set person_end_silence_s=0.8",
     )
     ap.add_argument("--gate", choices=("silero", "energy"), default="silero", help="speech detector")
+    ap.add_argument(
+        "--asterisk",
+        action="append",
+        metavar="NAME=MS",
+        help="run the Asterisk AMD baseline instead (repeatable: an amd.conf setting to change, e.g. "
+        "maximum_number_of_words=4; 'defaults' for amd.conf.sample's own)",
+    )
     args = ap.parse_args(argv)
     names = {f.name for f in fields(AnswerOptions)}
     overrides: dict[str, float] = {}
@@ -152,7 +233,19 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--set {item!r}: no such option; one of {', '.join(sorted(names))}")
         overrides[name] = float(value)
     opts = AnswerOptions(**overrides)
-    summary, results = run(args.data, opts, args.gate)
+    asterisk = None
+    if args.asterisk:
+        amd_names = {f.name for f in fields(AsteriskAmd)}
+        amd: dict[str, int] = {}
+        for item in args.asterisk:
+            name, _, value = item.partition("=")
+            if name == "defaults":
+                continue
+            if name not in amd_names:
+                ap.error(f"--asterisk {item!r}: no such setting; one of {', '.join(sorted(amd_names))}")
+            amd[name] = int(value)
+        asterisk = AsteriskAmd(**amd)
+    summary, results = run(args.data, opts, args.gate, asterisk)
     print(json.dumps(summary, indent=1))
     for r in results:
         if r.failure:

@@ -325,6 +325,9 @@ class CallerOptions:
     filler_texts: frozenset[str] = frozenset()  # agent lines that are fillers, not the reply
     settle_s: float = 0.4  # then the caller waits this long before its next turn
     stay_s: float = 0.0  # after the script, stay on the line this long or until the agent ends the call
+    answers: bool = False
+    """The agent placed the call (worker/outbound.py): the first turn is said as soon as the agent listens,
+    without waiting for a greeting (the pick-up line, or an answering machine's greeting)."""
 
 
 async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) -> RoomCallRecord:
@@ -419,12 +422,16 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
         )
         if not joined:
             raise CallerError(f"no agent joined room {opts.room} within {opts.join_timeout_s:.0f} s")
-        await wait_for(lambda: listener.first_voiced_after(t_connect), opts.reply_timeout_s)
-        greeting = listener.first_voiced_after(t_connect)
-        if greeting is None:
-            errors.append("no greeting heard")
-        await wait_reply_done(t_connect)
-        await asyncio.sleep(opts.settle_s)
+        if opts.answers:  # the agent's track is up once its session runs: the callee picks up then
+            await wait_for(lambda: bool(tasks), opts.join_timeout_s)
+            await asyncio.sleep(opts.settle_s)
+        else:
+            await wait_for(lambda: listener.first_voiced_after(t_connect), opts.reply_timeout_s)
+            greeting = listener.first_voiced_after(t_connect)
+            if greeting is None:
+                errors.append("no greeting heard")
+            await wait_reply_done(t_connect)
+            await asyncio.sleep(opts.settle_s)
 
         def reply_heard_after(t: float) -> float | None:
             """When the caller heard the reply (not a filler) that started after t; a worker without marks:
@@ -532,7 +539,12 @@ class CallerError(RuntimeError):
 async def _caller_main(args: argparse.Namespace) -> int:
     from web.tokens import TokenOptions, issue_call_token
 
-    tok = TokenOptions(api_key=args.api_key, api_secret=args.api_secret, agent_name=args.agent_name)
+    tok = TokenOptions(
+        api_key=args.api_key,
+        api_secret=args.api_secret,
+        agent_name=args.agent_name,
+        agent_metadata=args.dispatch_metadata,
+    )
     # seconds alone collide when several callers start in the same second (benchmarks.load --livekit)
     room = args.room or f"call-{int(time.time())}-{secrets.token_hex(3)}"
     token = issue_call_token(tok, room, "caller")
@@ -545,6 +557,7 @@ async def _caller_main(args: argparse.Namespace) -> int:
         reply_timeout_s=args.reply_timeout_s,
         filler_texts=frozenset(default_filler_texts()),
         stay_s=args.stay_s,
+        answers=args.answers,
     )
     turns = [TurnPlan(Path(t)) for t in args.turn]
     if args.plan:
@@ -579,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="after the turns, stay on the line this long or until hung up on",
     )
+    c.add_argument("--dispatch-metadata", default="", help="the agent dispatch's job metadata (JSON)")
+    c.add_argument("--answers", action="store_true", help="the agent placed this call: speak first")
     c.add_argument("--out", required=True, help="folder for record.json and audio.npz")
     c.add_argument("--join-timeout-s", type=float, default=60.0)
     c.add_argument("--reply-timeout-s", type=float, default=30.0)

@@ -52,6 +52,10 @@ class LiveKitCallOptions:
     call_timeout_s: float = 600.0
     stay_s: float = 0.0
     """After its turns the caller stays on the line this long, or until the agent ends the call."""
+    dispatch_metadata: str = ""
+    """The agent's job metadata (an outbound call's request, worker/outbound.py)."""
+    answers: bool = False
+    """The agent placed the call: the caller speaks first (the callee's pick-up line or machine greeting)."""
     caller_nice: int = 0
     """Run the scripted caller at this `nice` level. Real callers are not on the host; a deprioritised
     caller lends the host the cores it would otherwise contend for (load runs; 0 = as before)."""
@@ -104,6 +108,8 @@ def run_caller(
         *("--join-timeout-s", str(opts.join_timeout_s), "--reply-timeout-s", str(opts.reply_timeout_s)),
         *("--plan", str(plan_file)),
         *(("--stay-s", str(opts.stay_s)) if opts.stay_s else ()),
+        *(("--dispatch-metadata", opts.dispatch_metadata) if opts.dispatch_metadata else ()),
+        *(("--answers",) if opts.answers else ()),
     ]
     if opts.caller_nice:
         cmd = ["nice", "-n", str(opts.caller_nice), *cmd]

@@ -25,6 +25,7 @@ class TokenOptions:
     api_key: str
     api_secret: str
     agent_name: str = "parley"  # empty = no agent dispatched with the token
+    agent_metadata: str = ""  # the dispatched job's metadata (trusted callers only: tests, outbound calls)
     # Long enough to connect; LiveKit refreshes the token of a connected participant itself.
     ttl_s: int = 120
     room_prefix: str = "parley-"
@@ -72,7 +73,9 @@ def issue_call_token(opts: TokenOptions, room: str | None = None, identity: str 
     )
     if opts.agent_name:
         token.with_room_config(
-            api.RoomConfiguration(agents=[api.RoomAgentDispatch(agent_name=opts.agent_name)])
+            api.RoomConfiguration(
+                agents=[api.RoomAgentDispatch(agent_name=opts.agent_name, metadata=opts.agent_metadata)]
+            )
         )
     jwt = token.to_jwt()
     return CallToken(room=room_name, identity=ident, token=jwt)

@@ -42,6 +42,11 @@ GREETING = {
     "ko": "안녕하세요, 전화 주셔서 감사합니다. 무엇을 도와드릴까요?",
 }
 
+OUTBOUND_GREETING = {  # the agent placed the call: it says who it is in the agent file's own greeting
+    "en": "Hi there, this is an automated assistant calling. Do you have a minute?",
+    "ko": "안녕하세요, 자동 안내 전화입니다. 잠시 통화 괜찮으실까요?",
+}
+
 REPEAT = {  # the LLM answered the caller with nothing at all: never leave dead air
     "en": "Sorry, could you say that again?",
     "ko": "죄송해요, 다시 한 번 말씀해 주시겠어요?",
@@ -71,6 +76,17 @@ class AgentOptions:
     @property
     def spoken_greeting(self) -> str:
         return self.greeting if self.greeting is not None else GREETING.get(self.language, GREETING["en"])
+
+
+def say_line(agent: Any, text: str, **kwargs: Any) -> Any:
+    """Say a fixed line, from the phrase cache when it holds it (no synthesis delay); the SpeechHandle, or
+    None for an empty line."""
+    if not text:
+        return None
+    cached = agent.greeting_audio(text) if getattr(agent, "greeting_audio", None) else None
+    if cached is not None:
+        return agent.session.say(text, audio=cached, **kwargs)
+    return agent.session.say(text, **kwargs)
 
 
 def _sentence_ends(text: str) -> Iterator[int]:
@@ -150,6 +166,7 @@ class ParleyAgent(FillerAgent):
         super().__init__(instructions=self.base_instructions, **kwargs)  # type: ignore[arg-type]
         self.turns: TurnHandling | None = None  # set per call by worker.pipeline.build_call
         self.greeting_audio: Callable[[str], AsyncIterable[rtc.AudioFrame] | None] | None = None
+        self.greet_on_enter = True  # an outbound call greets once it knows who answered (worker/outbound.py)
 
     @property
     def greeting(self) -> str:
@@ -157,13 +174,8 @@ class ParleyAgent(FillerAgent):
 
     async def on_enter(self) -> None:
         """Greet at once; from the phrase cache when it holds the line (no synthesis delay)."""
-        if not self.greeting:
-            return
-        audio = self.greeting_audio(self.greeting) if self.greeting_audio else None
-        if audio is not None:
-            self.session.say(self.greeting, audio=audio)
-        else:
-            self.session.say(self.greeting)
+        if self.greet_on_enter:
+            say_line(self, self.greeting)
 
     def stt_node(  # type: ignore[override]
         self, audio: AsyncIterable[rtc.AudioFrame], model_settings: ModelSettings

@@ -49,8 +49,25 @@ EndedBy = Literal[
     "time_limit",
     "worker_shutdown",
     "error",
+    "voicemail",
+    "busy",
+    "no_answer",
+    "declined",
+    "failed",
     "unknown",
 ]
+PARLEY_ENDINGS = (
+    "silence",
+    "time_limit",
+    "transferred",
+    "voicemail",
+    "busy",
+    "no_answer",
+    "declined",
+    "failed",
+)
+"""Endings Parley knows first-hand: a silent line, the time limit, a transfer that went through, a voicemail
+message left, an outbound call nobody answered (busy, no answer, declined, failed to dial)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +96,7 @@ class CallIdentity:
     agent: str
     profile: str  # the turn profile: web | telephony
     phone: bool
+    direction: str = "inbound"  # "outbound": the agent placed the call (worker/outbound.py)
     sip_call_id: str = ""
     caller_number: str = ""  # personal: sent only with include_transcript
 
@@ -158,9 +176,9 @@ class CallLog:
 
     # --- the report ------------------------------------------------------------------------------------
     def ended_by(self) -> EndedBy:
-        """Parley's own ending first (a silent line, the time limit, a transfer that went through), then the
+        """Parley's own ending first (PARLEY_ENDINGS), then the
         end_call tool, then why the session closed."""
-        if self.ended_by_parley in ("silence", "time_limit", "transferred"):
+        if self.ended_by_parley in PARLEY_ENDINGS:
             return self.ended_by_parley  # type: ignore[return-value]
         if "end_call" in {t.name for t in self.tools if t.ok}:
             return "agent_ended_call"
@@ -188,6 +206,7 @@ class CallLog:
             "room": ident.room if include_transcript else label(ident.room),
             "agent": ident.agent,
             "channel": "phone" if ident.phone else "web",
+            "direction": ident.direction,
             "turn_profile": ident.profile,
             "started_at": _iso(self.started_at),
             "ended_at": _iso(ended),

@@ -21,6 +21,15 @@ from livekit.plugins import silero as _silero_plugin  # noqa: F401
 from .agent_file import call_tools, effective_settings, pop_agent_flag
 from .call_report import CallEndMetrics, CallIdentity, CallReporter, CallReportOptions
 from .memory import release_free_memory, tune_allocator
+from .outbound import (
+    OutboundCall,
+    OutboundError,
+    answer_handling,
+    callee_audio,
+    dial,
+    handle_answer,
+    outbound_request,
+)
 from .settings import Settings, SettingsError, get_settings
 from .sip import (
     ATTR_PHONE_NUMBER,
@@ -28,6 +37,8 @@ from .sip import (
     DtmfOptions,
     SipCall,
     dtmf_as_user_input,
+    hang_up,
+    input_sample_rate,
     is_sip_participant,
     pick_turn_profile,
 )
@@ -77,11 +88,14 @@ async def entrypoint(ctx: JobContext) -> None:
     warm_up = getattr(comp.tts, "warm_up", None)
     if warm_up is not None:  # open the engine connection on this loop now, not on the first reply
         await warm_up()
-    participant = await ctx.wait_for_participant()
+    served = effective_settings(settings)  # with the agent file's choices
+    go_on, call = await outbound_dial(ctx, served)
+    if not go_on:
+        return
+    participant = await ctx.wait_for_participant(identity=call.identity if call else None)
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
-    served = effective_settings(settings)  # with the agent file's choices
-    reporter = call_reporter(ctx, served, participant, profile)
+    reporter = call_reporter(ctx, served, participant, profile, outbound=call is not None)
     on_end = reporter.log.note_ended_by if reporter else None
     transferred = reporter.log.note_transferred if reporter else None
     tools = call_tools(served, phone, on_transferred=transferred)  # the agent file's, else the phone defaults
@@ -104,10 +118,79 @@ async def entrypoint(ctx: JobContext) -> None:
         ctx.add_shutdown_callback(dtmf.aclose)
     marks = turn_marks(ctx, settings, session, agent, comp.tts)
     log.info("call started", extra={"room": ctx.room.name, "profile": profile, "phone": phone})
+    if call is not None:
+        agent.greet_on_enter = False  # who answered decides what is said first
     await session.start(
-        agent, room=ctx.room, record=settings.record_audio, room_options=_room_options(settings)
+        agent,
+        room=ctx.room,
+        record=settings.record_audio,
+        room_options=_room_options(settings, call.identity if call else None),  # an outbound call: the callee
     )
     marks.attach_output(session)
+    if call is not None:
+        listening = asyncio.create_task(
+            answer_outbound(ctx, served, call, session, agent, participant, profile, reporter)
+        )
+        ctx.add_shutdown_callback(lambda: _cancel(listening))
+
+
+async def outbound_dial(ctx: JobContext, settings: Settings) -> tuple[bool, OutboundCall | None]:
+    """(whether the job goes on, its outbound call dialled and answered or None for an inbound job). The
+    job is over after a malformed request or when nobody answered: both logged in one line, the latter
+    also in the call report."""
+    try:
+        call = outbound_request(ctx.job.metadata)
+    except OutboundError as e:
+        log.error("%s", e)
+        ctx.shutdown(str(e))
+        return False, None
+    if call is None or not call.dials:
+        return True, call
+    trunk = call.trunk or settings.sip_outbound_trunk
+    if not trunk:
+        log.error("outbound call: no SIP trunk: set PARLEY_SIP_OUTBOUND_TRUNK or outbound.trunk")
+        ctx.shutdown("outbound call without a trunk")
+        return False, None
+    result = await dial(ctx.api, ctx.room.name, call, trunk)
+    if result.answered:
+        return True, call
+    log.info("outbound call not answered", extra={"outcome": result.outcome, "sip_status": result.sip_status})
+    reporter = call_reporter(ctx, settings, None, "telephony", outbound=True)
+    if reporter is not None:
+        reporter.log.note_ended_by(result.outcome)
+        await reporter.finish([])
+    ctx.shutdown(f"outbound call: {result.outcome}")
+    return False, None
+
+
+async def answer_outbound(
+    ctx: JobContext,
+    settings: Settings,
+    call: OutboundCall,
+    session: Any,
+    agent: Any,
+    participant: Any,
+    profile: str,
+    reporter: CallReporter | None,
+) -> None:
+    """Greet whoever answered, or leave the voicemail message after the beep and end the call."""
+    from .agent import OUTBOUND_GREETING
+
+    greeting = settings.outbound_greeting or OUTBOUND_GREETING.get(settings.language, OUTBOUND_GREETING["en"])
+    message = call.voicemail if call.voicemail is not None else settings.voicemail_message
+
+    async def end_call() -> None:
+        if reporter is not None:
+            reporter.log.note_ended_by("voicemail")
+        await hang_up(ctx.api, ctx.room.name)
+
+    rate = input_sample_rate(profile)  # type: ignore[arg-type]
+    handling = answer_handling(session, agent, greeting, message, end_call)
+    await handle_answer(callee_audio(participant, rate), rate, handling)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
 
 
 def _report_sender(
@@ -119,12 +202,15 @@ def _report_sender(
     return send
 
 
-def call_reporter(ctx: JobContext, settings: Settings, participant: Any, profile: str) -> CallReporter | None:
+def call_reporter(
+    ctx: JobContext, settings: Settings, participant: Any, profile: str, outbound: bool = False
+) -> CallReporter | None:
     """How this call ends, reported (worker/call_report.py): to PARLEY_CALL_REPORT_URL and, with a
-    Prometheus port, counted; None when neither is set."""
+    Prometheus port, counted; None when neither is set. `participant` is None for an outbound call nobody
+    answered."""
     if not settings.call_report_url and not settings.prometheus_port:
         return None
-    sip = SipCall.from_participant(participant)
+    sip = SipCall.from_participant(participant) if participant is not None else None
     opts = None
     if settings.call_report_url:
         opts = CallReportOptions(
@@ -137,14 +223,15 @@ def call_reporter(ctx: JobContext, settings: Settings, participant: Any, profile
         room=ctx.room.name,
         agent=settings.agent_name,  # the agent file's name unless PARLEY_AGENT_NAME says otherwise
         profile=profile,
-        phone=sip is not None,
+        phone=sip is not None or (outbound and participant is None),
+        direction="outbound" if outbound else "inbound",
         sip_call_id=sip.call_id if sip else "",
         caller_number=participant.attributes.get(ATTR_PHONE_NUMBER, "") if sip else "",
     )
     return CallReporter(identity, opts, CallEndMetrics() if settings.prometheus_port else None)
 
 
-def _room_options(settings: Settings) -> Any:
+def _room_options(settings: Settings, identity: str | None = None) -> Any:
     """The caller's audio at the rate Parley's VAD and Whisper use, in short frames: LiveKit's default
     (24 kHz, 50 ms frames) holds each piece of speech up to 50 ms before the VAD sees it.
 
@@ -153,9 +240,11 @@ def _room_options(settings: Settings) -> Any:
     by default), and a host at capacity refuses calls it could take."""
     from livekit.agents.voice import room_io
 
+    extra: dict[str, Any] = {"participant_identity": identity} if identity else {}
     return room_io.RoomOptions(
         audio_input=room_io.AudioInputOptions(sample_rate=16_000, frame_size_ms=settings.input_frame_ms),
         delete_room_on_close=settings.delete_room_on_hangup,
+        **extra,
     )
 
 

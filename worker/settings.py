@@ -180,6 +180,10 @@ class Settings(BaseSettings):
     sip_transfer_dialtone: bool = False
     dtmf_timeout_s: float = Field(3.0, gt=0)
     dtmf_max_digits: int = Field(16, ge=1)
+    # Outbound calls (worker/outbound.py): the job metadata names the number
+    sip_outbound_trunk: str = ""  # the outbound trunk's id when the request names none
+    outbound_greeting: str = ""  # said to a person who answers; empty = the language's built-in one
+    voicemail_message: str = ""  # left on an answering machine after its beep; empty = hang up, say nothing
 
     # Worker
     # prewarmed job processes kept waiting; None = max_calls, so a burst of calls never starts one cold while

@@ -55,6 +55,7 @@ BAD = [
     ("patience", "name: a\nturn: {patience: 9}", "turn.patience: Input should be less"),
     ("empty phrase kind", "name: a\nphrases: {hold: []}", "phrases.hold: must be a non-empty list"),
     ("unknown phrase kind", "name: a\nphrases: {filler: [x]}", "phrases.filler: unknown field"),
+    ("unknown outbound line", "name: a\noutbound: {voicemal: hi}", "outbound.voicemal: unknown field"),
     ("tool without type", "name: a\ntools: [{name: x}]", "each tool needs a type"),
     ("unknown tool type", "name: a\ntools: [{type: ftp}]", "type must be one of http"),
     (
@@ -184,6 +185,10 @@ def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
     assert s.turn_delay_scale == pytest.approx(1.1)
     assert "front desk" in s.sip_transfer_targets
     assert s.sip_goodbye == "Thanks for calling Bright Smile Dental. See you soon!"
+    assert s.outbound_greeting.startswith("Hi, this is Sam from Bright Smile Dental")
+    assert s.voicemail_message.endswith("Please call us back. Thank you!")
+    greetings = spec.phrase_lines({})["greeting"]  # all three said from the phrase cache
+    assert s.outbound_greeting in greetings and s.voicemail_message in greetings and len(greetings) == 3
 
 
 def test_an_agent_file_sends_its_reports_where_it_says(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from livekit import rtc
 from livekit.agents import llm
 from livekit.agents.voice import Agent, ModelSettings
 
-from ..agent import AgentOptions, limit_reply
+from ..agent import AgentOptions, limit_reply, say_line
 
 
 class AgentEntryError(ValueError):
@@ -87,11 +87,8 @@ class _ParleyGreets:
     """Mixin for a developer's Agent that has no on_enter of its own: Parley greets (from cache)."""
 
     async def on_enter(self) -> None:
-        text = self.greeting  # type: ignore[attr-defined]
-        if not text:
-            return
-        audio = self.greeting_audio(text) if self.greeting_audio else None  # type: ignore[attr-defined]
-        self.session.say(text, audio=audio) if audio is not None else self.session.say(text)  # type: ignore[attr-defined]
+        if getattr(self, "greet_on_enter", True):
+            say_line(self, self.greeting)  # type: ignore[attr-defined]
 
 
 def served_agent(agent: Agent, options: AgentOptions, tools: Sequence[llm.Tool] = ()) -> Agent:

@@ -82,6 +82,8 @@ def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
         "turn_delay_scale": spec.turn.patience,
         "call_report_url": spec.report.url if spec.report else None,
         "call_report_transcript": spec.report.transcript if spec.report else None,
+        "outbound_greeting": spec.outbound.greeting,
+        "voicemail_message": spec.outbound.voicemail,
     }
     upd.update({k: v for k, v in pairs.items() if v is not None})
     end = spec.builtin("end_call")

@@ -77,6 +77,13 @@ class ReportSpec(_Strict):
         return _http_url(v)
 
 
+class OutboundSpec(_Strict):
+    """What the agent says when it places the call (worker/outbound.py)."""
+
+    greeting: str | None = Field(default=None, max_length=1000)  # to the person who answers
+    voicemail: str | None = Field(default=None, max_length=1000)  # after an answering machine's beep
+
+
 class PhrasesSpec(_Strict):
     """Lines to pre-synthesise, per kind; a kind left out keeps Parley's defaults for the language."""
 
@@ -204,6 +211,7 @@ class AgentSpec(_Strict):
     llm: LLMSpec = LLMSpec()
     turn: TurnSpec = TurnSpec()
     report: ReportSpec | None = None  # the end-of-call report (PARLEY_CALL_REPORT_URL when unset)
+    outbound: OutboundSpec = OutboundSpec()
     tools: list[ToolSpec] = Field(default_factory=list)
     source: Path | None = Field(default=None, exclude=True)  # the file it came from (set by the loader)
 
@@ -260,6 +268,7 @@ class AgentSpec(_Strict):
         out: dict[str, list[str]] = {k: [] for k in KINDS}
         if self.greeting_text:
             out["greeting"].append(self.greeting_text)
+        out["greeting"].extend(line for line in (self.outbound.greeting, self.outbound.voicemail) if line)
         for kind in ("acknowledgement", "hold", "apology", "goodbye", "reprompt"):
             mine = getattr(self.phrases, kind)
             out[kind].extend(mine if mine is not None else defaults.get(kind, ()))

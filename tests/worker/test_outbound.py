@@ -1,0 +1,172 @@
+"""Outbound calls (worker/outbound.py): the request in the job metadata, dialling and its outcomes, and what
+the agent does once the answer detector has decided. The SIP API is a test double here (livekit-sip, which
+answers CreateSIPParticipant, cannot be installed on this machine); the room-level behaviour is in
+tests/e2e/test_outbound_call.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+from livekit import api
+
+from tests.worker.test_answer_detection import PHONE, answer, beep, quiet, said
+from worker.call_report import CallIdentity, CallLog
+from worker.outbound import (
+    AnswerHandling,
+    OutboundCall,
+    OutboundError,
+    dial,
+    handle_answer,
+    outbound_request,
+)
+
+
+def test_the_request_is_read_from_the_job_metadata() -> None:
+    call = outbound_request(json.dumps({"outbound": {"number": "+1 (555) 123-4567", "trunk": "ST_abc"}}))
+    assert call is not None and call.number == "+15551234567" and call.trunk == "ST_abc" and call.dials
+    assert call.identity == "callee" and call.voicemail is None
+    already_dialled = outbound_request('{"outbound": {"identity": "phone-7"}}')
+    assert already_dialled is not None and not already_dialled.dials and already_dialled.identity == "phone-7"
+
+
+@pytest.mark.parametrize("metadata", [None, "", "not json", "[1, 2]", '{"caller": "web"}', "{broken"])
+def test_other_metadata_is_an_inbound_call(metadata: str | None) -> None:
+    assert outbound_request(metadata) is None
+
+
+@pytest.mark.parametrize(
+    ("outbound", "where"),
+    [
+        ({"number": "call me"}, "number"),
+        ({"number": "+12"}, "number"),
+        ({"number": "+15551234567", "trunk": "ST bad/id"}, "trunk"),
+        ({"number": "+15551234567", "colour": "red"}, "colour"),
+        ({"identity": "a b"}, "identity"),
+        ({"number": "+15551234567", "ring_timeout_s": 900}, "ring_timeout_s"),
+        ("+15551234567", "outbound"),
+    ],
+)
+def test_a_malformed_request_is_one_line_naming_the_field(outbound: Any, where: str) -> None:
+    with pytest.raises(OutboundError) as e:
+        outbound_request(json.dumps({"outbound": outbound}))
+    assert str(e.value).startswith(f"outbound call: {where}") and "\n" not in str(e.value)
+
+
+class _SipDouble:
+    """Stands in for livekit-sip behind LiveKit's SIP API: answers, or fails with a SIP status."""
+
+    def __init__(self, status: int | None = None, error: Exception | None = None) -> None:
+        self.status, self.error = status, error
+        self.requests: list[api.CreateSIPParticipantRequest] = []
+
+    async def create_sip_participant(self, request: api.CreateSIPParticipantRequest) -> object:
+        self.requests.append(request)
+        if self.error is not None:
+            raise self.error
+        if self.status is not None:
+            meta = {"sip_status_code": str(self.status), "sip_status": "Busy Here"}
+            raise api.SipCallError("unavailable", "call failed", status=503, metadata=meta)
+        return object()
+
+
+class _Api:
+    def __init__(self, sip: _SipDouble) -> None:
+        self.sip = sip
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [(None, "answered"), (486, "busy"), (480, "no_answer"), (603, "declined"), (500, "failed")],
+)
+async def test_dialling_waits_for_the_answer_and_names_the_outcome(status: int | None, outcome: str) -> None:
+    sip = _SipDouble(status)
+    call = OutboundCall(number="+15551234567", ring_timeout_s=20)
+    result = await dial(_Api(sip), "room-1", call, "ST_trunk")  # type: ignore[arg-type]
+    assert result.outcome == outcome and result.sip_status == status
+    (req,) = sip.requests
+    assert req.wait_until_answered and req.sip_call_to == "+15551234567" and req.sip_trunk_id == "ST_trunk"
+    assert req.room_name == "room-1" and req.participant_identity == "callee"
+    assert req.ringing_timeout.seconds == 20
+
+
+async def test_a_sip_service_that_is_not_there_is_a_failed_call_not_a_crash() -> None:
+    err = api.TwirpError("unavailable", "no SIP service", status=503)
+    result = await dial(_Api(_SipDouble(error=err)), "r", OutboundCall(number="+15551234567"), "ST_t")  # type: ignore[arg-type]
+    assert result.outcome == "failed" and "no SIP service" in result.detail
+
+
+class _Speech:
+    def __init__(self) -> None:
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+
+
+class _Call:
+    """Records what handle_answer asks of the session."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.greeting = _Speech()
+
+    def handling(self) -> AnswerHandling:
+        async def leave_message() -> None:
+            self.events.append("message")
+
+        def greet() -> _Speech:
+            self.events.append("greet")
+            return self.greeting
+
+        return AnswerHandling(
+            greet=greet, listen=lambda on: self.events.append(f"listen={on}"), leave_message=leave_message
+        )
+
+
+async def _frames(audio: np.ndarray, step: int = 80) -> AsyncIterator[np.ndarray]:
+    """10 ms frames of int16, as the room delivers them."""
+    pcm = (audio * 32767).astype(np.int16)
+    for i in range(0, len(pcm), step):
+        yield pcm[i : i + step]
+        await asyncio.sleep(0)
+
+
+async def test_a_person_is_greeted_and_heard_from_then_on() -> None:
+    audio, _ = answer(quiet(0.5), said("Hello?"), quiet(6.0))
+    call = _Call()
+    decision = await handle_answer(_frames(audio), PHONE, call.handling())
+    assert decision is not None and decision.kind == "person"
+    assert call.events == ["listen=False", "listen=True", "greet"]
+
+
+async def test_a_late_beep_stops_the_greeting_and_leaves_the_message() -> None:
+    audio, _ = answer(quiet(0.3), said("Leave a message."), quiet(1.4), beep(1400, 0.4), quiet(3.0))
+    call = _Call()
+    decision = await handle_answer(_frames(audio), PHONE, call.handling())
+    assert decision is not None and decision.kind == "beep"
+    assert call.events == ["listen=False", "listen=True", "greet", "message"]
+    assert call.greeting.interrupted
+
+
+async def test_a_callee_who_leaves_before_a_decision_leaves_the_session_listening() -> None:
+    audio, _ = answer(quiet(0.5))
+    call = _Call()
+    assert await handle_answer(_frames(audio), PHONE, call.handling()) is None
+    assert call.events == ["listen=False", "listen=True"]
+
+
+def test_the_report_says_how_an_outbound_call_ended() -> None:
+    ident = CallIdentity(
+        job_id="j", room="r", agent="a", profile="telephony", phone=True, direction="outbound"
+    )
+    log = CallLog(ident, clock=lambda: 100.0)
+    log.note_ended_by("voicemail")
+    report = log.report([], include_transcript=False)
+    assert report["ended_by"] == "voicemail" and report["direction"] == "outbound"
+    log.note_ended_by("busy")
+    assert log.report([], include_transcript=False)["ended_by"] == "busy"

@@ -1,0 +1,268 @@
+"""Outbound calls: the agent phones someone through a LiveKit SIP trunk, greets the person who answers, or
+leaves its message on their answering machine after the beep.
+
+A call is placed by dispatching the agent into a new room with job metadata naming the number
+(`python -m worker.outbound +15551234567`, or your backend's own CreateAgentDispatch):
+
+    {"outbound": {"number": "+15551234567", "trunk": "ST_...", "voicemail": "..."}}
+
+The job dials with CreateSIPParticipant and waits for the answer; a busy line, no answer or a refusal ends
+the job with that outcome in the end-of-call report. Once answered, the agent's greeting waits for
+`worker.answer_detection` to say who picked up; the session hears nothing until then, so a machine's
+greeting is never answered. `{"outbound": {"identity": "..."}}` without a number skips the dialling: your
+backend has dialled the callee into the room as that participant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import re
+import secrets
+from collections.abc import AsyncIterable, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from livekit import api, rtc
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .answer_detection import AnswerDecision, AnswerDetector, AnswerOptions
+
+log = logging.getLogger("parley.outbound")
+
+DialOutcome = Literal["answered", "busy", "no_answer", "declined", "failed"]
+_DIGITS = re.compile(r"^\+?[1-9][0-9]{6,14}$")
+_SEPARATORS = re.compile(r"[\s().-]")
+BUSY, NO_ANSWER, DECLINED = {486, 600}, {408, 480, 487}, {603, 403}
+
+
+class OutboundError(ValueError):
+    """A malformed outbound request: one line naming the field."""
+
+
+class OutboundCall(BaseModel):
+    """What the job metadata's `outbound` object may hold."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    number: str | None = None
+    """The number to dial (E.164, separators allowed); none: the callee is already in the room."""
+    trunk: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """The outbound SIP trunk's id (PARLEY_SIP_OUTBOUND_TRUNK when unset)."""
+    identity: str = Field(default="callee", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    """The callee's participant identity in the room."""
+    ring_timeout_s: float = Field(default=30.0, ge=5.0, le=120.0)
+    voicemail: str | None = Field(default=None, max_length=1000)
+    """This call's voicemail message (the agent's `outbound.voicemail` when unset; "" = leave none)."""
+
+    @field_validator("number")
+    @classmethod
+    def _number(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        digits = _SEPARATORS.sub("", v)
+        if not _DIGITS.match(digits):
+            raise ValueError("not a phone number (7-15 digits, an optional leading +)")
+        return digits
+
+    @property
+    def dials(self) -> bool:
+        return self.number is not None
+
+
+def outbound_request(metadata: str | None) -> OutboundCall | None:
+    """The job's outbound request, None for an ordinary (inbound) job; OutboundError when the metadata asks
+    for an outbound call in a way that cannot be followed."""
+    if not metadata or not metadata.strip().startswith("{"):
+        return None
+    try:
+        body = json.loads(metadata)
+    except json.JSONDecodeError:
+        return None  # someone else's metadata, not ours
+    if not isinstance(body, dict) or "outbound" not in body:
+        return None
+    try:
+        return OutboundCall.model_validate(body["outbound"])
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "outbound"
+        raise OutboundError(f"outbound call: {where}: {err['msg']}") from None
+
+
+@dataclass(frozen=True)
+class DialResult:
+    outcome: DialOutcome
+    sip_status: int | None = None
+    detail: str = ""
+
+    @property
+    def answered(self) -> bool:
+        return self.outcome == "answered"
+
+
+def outcome_of(sip_status: int | None) -> DialOutcome:
+    if sip_status in BUSY:
+        return "busy"
+    if sip_status in NO_ANSWER:
+        return "no_answer"
+    if sip_status in DECLINED:
+        return "declined"
+    return "failed"
+
+
+async def dial(lkapi: api.LiveKitAPI, room: str, call: OutboundCall, trunk: str) -> DialResult:
+    """Ring the number into `room` and wait until it answers (or does not)."""
+    from google.protobuf.duration_pb2 import Duration
+
+    request = api.CreateSIPParticipantRequest(
+        sip_trunk_id=trunk,
+        sip_call_to=call.number or "",
+        room_name=room,
+        participant_identity=call.identity,
+        participant_name="callee",
+        wait_until_answered=True,
+        ringing_timeout=Duration(seconds=round(call.ring_timeout_s)),
+    )
+    try:
+        await lkapi.sip.create_sip_participant(request)
+    except api.SipCallError as e:
+        return DialResult(outcome_of(e.sip_status_code), e.sip_status_code, e.sip_status or "")
+    except (TimeoutError, api.TwirpError, OSError) as e:
+        return DialResult("failed", None, f"{type(e).__name__}: {e}"[:200])
+    return DialResult("answered")
+
+
+# --- after the answer --------------------------------------------------------------------------------------
+
+
+async def callee_audio(participant: rtc.RemoteParticipant, rate: int) -> AsyncIterable[np.ndarray]:
+    """The callee's microphone as int16 mono at `rate`."""
+    stream = rtc.AudioStream.from_participant(
+        participant=participant,
+        track_source=rtc.TrackSource.SOURCE_MICROPHONE,
+        sample_rate=rate,
+        num_channels=1,
+    )
+    try:
+        async for event in stream:
+            yield np.frombuffer(event.frame.data, dtype=np.int16)
+    finally:
+        await stream.aclose()
+
+
+@dataclass
+class AnswerHandling:
+    """What to do once the detector has decided: the session-facing side, given as callables so the logic
+    can be tested without a room."""
+
+    greet: Callable[[], Any]
+    """Say the greeting; returns something with `interrupt()` (a SpeechHandle) or None."""
+    listen: Callable[[bool], None]
+    """Turn the session's hearing of the callee on or off."""
+    leave_message: Callable[[], Awaitable[None]]
+    """Stop anything being said, say the voicemail message (if any), wait for it, end the call."""
+
+
+async def handle_answer(
+    audio: AsyncIterable[np.ndarray], rate: int, handling: AnswerHandling, opts: AnswerOptions | None = None
+) -> AnswerDecision | None:
+    """Listen from the answer until the detector is done; greet a person, leave the message on a machine.
+    Returns the decision that ended it (a beep's, or the greeting's), None if the callee left first."""
+    detector = AnswerDetector(rate, opts)
+    handling.listen(False)
+    greeting: Any = None
+    try:
+        async for samples in audio:
+            for decision in detector.feed(samples):
+                if decision.kind == "beep":
+                    log.info("answering machine: leaving the message", extra={"at_s": decision.at_s})
+                    if greeting is not None:
+                        greeting.interrupt()
+                    await handling.leave_message()
+                    return decision
+                log.info("answered", extra={"by": decision.kind, "at_s": decision.at_s})
+                handling.listen(True)
+                greeting = handling.greet()
+            if detector.done:
+                break
+    finally:
+        if greeting is None and detector.decision is None:
+            handling.listen(True)  # the callee left, or the stream ended: leave the session as it was
+    return detector.decision
+
+
+# --- placing a call ------------------------------------------------------------------------------------
+
+
+async def place_call(
+    lkapi: api.LiveKitAPI, agent_name: str, call: OutboundCall, room: str | None = None
+) -> api.AgentDispatch:
+    """Dispatch the agent into a fresh room with the call in its metadata; the job dials."""
+    name = room or f"call-{secrets.token_hex(6)}"
+    metadata = json.dumps({"outbound": call.model_dump(exclude_none=True)})
+    return await lkapi.agent_dispatch.create_dispatch(
+        api.CreateAgentDispatchRequest(agent_name=agent_name, room=name, metadata=metadata)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m worker.outbound NUMBER [--trunk ST_..] [--voicemail TEXT]`: the agent calls NUMBER."""
+    from .settings import get_settings
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("number")
+    ap.add_argument("--trunk", help="outbound SIP trunk id (default PARLEY_SIP_OUTBOUND_TRUNK)")
+    ap.add_argument("--voicemail", help="the message to leave on a machine ('' = none)")
+    ap.add_argument("--room", help="room name (default: a new random one)")
+    args = ap.parse_args(argv)
+    try:
+        call = OutboundCall(number=args.number, trunk=args.trunk, voicemail=args.voicemail)
+    except ValidationError as e:
+        raise SystemExit(f"error: {e.errors()[0]['msg']}") from None
+    settings = get_settings()
+    if not (call.trunk or settings.sip_outbound_trunk):
+        raise SystemExit("error: no outbound SIP trunk: pass --trunk or set PARLEY_SIP_OUTBOUND_TRUNK")
+
+    async def run() -> api.AgentDispatch:
+        lkapi = api.LiveKitAPI(
+            settings.livekit_url, settings.livekit_api_key, settings.livekit_api_secret.get_secret_value()
+        )
+        try:
+            return await place_call(lkapi, settings.agent_name, call, args.room)
+        finally:
+            await lkapi.aclose()
+
+    dispatch = asyncio.run(run())
+    print(f"calling: agent {settings.agent_name} dispatched to room {dispatch.room}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+# --- the job's side ----------------------------------------------------------------------------------------
+
+
+def answer_handling(
+    session: Any, agent: Any, greeting: str, message: str, end_call: Callable[[], Awaitable[None]]
+) -> AnswerHandling:
+    """The session-facing actions of an outbound call: `greeting` to a person, `message` to a machine
+    ("" = none), then `end_call`."""
+    from .agent import say_line
+
+    def listen(on: bool) -> None:
+        session.input.set_audio_enabled(on)
+
+    async def leave_message() -> None:
+        listen(False)
+        session.interrupt(force=True)  # the greeting, or a reply begun to the machine's greeting
+        handle = say_line(agent, message, allow_interruptions=False)
+        if handle is not None:
+            await handle
+        await end_call()
+
+    return AnswerHandling(greet=lambda: say_line(agent, greeting), listen=listen, leave_message=leave_message)
