@@ -55,8 +55,12 @@ class OutboundCall(BaseModel):
     identity: str = Field(default="callee", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
     """The callee's participant identity in the room."""
     ring_timeout_s: float = Field(default=30.0, ge=5.0, le=120.0)
+    greeting: str | None = Field(default=None, min_length=1, max_length=1000)
+    """This call's greeting to a person ("Hi Maria, …"; the agent's `outbound.greeting` when unset)."""
     voicemail: str | None = Field(default=None, max_length=1000)
     """This call's voicemail message (the agent's `outbound.voicemail` when unset; "" = leave none)."""
+    context: str | None = Field(default=None, min_length=1, max_length=2000)
+    """What this call is about, for the LLM ("Maria's cleaning is on Tuesday at 3 pm; confirm or move it")."""
 
     @field_validator("number")
     @classmethod
@@ -245,6 +249,14 @@ if __name__ == "__main__":
 
 
 # --- the job's side ----------------------------------------------------------------------------------------
+
+
+async def add_call_context(agent: Any, context: str) -> None:
+    """The request's `context` after the agent's instructions, for this call only."""
+    combined = f"{agent.instructions}\n\nAbout this call (you placed it): {context}"
+    await agent.update_instructions(combined)
+    if hasattr(agent, "base_instructions"):  # ParleyAgent bounds its context around these
+        agent.base_instructions = combined
 
 
 def answer_handling(

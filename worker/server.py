@@ -24,6 +24,7 @@ from .memory import release_free_memory, tune_allocator
 from .outbound import (
     OutboundCall,
     OutboundError,
+    add_call_context,
     answer_handling,
     callee_audio,
     dial,
@@ -120,6 +121,8 @@ async def entrypoint(ctx: JobContext) -> None:
     log.info("call started", extra={"room": ctx.room.name, "profile": profile, "phone": phone})
     if call is not None:
         agent.greet_on_enter = False  # who answered decides what is said first
+        if call.context:
+            await add_call_context(agent, call.context)
     await session.start(
         agent,
         room=ctx.room,
@@ -176,7 +179,8 @@ async def answer_outbound(
     """Greet whoever answered, or leave the voicemail message after the beep and end the call."""
     from .agent import OUTBOUND_GREETING
 
-    greeting = settings.outbound_greeting or OUTBOUND_GREETING.get(settings.language, OUTBOUND_GREETING["en"])
+    built_in = OUTBOUND_GREETING.get(settings.language, OUTBOUND_GREETING["en"])
+    greeting = call.greeting or settings.outbound_greeting or built_in
     message = call.voicemail if call.voicemail is not None else settings.voicemail_message
 
     async def end_call() -> None:

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 GREETING = "Hi, this is the clinic calling about your visit."
 MESSAGE = "Hello, this is the clinic. Please call us back today."
 OUTBOUND = json.dumps({"outbound": {"identity": "caller"}})  # the scripted caller's identity
+HI_MARIA = "Hi Maria, this is the clinic calling about Tuesday."  # this call's own greeting
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +44,20 @@ def _voice():  # type: ignore[no-untyped-def]
     return CpuVoice(voice="heart")
 
 
-def test_a_person_who_answers_hears_the_outbound_greeting(stack: E2EStack, tmp_path: Path) -> None:
+def test_a_person_who_answers_hears_this_calls_greeting(stack: E2EStack, tmp_path: Path) -> None:
     hello = tmp_path / "hello.wav"
     sf.write(hello, render_line(_voice(), "Hello?", 0.3, 0.2), RATE, subtype="PCM_16")
-    opts = LiveKitCallOptions(out_dir=tmp_path, dispatch_metadata=OUTBOUND, answers=True)
+    outbound = {
+        "identity": "caller",
+        "greeting": HI_MARIA,
+        "context": "Maria's cleaning is on Tuesday at 3 pm.",
+    }
+    opts = LiveKitCallOptions(
+        out_dir=tmp_path, dispatch_metadata=json.dumps({"outbound": outbound}), answers=True
+    )
     record = run_caller(stack, [hello], tmp_path / "call", opts)
     said = [t.text.strip() for t in record.transcripts if t.who == "agent" and t.text.strip()]
-    assert said and said[0] == GREETING, said
+    assert said and said[0] == HI_MARIA, said
     assert MESSAGE not in said
     (turn,) = record.turns
     heard = record.agent.first_voiced_after(turn.last_voiced)

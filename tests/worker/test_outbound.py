@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -160,6 +161,19 @@ async def test_a_callee_who_leaves_before_a_decision_leaves_the_session_listenin
     assert call.events == ["listen=False", "listen=True"]
 
 
+async def test_a_calls_context_follows_the_agents_instructions_for_that_call_only() -> None:
+    from worker.agent import AgentOptions, ParleyAgent
+    from worker.outbound import add_call_context
+
+    agent, other = ParleyAgent(AgentOptions(instructions="You are Sam.")), ParleyAgent(AgentOptions())
+    await add_call_context(agent, "Maria's cleaning is on Tuesday at 3 pm.")
+    assert agent.instructions.startswith("You are Sam.") and agent.instructions.endswith("Tuesday at 3 pm.")
+    assert agent.base_instructions == agent.instructions  # what the bounded context keeps verbatim
+    assert "Maria" not in other.instructions
+    with pytest.raises(OutboundError, match="outbound call: context"):
+        outbound_request(json.dumps({"outbound": {"identity": "x", "context": "x" * 2001}}))
+
+
 def test_the_report_says_how_an_outbound_call_ended() -> None:
     ident = CallIdentity(
         job_id="j", room="r", agent="a", profile="telephony", phone=True, direction="outbound"
@@ -170,3 +184,49 @@ def test_the_report_says_how_an_outbound_call_ended() -> None:
     assert report["ended_by"] == "voicemail" and report["direction"] == "outbound"
     log.note_ended_by("busy")
     assert log.report([], include_transcript=False)["ended_by"] == "busy"
+
+
+class _Job:
+    """The parts of a JobContext the dialling step reads (a test double: no room is needed to dial)."""
+
+    def __init__(self, metadata: str, sip: _SipDouble) -> None:
+        self.job = type("Job", (), {"id": "AJ_1", "metadata": metadata})()
+        self.room = type("Room", (), {"name": "call-1"})()
+        self.api = _Api(sip)
+        self.stopped: list[str] = []
+
+    def shutdown(self, reason: str = "") -> None:
+        self.stopped.append(reason)
+
+
+async def test_a_busy_line_ends_the_job_with_a_report_saying_so(tmp_path: Path) -> None:
+    from tests.worker.test_call_report import serve
+    from worker.call_report_receiver import make_app
+    from worker.server import outbound_dial
+    from worker.settings import load_settings
+
+    out = tmp_path / "reports.jsonl"
+    async for base in serve(make_app(out, secret="")):
+        settings = load_settings(call_report_url=f"{base}/report", sip_outbound_trunk="ST_default")
+        job = _Job(json.dumps({"outbound": {"number": "+15551234567"}}), _SipDouble(486))
+        assert await outbound_dial(job, settings) == (False, None)  # type: ignore[arg-type]
+    assert job.api.sip.requests[0].sip_trunk_id == "ST_default" and job.stopped == ["outbound call: busy"]
+    (report,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (report["ended_by"], report["direction"], report["channel"]) == ("busy", "outbound", "phone")
+
+
+async def test_the_dialling_step_goes_on_only_for_an_answered_or_inbound_call() -> None:
+    from worker.server import outbound_dial
+    from worker.settings import load_settings
+
+    settings = load_settings()
+    answered = _Job(json.dumps({"outbound": {"number": "+15551234567", "trunk": "ST_t"}}), _SipDouble())
+    go_on, call = await outbound_dial(answered, settings)  # type: ignore[arg-type]
+    assert go_on and call is not None and call.identity == "callee" and not answered.stopped
+    assert await outbound_dial(_Job("", _SipDouble()), settings) == (True, None)  # type: ignore[arg-type]
+    no_trunk = _Job(json.dumps({"outbound": {"number": "+15551234567"}}), _SipDouble())
+    assert await outbound_dial(no_trunk, settings) == (False, None)  # type: ignore[arg-type]
+    assert no_trunk.stopped and not no_trunk.api.sip.requests
+    bad = _Job(json.dumps({"outbound": {"number": "nope"}}), _SipDouble())
+    assert await outbound_dial(bad, settings) == (False, None)  # type: ignore[arg-type]
+    assert bad.stopped[0].startswith("outbound call: number")
