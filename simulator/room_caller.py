@@ -313,6 +313,9 @@ def _unpack(z: Any, name: str) -> Track:
     return track
 
 
+ANSWER_AFTER_JOIN_S = 0.5  # an answering callee speaks this long after the agent joined
+
+
 @dataclass(frozen=True)
 class CallerOptions:
     url: str
@@ -422,9 +425,11 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
         )
         if not joined:
             raise CallerError(f"no agent joined room {opts.room} within {opts.join_timeout_s:.0f} s")
-        if opts.answers:  # the agent's track is up once its session runs: the callee picks up then
-            await wait_for(lambda: bool(tasks), opts.join_timeout_s)
-            await asyncio.sleep(opts.settle_s)
+        if opts.answers:
+            # a callee speaks the moment the line opens, while the agent's session is still being built;
+            # half a second lets the agent's subscription to this track settle (a SIP callee's audio
+            # reaches an agent already in the room)
+            await asyncio.sleep(ANSWER_AFTER_JOIN_S)
         else:
             await wait_for(lambda: listener.first_voiced_after(t_connect), opts.reply_timeout_s)
             greeting = listener.first_voiced_after(t_connect)

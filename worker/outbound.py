@@ -21,7 +21,7 @@ import json
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterable, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -157,6 +157,30 @@ async def callee_audio(participant: rtc.RemoteParticipant, rate: int) -> AsyncIt
         await stream.aclose()
 
 
+def prefetch(frames: AsyncIterable[np.ndarray]) -> AsyncIterable[np.ndarray]:
+    """Start reading `frames` now and hold them until they are asked for: the callee's "Hello?" comes the
+    moment the call is answered, while the session is still being built, and must not be lost."""
+    queue: asyncio.Queue[np.ndarray | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for x in frames:
+                queue.put_nowait(x)
+        finally:
+            queue.put_nowait(None)
+
+    task = asyncio.get_running_loop().create_task(pump())
+
+    async def drain() -> AsyncIterator[np.ndarray]:
+        try:
+            while (x := await queue.get()) is not None:
+                yield x
+        finally:
+            task.cancel()
+
+    return drain()
+
+
 @dataclass
 class AnswerHandling:
     """What to do once the detector has decided: the session-facing side, given as callables so the logic
@@ -178,8 +202,9 @@ async def handle_answer(
     detector = AnswerDetector(rate, opts)
     handling.listen(False)
     greeting: Any = None
+    frames = aiter(audio)
     try:
-        async for samples in audio:
+        async for samples in frames:
             for decision in detector.feed(samples):
                 if decision.kind == "beep":
                     log.info("answering machine: leaving the message", extra={"at_s": decision.at_s})
@@ -193,6 +218,9 @@ async def handle_answer(
             if detector.done:
                 break
     finally:
+        closing = getattr(frames, "aclose", None)
+        if closing is not None:
+            await closing()  # stop reading the callee's audio: the session hears them from here on
         if greeting is None and detector.decision is None:
             handling.listen(True)  # the callee left, or the stream ended: leave the session as it was
     return detector.decision
@@ -259,12 +287,41 @@ async def add_call_context(agent: Any, context: str) -> None:
         agent.base_instructions = combined
 
 
+async def prepare_lines(tts: Any, texts: list[str], into: dict[str, list[rtc.AudioFrame]]) -> None:
+    """Synthesise the lines the phrase cache lacks (a call's own greeting, a message from the request) while
+    the detector listens, into `into` as each is done: the greeting or the message then starts with no
+    synthesis delay. A line that fails is left out (it is synthesised when said)."""
+    for text in texts:
+        try:
+            async with tts.synthesize(text) as stream:
+                into[text] = [ev.frame async for ev in stream]
+        except Exception as e:  # the line is still said, synthesised then
+            log.warning("outbound line not prepared: %s", type(e).__name__)
+
+
+async def _replay(frames: list[rtc.AudioFrame]) -> AsyncIterator[rtc.AudioFrame]:
+    for frame in frames:
+        yield frame
+
+
 def answer_handling(
-    session: Any, agent: Any, greeting: str, message: str, end_call: Callable[[], Awaitable[None]]
+    session: Any,
+    agent: Any,
+    greeting: str,
+    message: str,
+    end_call: Callable[[], Awaitable[None]],
+    prepared: dict[str, list[rtc.AudioFrame]] | None = None,
 ) -> AnswerHandling:
     """The session-facing actions of an outbound call: `greeting` to a person, `message` to a machine
-    ("" = none), then `end_call`."""
+    ("" = none), then `end_call`. A line in `prepared` plays from there, else from the phrase cache."""
     from .agent import say_line
+
+    ready = prepared if prepared is not None else {}
+
+    def speak(text: str, **kwargs: Any) -> Any:
+        if text in ready:
+            return session.say(text, audio=_replay(ready[text]), **kwargs)
+        return say_line(agent, text, **kwargs)
 
     def listen(on: bool) -> None:
         session.input.set_audio_enabled(on)
@@ -272,9 +329,9 @@ def answer_handling(
     async def leave_message() -> None:
         listen(False)
         session.interrupt(force=True)  # the greeting, or a reply begun to the machine's greeting
-        handle = say_line(agent, message, allow_interruptions=False)
+        handle = speak(message, allow_interruptions=False) if message else None
         if handle is not None:
             await handle
         await end_call()
 
-    return AnswerHandling(greet=lambda: say_line(agent, greeting), listen=listen, leave_message=leave_message)
+    return AnswerHandling(greet=lambda: speak(greeting), listen=listen, leave_message=leave_message)

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterable, Callable, Coroutine
 from typing import Any
 
 from livekit.agents import AgentServer, JobContext, JobProcess, cli
@@ -30,6 +30,8 @@ from .outbound import (
     dial,
     handle_answer,
     outbound_request,
+    prefetch,
+    prepare_lines,
 )
 from .settings import Settings, SettingsError, get_settings
 from .sip import (
@@ -96,6 +98,10 @@ async def entrypoint(ctx: JobContext) -> None:
     participant = await ctx.wait_for_participant(identity=call.identity if call else None)
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
+    rate = input_sample_rate(profile)
+    answer = (
+        prefetch(callee_audio(participant, rate)) if call is not None else None
+    )  # heard from the answer on
     reporter = call_reporter(ctx, served, participant, profile, outbound=call is not None)
     on_end = reporter.log.note_ended_by if reporter else None
     transferred = reporter.log.note_transferred if reporter else None
@@ -130,9 +136,9 @@ async def entrypoint(ctx: JobContext) -> None:
         room_options=_room_options(settings, call.identity if call else None),  # an outbound call: the callee
     )
     marks.attach_output(session)
-    if call is not None:
+    if call is not None and answer is not None:
         listening = asyncio.create_task(
-            answer_outbound(ctx, served, call, session, agent, participant, profile, reporter)
+            answer_outbound(ctx, served, call, session, agent, answer, rate, reporter)
         )
         ctx.add_shutdown_callback(lambda: _cancel(listening))
 
@@ -172,8 +178,8 @@ async def answer_outbound(
     call: OutboundCall,
     session: Any,
     agent: Any,
-    participant: Any,
-    profile: str,
+    audio: AsyncIterable[Any],
+    rate: int,
     reporter: CallReporter | None,
 ) -> None:
     """Greet whoever answered, or leave the voicemail message after the beep and end the call."""
@@ -188,9 +194,17 @@ async def answer_outbound(
             reporter.log.note_ended_by("voicemail")
         await hang_up(ctx.api, ctx.room.name)
 
-    rate = input_sample_rate(profile)  # type: ignore[arg-type]
-    handling = answer_handling(session, agent, greeting, message, end_call)
-    await handle_answer(callee_audio(participant, rate), rate, handling)
+    cached = agent.greeting_audio if getattr(agent, "greeting_audio", None) else lambda _text: None
+    lines = [t for t in (greeting, message) if t and cached(t) is None]
+    prepared: dict[str, Any] = {}
+    preparing = asyncio.create_task(prepare_lines(session.tts, lines, prepared)) if lines else None
+    try:
+        await handle_answer(
+            audio, rate, answer_handling(session, agent, greeting, message, end_call, prepared)
+        )
+    finally:
+        if preparing is not None:
+            preparing.cancel()
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

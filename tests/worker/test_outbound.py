@@ -230,3 +230,48 @@ async def test_the_dialling_step_goes_on_only_for_an_answered_or_inbound_call() 
     bad = _Job(json.dumps({"outbound": {"number": "nope"}}), _SipDouble())
     assert await outbound_dial(bad, settings) == (False, None)  # type: ignore[arg-type]
     assert bad.stopped[0].startswith("outbound call: number")
+
+
+async def test_audio_from_the_answer_on_is_kept_until_it_is_read_and_stops_when_closed() -> None:
+    from worker.outbound import prefetch
+
+    made: list[int] = []
+    stopped = asyncio.Event()
+
+    async def source() -> AsyncIterator[np.ndarray]:
+        try:
+            for i in range(1000):
+                made.append(i)
+                yield np.full(80, i, np.int16)
+                await asyncio.sleep(0)
+        finally:
+            stopped.set()
+
+    frames = prefetch(source())
+    for _ in range(20):  # the session is being built: nothing reads yet
+        await asyncio.sleep(0)
+    assert len(made) >= 10  # already being read
+    got = []
+    async for x in frames:
+        got.append(int(x[0]))
+        if len(got) == 15:
+            break
+    assert got == list(range(15))  # nothing lost, in order
+    await frames.aclose()  # type: ignore[attr-defined]
+    await asyncio.wait_for(stopped.wait(), 1.0)
+
+
+async def test_lines_missing_from_the_cache_are_synthesised_while_the_detector_listens() -> None:
+    from plugins.cpu_voice.tts import CpuVoiceTTS
+    from worker.outbound import prepare_lines
+
+    class _Broken:
+        def synthesize(self, text: str) -> Any:
+            raise RuntimeError("engine gone")
+
+    prepared: dict[str, Any] = {}
+    await prepare_lines(CpuVoiceTTS(voice="heart"), ["Hi Maria.", "Please call us back."], prepared)
+    assert set(prepared) == {"Hi Maria.", "Please call us back."}
+    assert all(sum(f.samples_per_channel for f in frames) > 1000 for frames in prepared.values())
+    await prepare_lines(_Broken(), ["Hello."], prepared)  # said later, synthesised then
+    assert "Hello." not in prepared
