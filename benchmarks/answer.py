@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from benchmarks.report import p50_p95
 from worker.answer_detection import (
     AnswerDecision,
     AnswerOptions,
@@ -153,13 +155,8 @@ def judge(name: str, label: dict[str, Any], decisions: list[AnswerDecision]) -> 
     return res
 
 
-def _pct(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None}
-    return {
-        "p50": round(float(np.percentile(values, 50)), 3),
-        "p95": round(float(np.percentile(values, 95)), 3),
-    }
+def _ms(delays: Iterable[float | None]) -> dict[str, float | None]:
+    return p50_p95([d * 1000 for d in delays if d is not None])
 
 
 def summarise(results: list[FileResult]) -> dict[str, Any]:
@@ -176,14 +173,12 @@ def summarise(results: list[FileResult]) -> dict[str, Any]:
         "files": len(results),
         "failures": sum(failures.values()),
         "failures_by_kind": failures,
-        "person_greet_delay_s": _pct([r.delay_s for r in of("person") if r.delay_s is not None]),
-        "person_long_greet_delay_s": _pct([r.delay_s for r in of("person_long") if r.delay_s is not None]),
+        "person_greet_delay_ms": _ms(r.delay_s for r in of("person")),
+        "person_long_greet_delay_ms": _ms(r.delay_s for r in of("person_long")),
         "persons": len(persons),
         "machines_with_beep": len(beeping),
         "machines_without_beep": len(machines) - len(beeping),
-        "message_after_beep_s": _pct(
-            [r.delay_s for r in machines if r.delay_s is not None and not r.failure]
-        ),
+        "message_after_beep_ms": _ms(r.delay_s for r in machines if not r.failure),
         "late_beeps_recovered": sum(1 for r in machines if r.outcome == "greeted_then_message"),
     }
 

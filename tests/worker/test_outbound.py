@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from livekit import api
 
-from tests.worker.test_answer_detection import PHONE, answer, beep, quiet, said
+from tests.answer_audio import PHONE, answer, beep, quiet, said
 from worker.call_report import CallIdentity, CallLog
 from worker.outbound import (
     AnswerHandling,
