@@ -52,6 +52,10 @@ class OutboundCall(BaseModel):
     """The number to dial (E.164, separators allowed); none: the callee is already in the room."""
     trunk: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
     """The outbound SIP trunk's id (PARLEY_SIP_OUTBOUND_TRUNK when unset)."""
+    from_number: str | None = None
+    """The number the callee sees (one of the trunk's numbers; the trunk's default when unset)."""
+    dtmf: str | None = Field(default=None, pattern=r"^[0-9*#w]{1,32}$")
+    """Keys sent once the call connects, "w" a half-second wait: an extension behind a switchboard."""
     identity: str = Field(default="callee", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
     """The callee's participant identity in the room."""
     ring_timeout_s: float = Field(default=30.0, ge=5.0, le=120.0)
@@ -62,7 +66,7 @@ class OutboundCall(BaseModel):
     context: str | None = Field(default=None, min_length=1, max_length=2000)
     """What this call is about, for the LLM ("Maria's cleaning is on Tuesday at 3 pm; confirm or move it")."""
 
-    @field_validator("number")
+    @field_validator("number", "from_number")
     @classmethod
     def _number(cls, v: str | None) -> str | None:
         if v is None:
@@ -124,6 +128,8 @@ async def dial(lkapi: api.LiveKitAPI, room: str, call: OutboundCall, trunk: str)
     request = api.CreateSIPParticipantRequest(
         sip_trunk_id=trunk,
         sip_call_to=call.number or "",
+        sip_number=call.from_number or "",
+        dtmf=call.dtmf or "",
         room_name=room,
         participant_identity=call.identity,
         participant_name="callee",

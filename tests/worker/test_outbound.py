@@ -48,6 +48,8 @@ def test_other_metadata_is_an_inbound_call(metadata: str | None) -> None:
         ({"number": "+15551234567", "trunk": "ST bad/id"}, "trunk"),
         ({"number": "+15551234567", "colour": "red"}, "colour"),
         ({"identity": "a b"}, "identity"),
+        ({"number": "+15551234567", "from_number": "front desk"}, "from_number"),
+        ({"number": "+15551234567", "dtmf": "12; rm -rf"}, "dtmf"),
         ({"number": "+15551234567", "ring_timeout_s": 900}, "ring_timeout_s"),
         ("+15551234567", "outbound"),
     ],
@@ -86,13 +88,15 @@ class _Api:
 )
 async def test_dialling_waits_for_the_answer_and_names_the_outcome(status: int | None, outcome: str) -> None:
     sip = _SipDouble(status)
-    call = OutboundCall(number="+15551234567", ring_timeout_s=20)
+    call = OutboundCall(
+        number="+15551234567", ring_timeout_s=20, from_number="+1 555 000 1111", dtmf="ww204#"
+    )
     result = await dial(_Api(sip), "room-1", call, "ST_trunk")  # type: ignore[arg-type]
     assert result.outcome == outcome and result.sip_status == status
     (req,) = sip.requests
     assert req.wait_until_answered and req.sip_call_to == "+15551234567" and req.sip_trunk_id == "ST_trunk"
     assert req.room_name == "room-1" and req.participant_identity == "callee"
-    assert req.ringing_timeout.seconds == 20
+    assert req.ringing_timeout.seconds == 20 and req.sip_number == "+15550001111" and req.dtmf == "ww204#"
 
 
 async def test_a_sip_service_that_is_not_there_is_a_failed_call_not_a_crash() -> None:
