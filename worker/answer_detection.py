@@ -8,7 +8,9 @@ from the moment the call is answered and decides one of:
 - `silence`: nobody said anything for `initial_silence_s`: greet now (some people answer silently).
 - `beep`: a steady tone ended: an answering machine is recording, leave the message now.
 - `long_greeting`: a greeting too long for a person ended with no beep after `machine_silence_s`: greet
-  (a person after all, or a machine without a beep, which records the greeting).
+  (a person after all, or a machine without a beep, which records the greeting), unless its words are a
+  voicemail greeting's (`sounds_like_voicemail`, read by the caller of `feed` from one decode of it): then the
+  machine is recording, and the message is left (`voicemail_words`).
 
 After a `person` or `silence` decision it keeps listening until the line has been quiet for `late_beep_s`:
 a machine whose greeting pauses between sentences, or whose beep comes late, reads as a person at first,
@@ -22,6 +24,7 @@ frame; a vowel spreads its power over several harmonics and glides.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 
-AnswerKind = Literal["person", "silence", "beep", "long_greeting"]
+AnswerKind = Literal["person", "silence", "beep", "long_greeting", "voicemail_words"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,26 @@ class AnswerDecision:
     voiced_s: float
     """Seconds of speech heard before it (a beep's frames are not speech)."""
     beep_hz: float | None = None
+
+
+VOICEMAIL_WORDS = {
+    "en": re.compile(
+        r"\b(leave\W+(\w+\W+){0,3}?(message|voicemail|name|number)"
+        r"|(after|at) the (tone|beep)|record your message|voice ?mail|mailbox"
+        r"|not available|unavailable|(can'?t|cannot|unable to) (talk|come to|take|answer|get to)"
+        r"|you('ve| have) reached|missed your call|get back to you|away from (my|the|our) (desk|phone|office)"
+        r"|not (at )?home)\b"
+    ),
+    "ko": re.compile(r"(메시지|음성 ?사서함|삐 소리|받을 수 없|연결이 되지 않|녹음)"),
+}
+"""What answering machines say and people picking up do not: a voicemail greeting names the message, the
+tone, the mailbox, or that nobody can come to the phone."""
+
+
+def sounds_like_voicemail(text: str, language: str = "en") -> bool:
+    """Whether a greeting's words are an answering machine's."""
+    pattern = VOICEMAIL_WORDS.get(language.split("-")[0].lower())
+    return bool(pattern and pattern.search(text.lower()))
 
 
 LOW_HZ, PEAK_LOW_HZ, HIGH_HZ = 300.0, 350.0, 3000.0  # below 350 Hz a line's filtered rumble piles up

@@ -22,20 +22,21 @@ import logging
 import re
 import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 from livekit import api, rtc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .answer_detection import AnswerDecision, AnswerDetector, AnswerOptions
+from .answer_detection import AnswerDecision, AnswerDetector, AnswerOptions, sounds_like_voicemail
 
 log = logging.getLogger("parley.outbound")
 
 DialOutcome = Literal["answered", "busy", "no_answer", "declined", "failed"]
 _DIGITS = re.compile(r"^\+?[1-9][0-9]{6,14}$")
 _SEPARATORS = re.compile(r"[\s().-]")
+MAX_GREETING_S = 30.0  # of a greeting kept for its one decode
 BUSY, NO_ANSWER, DECLINED = {486, 600}, {408, 480, 487}, {603, 403}
 
 
@@ -198,6 +199,10 @@ class AnswerHandling:
     """Turn the session's hearing of the callee on or off."""
     leave_message: Callable[[], Awaitable[None]]
     """Stop anything being said, say the voicemail message (if any), wait for it, end the call."""
+    transcribe: Callable[[np.ndarray, int], Awaitable[str]] | None = None
+    """One decode of int16 audio at a rate: a long greeting that ended without a beep is read once, and
+    left the message if its words are a voicemail greeting's (None: greeted)."""
+    language: str = "en"
 
 
 async def handle_answer(
@@ -208,12 +213,17 @@ async def handle_answer(
     detector = AnswerDetector(rate, opts)
     handling.listen(False)
     greeting: Any = None
+    heard: list[np.ndarray] = []  # the greeting, for one decode when it ends without a beep
     frames = aiter(audio)
     try:
         async for samples in frames:
+            if detector.decision is None and sum(len(x) for x in heard) < MAX_GREETING_S * rate:
+                heard.append(samples)
             for decision in detector.feed(samples):
-                if decision.kind == "beep":
-                    log.info("answering machine: leaving the message", extra={"at_s": decision.at_s})
+                if decision.kind == "long_greeting" and await _voicemail_words(heard, rate, handling):
+                    decision = replace(decision, kind="voicemail_words")
+                if decision.kind in ("beep", "voicemail_words"):
+                    log.info("answering machine: leaving the message", extra={"by": decision.kind})
                     if greeting is not None:
                         greeting.interrupt()
                     await handling.leave_message()
@@ -230,6 +240,17 @@ async def handle_answer(
         if greeting is None and detector.decision is None:
             handling.listen(True)  # the callee left, or the stream ended: leave the session as it was
     return detector.decision
+
+
+async def _voicemail_words(heard: list[np.ndarray], rate: int, handling: AnswerHandling) -> bool:
+    if handling.transcribe is None or not heard:
+        return False
+    try:
+        text = await handling.transcribe(np.concatenate(heard).astype(np.int16), rate)
+    except Exception as e:  # no words: the call goes on as if a person answered
+        log.warning("greeting not transcribed: %s", type(e).__name__)
+        return False
+    return sounds_like_voicemail(text, handling.language)
 
 
 # --- placing a call ------------------------------------------------------------------------------------
@@ -317,6 +338,7 @@ def answer_handling(
     message: str,
     end_call: Callable[[], Awaitable[None]],
     prepared: dict[str, list[rtc.AudioFrame]] | None = None,
+    language: str = "en",
 ) -> AnswerHandling:
     """The session-facing actions of an outbound call: `greeting` to a person, `message` to a machine
     ("" = none), then `end_call`. A line in `prepared` plays from there, else from the phrase cache."""
@@ -340,4 +362,15 @@ def answer_handling(
             await handle
         await end_call()
 
-    return AnswerHandling(greet=lambda: speak(greeting), listen=listen, leave_message=leave_message)
+    async def transcribe(pcm: np.ndarray, rate: int) -> str:
+        frame = rtc.AudioFrame(pcm.tobytes(), rate, 1, len(pcm))
+        event = await session.stt.recognize(frame, language=language)
+        return event.alternatives[0].text if event.alternatives else ""
+
+    return AnswerHandling(
+        greet=lambda: speak(greeting),
+        listen=listen,
+        leave_message=leave_message,
+        transcribe=transcribe if getattr(session, "stt", None) is not None else None,
+        language=language,
+    )

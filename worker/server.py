@@ -200,7 +200,9 @@ async def answer_outbound(
     preparing = asyncio.create_task(prepare_lines(session.tts, lines, prepared)) if lines else None
     try:
         await handle_answer(
-            audio, rate, answer_handling(session, agent, greeting, message, end_call, prepared)
+            audio,
+            rate,
+            answer_handling(session, agent, greeting, message, end_call, prepared, settings.language),
         )
     finally:
         if preparing is not None:

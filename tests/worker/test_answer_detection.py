@@ -89,3 +89,24 @@ def test_bad_settings_and_rates_say_what_is_wrong() -> None:
         AnswerOptions(initial_silence_s=0)
     with pytest.raises(ValueError, match="tone purities"):
         AnswerOptions(tone_purity=0.8, tone_hold_purity=0.9)
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "machine"),
+    [
+        ("Hi, you've reached the Garcias. Leave us a message after the beep!", "en", True),
+        ("The subscriber you have called is not available.", "en", True),
+        ("Welcome to the voice mail box of extension two one four.", "en", True),
+        ("Sorry I missed your call, I'll get back to you.", "en", True),
+        ("Hello?", "en", False),
+        ("Thanks for calling Riverside Books, this is Ana, what can I do for you?", "en", False),
+        ("Hi, who's calling, please?", "en", False),
+        ("지금은 전화를 받을 수 없습니다. 삐 소리 후에 메시지를 남겨 주세요.", "ko", True),
+        ("여보세요?", "ko", False),
+        ("Leave a message.", "fr", False),  # no list for the language: never a machine by its words
+    ],
+)
+def test_a_voicemail_greeting_is_known_by_its_words(text: str, language: str, machine: bool) -> None:
+    from worker.answer_detection import sounds_like_voicemail
+
+    assert sounds_like_voicemail(text, language) is machine

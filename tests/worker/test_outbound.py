@@ -279,3 +279,36 @@ async def test_lines_missing_from_the_cache_are_synthesised_while_the_detector_l
     assert all(sum(f.samples_per_channel for f in frames) > 1000 for frames in prepared.values())
     await prepare_lines(_Broken(), ["Hello."], prepared)  # said later, synthesised then
     assert "Hello." not in prepared
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("Hi, you've reached Ben. I can't take your call, please leave a message.", ["message"]),
+        ("Good afternoon, Lakeside Veterinary, this is Jen speaking, how can I help you?", ["greet"]),
+        (None, ["greet"]),  # the decode failed: greeted, as before
+    ],
+)
+async def test_a_long_greeting_without_a_beep_is_read_once_for_a_voicemails_words(
+    words: str | None, expected: list[str]
+) -> None:
+    greeting = said(
+        "Good afternoon, you have reached the front desk of the Lakeside clinic, how are you today?"
+    )
+    audio, _ = answer(quiet(0.3), greeting, quiet(3.0))
+    call, decoded = _Call(), []
+
+    async def transcribe(pcm: np.ndarray, rate: int) -> str:
+        decoded.append(len(pcm) / rate)
+        if words is None:
+            raise RuntimeError("speech engine down")
+        return words
+
+    handling = call.handling()
+    handling.transcribe = transcribe
+    decision = await handle_answer(_frames(audio), PHONE, handling)
+    assert decision is not None
+    assert [e for e in call.events if not e.startswith("listen")] == expected
+    assert decision.kind == ("voicemail_words" if expected == ["message"] else "long_greeting")
+    (seconds,) = decoded  # one decode, of the greeting heard up to the decision
+    assert seconds == pytest.approx(decision.at_s, abs=0.1)
