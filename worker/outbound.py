@@ -214,11 +214,13 @@ async def handle_answer(
     handling.listen(False)
     greeting: Any = None
     heard: list[np.ndarray] = []  # the greeting, for one decode when it ends without a beep
+    kept, keep = 0, int(MAX_GREETING_S * rate)
     frames = aiter(audio)
     try:
         async for samples in frames:
-            if detector.decision is None and sum(len(x) for x in heard) < MAX_GREETING_S * rate:
+            if detector.decision is None and kept < keep:
                 heard.append(samples)
+                kept += len(samples)
             for decision in detector.feed(samples):
                 if decision.kind == "long_greeting" and await _voicemail_words(heard, rate, handling):
                     decision = replace(decision, kind="voicemail_words")
@@ -251,56 +253,6 @@ async def _voicemail_words(heard: list[np.ndarray], rate: int, handling: AnswerH
         log.warning("greeting not transcribed: %s", type(e).__name__)
         return False
     return sounds_like_voicemail(text, handling.language)
-
-
-# --- placing a call ------------------------------------------------------------------------------------
-
-
-async def place_call(
-    lkapi: api.LiveKitAPI, agent_name: str, call: OutboundCall, room: str | None = None
-) -> api.AgentDispatch:
-    """Dispatch the agent into a fresh room with the call in its metadata; the job dials."""
-    name = room or f"call-{secrets.token_hex(6)}"
-    metadata = json.dumps({"outbound": call.model_dump(exclude_none=True)})
-    return await lkapi.agent_dispatch.create_dispatch(
-        api.CreateAgentDispatchRequest(agent_name=agent_name, room=name, metadata=metadata)
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m worker.outbound NUMBER [--trunk ST_..] [--voicemail TEXT]`: the agent calls NUMBER."""
-    from .settings import get_settings
-
-    ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("number")
-    ap.add_argument("--trunk", help="outbound SIP trunk id (default PARLEY_SIP_OUTBOUND_TRUNK)")
-    ap.add_argument("--voicemail", help="the message to leave on a machine ('' = none)")
-    ap.add_argument("--room", help="room name (default: a new random one)")
-    args = ap.parse_args(argv)
-    try:
-        call = OutboundCall(number=args.number, trunk=args.trunk, voicemail=args.voicemail)
-    except ValidationError as e:
-        raise SystemExit(f"error: {e.errors()[0]['msg']}") from None
-    settings = get_settings()
-    if not (call.trunk or settings.sip_outbound_trunk):
-        raise SystemExit("error: no outbound SIP trunk: pass --trunk or set PARLEY_SIP_OUTBOUND_TRUNK")
-
-    async def run() -> api.AgentDispatch:
-        lkapi = api.LiveKitAPI(
-            settings.livekit_url, settings.livekit_api_key, settings.livekit_api_secret.get_secret_value()
-        )
-        try:
-            return await place_call(lkapi, settings.agent_name, call, args.room)
-        finally:
-            await lkapi.aclose()
-
-    dispatch = asyncio.run(run())
-    print(f"calling: agent {settings.agent_name} dispatched to room {dispatch.room}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 # --- the job's side ----------------------------------------------------------------------------------------
@@ -374,3 +326,53 @@ def answer_handling(
         transcribe=transcribe if getattr(session, "stt", None) is not None else None,
         language=language,
     )
+
+
+# --- placing a call ------------------------------------------------------------------------------------
+
+
+async def place_call(
+    lkapi: api.LiveKitAPI, agent_name: str, call: OutboundCall, room: str | None = None
+) -> api.AgentDispatch:
+    """Dispatch the agent into a fresh room with the call in its metadata; the job dials."""
+    name = room or f"call-{secrets.token_hex(6)}"
+    metadata = json.dumps({"outbound": call.model_dump(exclude_none=True)})
+    return await lkapi.agent_dispatch.create_dispatch(
+        api.CreateAgentDispatchRequest(agent_name=agent_name, room=name, metadata=metadata)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m worker.outbound NUMBER [--trunk ST_..] [--voicemail TEXT]`: the agent calls NUMBER."""
+    from .settings import get_settings
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("number")
+    ap.add_argument("--trunk", help="outbound SIP trunk id (default PARLEY_SIP_OUTBOUND_TRUNK)")
+    ap.add_argument("--voicemail", help="the message to leave on a machine ('' = none)")
+    ap.add_argument("--room", help="room name (default: a new random one)")
+    args = ap.parse_args(argv)
+    try:
+        call = OutboundCall(number=args.number, trunk=args.trunk, voicemail=args.voicemail)
+    except ValidationError as e:
+        raise SystemExit(f"error: {e.errors()[0]['msg']}") from None
+    settings = get_settings()
+    if not (call.trunk or settings.sip_outbound_trunk):
+        raise SystemExit("error: no outbound SIP trunk: pass --trunk or set PARLEY_SIP_OUTBOUND_TRUNK")
+
+    async def run() -> api.AgentDispatch:
+        lkapi = api.LiveKitAPI(
+            settings.livekit_url, settings.livekit_api_key, settings.livekit_api_secret.get_secret_value()
+        )
+        try:
+            return await place_call(lkapi, settings.agent_name, call, args.room)
+        finally:
+            await lkapi.aclose()
+
+    dispatch = asyncio.run(run())
+    print(f"calling: agent {settings.agent_name} dispatched to room {dispatch.room}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
