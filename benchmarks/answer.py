@@ -11,7 +11,9 @@ and counts what a caller would count:
   recording would miss the first words), and never not at all (a greeting said to a machine is a failure);
   a beep heard after the agent had begun its greeting counts as recovered (the greeting is stopped);
 - a machine without a beep is greeted, or given the message once its greeting is over (either is recorded);
-  a message begun over its greeting is a failure.
+  a message begun over its greeting is a failure;
+- a number not in service (the special information tone, then a recording) is hung up on; hanging up on
+  anyone else is a failure.
 
     python scripts/make_answer_corpus.py
     python -m benchmarks.answer --data out/corpus-answer/dev --json out/answer-dev.json
@@ -116,7 +118,7 @@ class AsteriskAmd:
 class FileResult:
     file: str
     kind: str  # person | person_long | machine
-    outcome: str  # greeted | message | greeted_then_message | nothing
+    outcome: str  # greeted | message | greeted_then_message | hung_up | nothing
     first: str | None  # the first decision's kind
     delay_s: float | None  # person: greeting after their line ended; machine: message after the beep ended
     beeps: bool = False  # the file holds a beep
@@ -128,12 +130,22 @@ def judge(name: str, label: dict[str, Any], decisions: list[AnswerDecision]) -> 
     beep = next((d for d in decisions if d.kind == "beep"), None)
     if first is None:
         outcome = "nothing"
+    elif first.kind == "not_in_service":
+        outcome = "hung_up"
     elif first.kind == "beep":
         outcome = "message"
     else:
         outcome = "greeted_then_message" if beep is not None else "greeted"
     beep_end = label.get("beep_end_s")
     res = FileResult(name, label["kind"], outcome, first.kind if first else None, None, beep_end is not None)
+    hung_up = any(d.kind == "not_in_service" for d in decisions)
+    if label["kind"] == "intercept":  # a number not in service: hang up, say nothing
+        if not hung_up:
+            res.failure = "missed_intercept"
+        return res
+    if hung_up:
+        res.failure = "hung_up_on_answer"
+        return res
     if label["kind"].startswith("person"):
         if beep is not None:
             res.failure = "message_to_person"
@@ -181,6 +193,7 @@ def summarise(results: list[FileResult]) -> dict[str, Any]:
         "machines_with_beep": len(beeping),
         "machines_without_beep": len(machines) - len(beeping),
         "message_after_beep_ms": _ms(r.delay_s for r in machines if not r.failure),
+        "intercepts": len(of("intercept")),
         "late_beeps_recovered": sum(1 for r in machines if r.outcome == "greeted_then_message"),
         "beepless_machines_given_the_message": sum(
             1 for r in machines if not r.beeps and r.outcome == "message"

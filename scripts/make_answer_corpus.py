@@ -4,7 +4,8 @@
 Each file starts at the answer and runs until well after the point where the agent should speak:
 - a person: a pick-up line (short, or a receptionist's longer one), then waiting silence;
 - a machine: a voicemail greeting, a gap, a beep (most of them: several pitches and lengths, some double),
-  then the silence it records.
+  then the silence it records;
+- a number not in service: the special information tone's three rising tones, then the carrier's recording.
 
 The voices are the turn corpus's eight (hibari, espeak-ng) plus Piper's joe; levels, line noise and the
 phone channel (8 kHz, 300-3400 Hz, G.711 mu-law) are drawn per file. Lines are split once, half each way
@@ -85,6 +86,12 @@ MACHINE = [
     "Sorry we missed your call. Please leave a message.",
     "Hi, this is Omar's phone. Leave a message.",
 ]
+INTERCEPT = [
+    "The number you have dialed is not in service. Please check the number and dial again.",
+    "We're sorry, your call cannot be completed as dialed.",
+    "The number you have reached has been disconnected or is no longer in service.",
+    "This number is not in service. If you feel you have reached this recording in error, please hang up.",
+]
 BEEP_HZ = (440.0, 800.0, 850.0, 950.0, 1000.0, 1400.0, 1800.0)
 
 
@@ -92,7 +99,12 @@ def split_lines(seed: int) -> dict[str, list[str]]:
     """Half of each kind's lines for dev, half for test, fixed by the seed."""
     rng = random.Random(seed)
     out: dict[str, list[str]] = {"dev": [], "test": []}
-    for group in (PERSON_SHORT, PERSON_LONG, MACHINE):
+    for group in (
+        PERSON_SHORT,
+        PERSON_LONG,
+        MACHINE,
+        INTERCEPT,
+    ):  # a new group last: the others keep their split
         lines = list(group)
         rng.shuffle(lines)
         half = len(lines) // 2
@@ -119,17 +131,31 @@ def beep(rng: random.Random) -> tuple[np.ndarray, str]:
     return np.concatenate(pieces), f"{'double' if double else 'single'} {hz:.0f} Hz"
 
 
+def sit_tone(rng: random.Random) -> np.ndarray:
+    """A special information tone (ITU-T E.180): three rising segments, each short (274 ms) or long (380 ms),
+    before the carrier's recording."""
+    pieces = []
+    for choices in ((913.8, 985.2), (1370.6, 1428.5), (1776.7,)):
+        t = np.arange(int(rng.choice((0.274, 0.380)) * RATE)) / RATE
+        pieces.append(np.sin(2 * np.pi * rng.choice(choices) * t).astype(np.float32))
+    return np.concatenate(pieces)
+
+
 def render(synth: Synth, kind: str, text: str, index: int, seed: int) -> tuple[np.ndarray, dict]:
     rng = random.Random(f"{seed}:{kind}:{text}:{index}")
     voice = rng.choice([*VOICES, HELD_OUT_VOICE])
     speech = synth(voice, text, rng.uniform(0.9, 1.15), rng.randrange(1000))
-    lead = rng.uniform(0.3, 1.2) if kind != "machine" else rng.uniform(0.1, 0.8)
-    pieces = [np.zeros(int(lead * RATE), np.float32), speech]
-    speech_end = lead + len(speech) / RATE
+    lead = rng.uniform(0.3, 1.2) if kind.startswith("person") else rng.uniform(0.1, 0.8)
+    pieces = [np.zeros(int(lead * RATE), np.float32)]
+    speech_rms = float(np.sqrt(np.mean(speech**2))) + 1e-12
+    if kind == "intercept":
+        pieces += [sit_tone(rng) * speech_rms * 1.4, np.zeros(int(rng.uniform(0.05, 0.3) * RATE), np.float32)]
+    start = sum(len(p) for p in pieces) / RATE
+    pieces.append(speech)
+    speech_end = start + len(speech) / RATE
     label: dict = {"kind": kind, "text": text, "voice": f"{voice.engine}:{voice.name}{voice.variant}"}
     label["speech_end_s"] = round(speech_end, 3)
     level_db = rng.uniform(-30, -16)
-    speech_rms = float(np.sqrt(np.mean(speech**2))) + 1e-12
     if kind == "machine" and rng.random() < 0.85:
         gap = rng.uniform(0.2, 1.5)
         tone, what = beep(rng)
@@ -164,7 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     render_seed = args.seed if args.render_seed is None else args.render_seed
     synth = Synth()
-    kinds = {**dict.fromkeys(PERSON_SHORT, "person"), **dict.fromkeys(PERSON_LONG, "person_long")}
+    kinds = {
+        **dict.fromkeys(PERSON_SHORT, "person"),
+        **dict.fromkeys(PERSON_LONG, "person_long"),
+        **dict.fromkeys(INTERCEPT, "intercept"),
+    }
     for split, lines in split_lines(args.seed).items():
         if args.only and split != args.only:
             continue

@@ -44,3 +44,11 @@ def answer(*pieces: np.ndarray, snr_db: float = 25.0) -> tuple[np.ndarray, list[
     audio = audio + noise * 0.1 * 10 ** (-snr_db / 20)
     heard = phone_line(audio, RATE)[:: RATE // PHONE]  # phone_line hands back 16 kHz of an 8 kHz line
     return heard, list(np.cumsum([len(p) / RATE for p in pieces]))
+
+
+SIT = ((913.8, 0.274), (1370.6, 0.274), (1776.7, 0.38))
+"""A special information tone (ITU-T E.180): before a carrier's "not in service" recording."""
+
+
+def sit() -> np.ndarray:
+    return np.concatenate([beep(hz, seconds) for hz, seconds in SIT])

@@ -12,6 +12,9 @@ from the moment the call is answered and decides one of:
   voicemail greeting's (`sounds_like_voicemail`, read by the caller of `feed` from one decode of it): then the
   machine is recording, and the message is left (`voicemail_words`).
 
+- `not_in_service`: the three rising tones of a special information tone (SIT) that precede a carrier's
+  recording ("the number you have dialed is not in service"): hang up, leave nothing.
+
 After a `person` or `silence` decision it keeps listening until the line has been quiet for `late_beep_s`:
 a machine whose greeting pauses between sentences, or whose beep comes late, reads as a person at first,
 and the caller of `feed` then stops its greeting and leaves the message when the beep comes.
@@ -28,11 +31,12 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 
 import numpy as np
 
-AnswerKind = Literal["person", "silence", "beep", "long_greeting", "voicemail_words"]
+AnswerKind = Literal["person", "silence", "beep", "long_greeting", "voicemail_words", "not_in_service"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ def sounds_like_voicemail(text: str, language: str = "en") -> bool:
 
 LOW_HZ, PEAK_LOW_HZ, HIGH_HZ = 300.0, 350.0, 3000.0  # below 350 Hz a line's filtered rumble piles up
 FLOOR_WINDOW_S = 2.0
+FLOOR_MIN_FRAMES = 3
 MIN_LEVEL_DBFS = -55.0  # quieter than this is never speech, whatever the floor
 BEEP_DRIFT_HZ = 30.0  # a beep holds its pitch to a bin or two; a vowel's strongest harmonic glides
 NOISE_RATE = 0.1  # how fast the noise spectrum follows the line (about a third of a second)
@@ -187,17 +192,38 @@ class ToneTracker:
     def in_tone(self) -> bool:
         return self._run_hz is not None
 
-    def update(self, tone_hz: float | None) -> float | None:
-        """Feed one frame's tone reading; returns the beep's frequency when a beep just ended."""
+    def update(self, tone_hz: float | None) -> tuple[float, float] | None:
+        """Feed one frame's tone reading; returns (frequency, seconds) when a tone long enough for a beep
+        just ended."""
         steady = (
             tone_hz is not None and self._run_hz is not None and abs(tone_hz - self._run_hz) <= BEEP_DRIFT_HZ
         )
         if steady:
             self._run_s += self._frame_s
             return None
-        ended = self._run_hz if self._run_s >= self._opts.min_beep_s else None
+        ended = (
+            (self._run_hz, self._run_s)
+            if self._run_hz is not None and self._run_s >= self._opts.min_beep_s
+            else None
+        )
         self._run_hz, self._run_s = (tone_hz, self._frame_s) if tone_hz is not None else (None, 0.0)
         return ended
+
+
+SIT_BANDS_HZ = ((880.0, 1010.0), (1340.0, 1460.0), (1740.0, 1810.0))
+"""The special information tone's three segments (ITU-T E.180/Q.35: 913.8 or 985.2, 1370.6 or 1428.5,
+1776.7 Hz), each 274 or 380 ms, back to back."""
+
+
+def is_sit(tones: list[tuple[float, float, float]]) -> bool:
+    """Whether the last three tones heard, (Hz, seconds, when it ended), are a special information tone."""
+    if len(tones) < 3:
+        return False
+    last = tones[-3:]
+    for (hz, seconds, _), (low, high) in zip(last, SIT_BANDS_HZ, strict=True):
+        if not (low <= hz <= high and 0.15 <= seconds <= 0.5):
+            return False
+    return all(b[2] - b[1] - a[2] <= 0.1 for a, b in pairwise(last))
 
 
 class AnswerDetector:
@@ -216,6 +242,7 @@ class AnswerDetector:
         self._levels: deque[float] = deque(maxlen=round(FLOOR_WINDOW_S / self._frame_s))
         self._tones = ToneTracker(rate, self._frame, self.opts)
         self._beep: tuple[float, float] | None = None  # (Hz, when it ended) while waiting for a second one
+        self._tones_heard: list[tuple[float, float, float]] = []  # (Hz, seconds, when it ended)
         self._t = 0.0
         self._voiced_s = 0.0
         self._heard_speech = False
@@ -241,12 +268,17 @@ class AnswerDetector:
         o = self.opts
         self._t += self._frame_s
         level = 10.0 * np.log10(float(np.mean(frame**2)) + 1e-12)
-        self._levels.append(level)
-        loud = level > max(MIN_LEVEL_DBFS, float(np.percentile(self._levels, 10)) + o.speech_margin_db)
+        loud = level > max(MIN_LEVEL_DBFS, self._floor() + o.speech_margin_db)
         tone_hz = self._tones.tone_hz(frame, loud)
-        ended_hz = self._tones.update(tone_hz)
-        if ended_hz is not None:
-            self._beep = (ended_hz, self._t)
+        if tone_hz is None:  # a long beep or a tone sequence must not become the floor it is measured against
+            self._levels.append(level)
+        ended = self._tones.update(tone_hz)
+        if ended is not None:
+            self._beep = (ended[0], self._t)
+            self._tones_heard = [*self._tones_heard[-2:], (ended[0], ended[1], self._t)]
+            if is_sit(self._tones_heard):
+                self.done = True
+                return self._decide("not_in_service")
         if self._beep is not None:
             if self._tones.in_tone:
                 self._beep = None  # a second beep: the machine records after that one
@@ -271,6 +303,13 @@ class AnswerDetector:
             self.done = True  # a long greeting's machine has had its chance to beep
             return self._decide("long_greeting")
         return None
+
+    def _floor(self) -> float:
+        """The line's noise level: the 10th percentile of the last two seconds' frames that were not tones
+        (quiet is assumed until there are a few)."""
+        if len(self._levels) < FLOOR_MIN_FRAMES:
+            return MIN_LEVEL_DBFS - self.opts.speech_margin_db
+        return float(np.percentile(self._levels, 10))
 
     def _decide(self, kind: AnswerKind, beep_hz: float | None = None) -> AnswerDecision:
         decision = AnswerDecision(kind, round(self._t, 3), round(self._voiced_s, 3), beep_hz)

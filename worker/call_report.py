@@ -54,6 +54,7 @@ EndedBy = Literal[
     "no_answer",
     "declined",
     "failed",
+    "not_in_service",
     "unknown",
 ]
 PARLEY_ENDINGS = (
@@ -67,7 +68,8 @@ PARLEY_ENDINGS = (
     "failed",
 )
 """Endings Parley knows first-hand: a silent line, the time limit, a transfer that went through, a voicemail
-message left, an outbound call nobody answered (busy, no answer, declined, failed to dial)."""
+message left, an outbound call nobody answered (busy, no answer, declined, failed to dial) or that reached a
+not-in-service tone."""
 
 
 @dataclass(frozen=True)

@@ -199,6 +199,8 @@ class AnswerHandling:
     """Turn the session's hearing of the callee on or off."""
     leave_message: Callable[[], Awaitable[None]]
     """Stop anything being said, say the voicemail message (if any), wait for it, end the call."""
+    hang_up: Callable[[str], Awaitable[None]]
+    """End the call at once, saying why (`not_in_service`)."""
     transcribe: Callable[[np.ndarray, int], Awaitable[str]] | None = None
     """One decode of int16 audio at a rate: a long greeting that ended without a beep is read once, and
     left the message if its words are a voicemail greeting's (None: greeted)."""
@@ -224,6 +226,10 @@ async def handle_answer(
             for decision in detector.feed(samples):
                 if decision.kind == "long_greeting" and await _voicemail_words(heard, rate, handling):
                     decision = replace(decision, kind="voicemail_words")
+                if decision.kind == "not_in_service":
+                    log.info("number not in service: hanging up")
+                    await handling.hang_up("not_in_service")
+                    return decision
                 if decision.kind in ("beep", "voicemail_words"):
                     log.info("answering machine: leaving the message", extra={"by": decision.kind})
                     if greeting is not None:
@@ -288,12 +294,12 @@ def answer_handling(
     agent: Any,
     greeting: str,
     message: str,
-    end_call: Callable[[], Awaitable[None]],
+    end_call: Callable[[str], Awaitable[None]],
     prepared: dict[str, list[rtc.AudioFrame]] | None = None,
     language: str = "en",
 ) -> AnswerHandling:
     """The session-facing actions of an outbound call: `greeting` to a person, `message` to a machine
-    ("" = none), then `end_call`. A line in `prepared` plays from there, else from the phrase cache."""
+    ("" = none), then `end_call(why)`. A line in `prepared` plays from there, else from the phrase cache."""
     from .agent import say_line
 
     ready = prepared if prepared is not None else {}
@@ -312,7 +318,7 @@ def answer_handling(
         handle = speak(message, allow_interruptions=False) if message else None
         if handle is not None:
             await handle
-        await end_call()
+        await end_call("voicemail")
 
     async def transcribe(pcm: np.ndarray, rate: int) -> str:
         frame = rtc.AudioFrame(pcm.tobytes(), rate, 1, len(pcm))
@@ -323,6 +329,7 @@ def answer_handling(
         greet=lambda: speak(greeting),
         listen=listen,
         leave_message=leave_message,
+        hang_up=end_call,
         transcribe=transcribe if getattr(session, "stt", None) is not None else None,
         language=language,
     )

@@ -182,16 +182,17 @@ async def answer_outbound(
     rate: int,
     reporter: CallReporter | None,
 ) -> None:
-    """Greet whoever answered, or leave the voicemail message after the beep and end the call."""
+    """Greet whoever answered, or leave the voicemail message after the beep and end the call (or end it at
+    once on a not-in-service tone)."""
     from .agent import OUTBOUND_GREETING
 
     built_in = OUTBOUND_GREETING.get(settings.language, OUTBOUND_GREETING["en"])
     greeting = call.greeting or settings.outbound_greeting or built_in
     message = call.voicemail if call.voicemail is not None else settings.voicemail_message
 
-    async def end_call() -> None:
+    async def end_call(why: str) -> None:  # voicemail, not_in_service
         if reporter is not None:
-            reporter.log.note_ended_by("voicemail")
+            reporter.log.note_ended_by(why)
         await hang_up(ctx.api, ctx.room.name)
 
     cached = agent.greeting_audio if getattr(agent, "greeting_audio", None) else lambda _text: None

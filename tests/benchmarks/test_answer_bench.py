@@ -29,6 +29,12 @@ def test_what_a_caller_would_count_as_a_failure() -> None:
     assert judge("m", MACHINE, [AnswerDecision("long_greeting", 5.5, 3.0)]).failure == "greeted_machine"
     assert judge("m", BEEPLESS, [AnswerDecision("long_greeting", 5.5, 3.0)]).failure is None
     assert judge("m", BEEPLESS, [AnswerDecision("beep", 3.0, 2.0)]).failure == "message_over_greeting"
+    intercept, gone = {"kind": "intercept", "speech_end_s": 5.0}, AnswerDecision("not_in_service", 1.3, 0.0)
+    assert (
+        judge("i", intercept, [gone]).failure is None and judge("i", intercept, [gone]).outcome == "hung_up"
+    )
+    assert judge("i", intercept, [message]).failure == "missed_intercept"
+    assert judge("p", PERSON, [gone]).failure == "hung_up_on_answer"
 
 
 def test_both_detectors_over_a_small_answer_folder(tmp_path: Path) -> None:

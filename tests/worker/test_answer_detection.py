@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.answer_audio import PHONE, answer, beep, quiet, said
+from tests.answer_audio import PHONE, answer, beep, quiet, said, sit
 from worker.answer_detection import AnswerDetector, AnswerOptions, detect
 
 
@@ -47,6 +47,16 @@ def test_a_short_machine_greeting_is_greeted_then_its_late_beep_is_heard() -> No
     kinds = [(d.kind, d.at_s) for d in detect(audio, PHONE)]
     assert [k for k, _ in kinds] == ["person", "beep"], kinds
     assert kinds[1][1] >= t[3]
+
+
+def test_a_number_not_in_service_is_known_by_its_three_tones() -> None:
+    intercept = said("The number you have dialed is not in service. Please check the number and try again.")
+    audio, t = answer(quiet(0.4), sit(), quiet(0.1), intercept, quiet(3.0))
+    (decision,) = detect(audio, PHONE)
+    assert decision.kind == "not_in_service" and t[1] < decision.at_s < t[1] + 0.2, (decision, t)
+    # three beeps of one pitch, or tones in the wrong order, are not one
+    again, _ = answer(quiet(0.4), beep(1776.7, 0.3), beep(1370.6, 0.3), beep(913.8, 0.3), quiet(3.0))
+    assert "not_in_service" not in [d.kind for d in detect(again, PHONE)]
 
 
 def test_nobody_speaking_is_greeted_after_the_initial_silence() -> None:

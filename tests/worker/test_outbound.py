@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from livekit import api
 
-from tests.answer_audio import PHONE, answer, beep, quiet, said
+from tests.answer_audio import PHONE, answer, beep, quiet, said, sit
 from worker.call_report import CallIdentity, CallLog
 from worker.outbound import (
     AnswerHandling,
@@ -124,12 +124,18 @@ class _Call:
         async def leave_message() -> None:
             self.events.append("message")
 
+        async def hang_up(why: str) -> None:
+            self.events.append(f"hang_up:{why}")
+
         def greet() -> _Speech:
             self.events.append("greet")
             return self.greeting
 
         return AnswerHandling(
-            greet=greet, listen=lambda on: self.events.append(f"listen={on}"), leave_message=leave_message
+            greet=greet,
+            listen=lambda on: self.events.append(f"listen={on}"),
+            leave_message=leave_message,
+            hang_up=hang_up,
         )
 
 
@@ -156,6 +162,14 @@ async def test_a_late_beep_stops_the_greeting_and_leaves_the_message() -> None:
     assert decision is not None and decision.kind == "beep"
     assert call.events == ["listen=False", "listen=True", "greet", "message"]
     assert call.greeting.interrupted
+
+
+async def test_a_number_not_in_service_is_hung_up_on_without_a_word() -> None:
+    audio, _ = answer(quiet(0.3), sit(), said("The number you have dialed is not in service."), quiet(2.0))
+    call = _Call()
+    decision = await handle_answer(_frames(audio), PHONE, call.handling())
+    assert decision is not None and decision.kind == "not_in_service"
+    assert call.events == ["listen=False", "hang_up:not_in_service"]
 
 
 async def test_a_callee_who_leaves_before_a_decision_leaves_the_session_listening() -> None:
