@@ -66,6 +66,7 @@ PARLEY_ENDINGS = (
     "no_answer",
     "declined",
     "failed",
+    "not_in_service",
 )
 """Endings Parley knows first-hand: a silent line, the time limit, a transfer that went through, a voicemail
 message left, an outbound call nobody answered (busy, no answer, declined, failed to dial) or that reached a
@@ -178,8 +179,7 @@ class CallLog:
 
     # --- the report ------------------------------------------------------------------------------------
     def ended_by(self) -> EndedBy:
-        """Parley's own ending first (PARLEY_ENDINGS), then the
-        end_call tool, then why the session closed."""
+        """Parley's own ending first (PARLEY_ENDINGS), then the end_call tool, then why the session closed."""
         if self.ended_by_parley in PARLEY_ENDINGS:
             return self.ended_by_parley  # type: ignore[return-value]
         if "end_call" in {t.name for t in self.tools if t.ok}:

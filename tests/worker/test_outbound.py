@@ -200,8 +200,9 @@ def test_the_report_says_how_an_outbound_call_ended() -> None:
     log.note_ended_by("voicemail")
     report = log.report([], include_transcript=False)
     assert report["ended_by"] == "voicemail" and report["direction"] == "outbound"
-    log.note_ended_by("busy")
-    assert log.report([], include_transcript=False)["ended_by"] == "busy"
+    for ending in ("busy", "no_answer", "declined", "failed", "not_in_service"):
+        log.note_ended_by(ending)
+        assert log.report([], include_transcript=False)["ended_by"] == ending
 
 
 class _Job:
