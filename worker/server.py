@@ -99,9 +99,9 @@ async def entrypoint(ctx: JobContext) -> None:
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
     rate = input_sample_rate(profile)
-    answer = (
-        prefetch(callee_audio(participant, rate)) if call is not None else None
-    )  # heard from the answer on
+    answer: AsyncIterable[Any] | None = None
+    if call is not None:  # the callee's audio, read from the answer on
+        answer = prefetch(callee_audio(participant, rate))
     reporter = call_reporter(ctx, served, participant, profile, outbound=call is not None)
     on_end = reporter.log.note_ended_by if reporter else None
     transferred = reporter.log.note_transferred if reporter else None
@@ -133,7 +133,7 @@ async def entrypoint(ctx: JobContext) -> None:
         agent,
         room=ctx.room,
         record=settings.record_audio,
-        room_options=_room_options(settings, call.identity if call else None),  # an outbound call: the callee
+        room_options=_room_options(settings, call.identity if call else None),
     )
     marks.attach_output(session)
     if call is not None and answer is not None:
