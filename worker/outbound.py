@@ -25,6 +25,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import aiohttp
 import numpy as np
 from livekit import api, rtc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -98,7 +99,11 @@ def outbound_request(metadata: str | None) -> OutboundCall | None:
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "outbound"
-        raise OutboundError(f"outbound call: {where}: {err['msg']}") from None
+        raise OutboundError(f"outbound call: {where}: {_reason(e)}") from None
+
+
+def _reason(e: ValidationError) -> str:
+    return str(e.errors()[0]["msg"]).removeprefix("Value error, ")
 
 
 @dataclass(frozen=True)
@@ -362,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         call = OutboundCall(number=args.number, trunk=args.trunk, voicemail=args.voicemail)
     except ValidationError as e:
-        raise SystemExit(f"error: {e.errors()[0]['msg']}") from None
+        raise SystemExit(f"error: {_reason(e)}") from None
     settings = get_settings()
     if not (call.trunk or settings.sip_outbound_trunk):
         raise SystemExit("error: no outbound SIP trunk: pass --trunk or set PARLEY_SIP_OUTBOUND_TRUNK")
@@ -376,7 +381,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             await lkapi.aclose()
 
-    dispatch = asyncio.run(run())
+    try:
+        dispatch = asyncio.run(run())
+    except (api.TwirpError, aiohttp.ClientError, OSError, TimeoutError) as e:
+        raise SystemExit(f"error: the call was not placed: {type(e).__name__}: {e}"[:300]) from None
     print(f"calling: agent {settings.agent_name} dispatched to room {dispatch.room}")
     return 0
 

@@ -58,6 +58,22 @@ def test_a_malformed_request_is_one_line_naming_the_field(outbound: Any, where: 
     with pytest.raises(OutboundError) as e:
         outbound_request(json.dumps({"outbound": outbound}))
     assert str(e.value).startswith(f"outbound call: {where}") and "\n" not in str(e.value)
+    assert "Value error" not in str(e.value)
+
+
+def test_the_command_line_says_in_one_line_why_no_call_was_placed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.outbound import main
+
+    monkeypatch.delenv("PARLEY_SIP_OUTBOUND_TRUNK", raising=False)
+    with pytest.raises(SystemExit, match=r"^error: not a phone number"):
+        main(["call me", "--trunk", "ST_x"])
+    with pytest.raises(SystemExit, match=r"^error: no outbound SIP trunk"):
+        main(["+15551234567"])
+    monkeypatch.setenv("LIVEKIT_URL", "ws://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("LIVEKIT_API_SECRET", "a-test-secret-long-enough-for-hmac-sha256")
+    with pytest.raises(SystemExit, match=r"^error: the call was not placed: ") as e:
+        main(["+15551234567", "--trunk", "ST_x"])
+    assert "\n" not in str(e.value)
 
 
 class _SipDouble:
