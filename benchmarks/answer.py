@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -255,6 +255,20 @@ def run(
     return summarise(results), results
 
 
+def _overrides(
+    ap: argparse.ArgumentParser, flag: str, items: list[str], cls: type, cast: Callable[[str], Any]
+) -> dict[str, Any]:
+    """NAME=VALUE items for the fields of dataclass `cls`; an unknown name stops with one line."""
+    names = {f.name for f in fields(cls)}
+    out: dict[str, Any] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in names:
+            ap.error(f"{flag} {item!r}: no such setting; one of {', '.join(sorted(names))}")
+        out[name] = cast(value)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="a split of the answer corpus")
@@ -278,26 +292,11 @@ def main(argv: list[str] | None = None) -> int:
         "maximum_number_of_words=4; 'defaults' for amd.conf.sample's own)",
     )
     args = ap.parse_args(argv)
-    names = {f.name for f in fields(AnswerOptions)}
-    overrides: dict[str, float] = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        if name not in names:
-            ap.error(f"--set {item!r}: no such option; one of {', '.join(sorted(names))}")
-        overrides[name] = float(value)
-    opts = AnswerOptions(**overrides)
+    opts = AnswerOptions(**_overrides(ap, "--set", args.set, AnswerOptions, float))
     asterisk = None
     if args.asterisk:
-        amd_names = {f.name for f in fields(AsteriskAmd)}
-        amd: dict[str, int] = {}
-        for item in args.asterisk:
-            name, _, value = item.partition("=")
-            if name == "defaults":
-                continue
-            if name not in amd_names:
-                ap.error(f"--asterisk {item!r}: no such setting; one of {', '.join(sorted(amd_names))}")
-            amd[name] = int(value)
-        asterisk = AsteriskAmd(**amd)
+        items = [item for item in args.asterisk if item != "defaults"]
+        asterisk = AsteriskAmd(**_overrides(ap, "--asterisk", items, AsteriskAmd, int))
     reader = None if args.no_words or asterisk is not None else GreetingReader()
     summary, results = run(args.data, opts, args.gate, asterisk, reader)
     print(json.dumps(summary, indent=1))

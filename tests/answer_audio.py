@@ -15,7 +15,7 @@ PHONE = 8000
 
 
 @cache
-def _voice() -> Any:
+def voice() -> Any:
     from plugins.cpu_voice.voice import CpuVoice
 
     return CpuVoice(voice="heart")
@@ -23,7 +23,7 @@ def _voice() -> Any:
 
 def said(text: str) -> np.ndarray:
     """The line at 16 kHz in [-1, 1], no silence around it, at about -20 dBFS."""
-    pcm = render_line(_voice(), text, 0.0, 0.0).astype(np.float32) / 32768.0
+    pcm = render_line(voice(), text, 0.0, 0.0).astype(np.float32) / 32768.0
     return pcm * 0.1 / (float(np.sqrt(np.mean(pcm**2))) + 1e-9)
 
 

@@ -31,8 +31,9 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from itertools import pairwise
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -130,11 +131,19 @@ def energy_gate(frame: np.ndarray, loud: bool) -> bool:
     return loud
 
 
+@cache
+def _silero_session() -> Any:
+    """One ONNX session per process: each detector keeps its own recurrent state, the weights are shared."""
+    from livekit.plugins.silero import onnx_model
+
+    return onnx_model.new_inference_session(True)
+
+
 def silero_gate(rate: int, threshold: float = 0.5) -> SpeechGate:
     """Silero VAD from livekit-plugins-silero's own ONNX file, one 32 ms window per frame."""
     from livekit.plugins.silero import onnx_model
 
-    model = onnx_model.OnnxModel(onnx_session=onnx_model.new_inference_session(True), sample_rate=rate)
+    model = onnx_model.OnnxModel(onnx_session=_silero_session(), sample_rate=rate)
 
     def gate(frame: np.ndarray, loud: bool) -> bool:
         return model(frame) >= threshold

@@ -17,6 +17,7 @@ import soundfile as sf
 from simulator.call_script import RATE, render_line
 from simulator.livekit_stack import E2EStack
 from simulator.room_runner import LiveKitCallOptions, run_caller
+from tests.answer_audio import voice
 from tests.e2e.conftest import WORKER_CMD, WORKER_ENV, record_figure, start_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -38,15 +39,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
         s.close()
 
 
-def _voice():  # type: ignore[no-untyped-def]
-    from plugins.cpu_voice.voice import CpuVoice
-
-    return CpuVoice(voice="heart")
-
-
 def test_a_person_who_answers_hears_this_calls_greeting(stack: E2EStack, tmp_path: Path) -> None:
     hello = tmp_path / "hello.wav"
-    sf.write(hello, render_line(_voice(), "Hello?", 0.3, 0.2), RATE, subtype="PCM_16")
+    sf.write(hello, render_line(voice(), "Hello?", 0.3, 0.2), RATE, subtype="PCM_16")
     outbound = {
         "identity": "caller",
         "greeting": HI_MARIA,
@@ -69,7 +64,7 @@ def test_a_person_who_answers_hears_this_calls_greeting(stack: E2EStack, tmp_pat
 
 def test_an_answering_machine_gets_the_message_after_its_beep(stack: E2EStack, tmp_path: Path) -> None:
     greeting = render_line(
-        _voice(), "Hi, you have reached Sam. I can't take your call, please leave a message.", 0.3, 0.0
+        voice(), "Hi, you have reached Sam. I can't take your call, please leave a message.", 0.3, 0.0
     )
     t = np.arange(int(0.5 * RATE)) / RATE
     beep = (0.3 * 32767 * np.sin(2 * np.pi * 1000 * t)).astype(np.int16)
