@@ -76,6 +76,7 @@ def load_stt(settings: Settings) -> stt.STT:
                 final_beam_size=settings.stt_final_beam_size,
                 settle_s=settings.stt_settle_s,
                 style_prompt=settings.effective_stt_prompt,
+                vocabulary=settings.stt_vocabulary_terms,
                 context_gap_s=settings.stt_whole_turn_gap_s,
                 whole_turn=settings.stt_whole_turn_gap_s > 0,
             ),

@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     # style prompt in front of every decode: None = the language's default (English: the fillers and
     # backchannels Whisper should write out, `ENGLISH_STYLE_PROMPT`; others: none); "" = none
     stt_prompt: str | None = Field(None, max_length=200)
+    # the business's own words, comma-separated ("Okonkwo, Invisalign, Harrowgate"): after the style prompt
+    # in every decode's prompt, so Whisper spells them as listed (plugins/whisper/vocabulary.py); an agent
+    # file's `vocabulary` list is added to these
+    stt_vocabulary: str = ""
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
     # host = one speech engine per host serves every job process (worker/speech_engine.py); process = each
     # job process loads its own Whisper (the offline harness and tests without a worker)
@@ -233,6 +237,13 @@ class Settings(BaseSettings):
             raise ValueError(f"must be empty, unix:///path.sock or ws://host:port (got {v!r})")
         return v
 
+    @field_validator("stt_vocabulary")
+    @classmethod
+    def _vocabulary(cls, v: str) -> str:
+        from plugins.whisper.vocabulary import parse_vocabulary
+
+        return ", ".join(parse_vocabulary(v))
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, v: object) -> object:
@@ -281,6 +292,10 @@ class Settings(BaseSettings):
         if self.stt_prompt is not None:
             return self.stt_prompt
         return ENGLISH_STYLE_PROMPT if self.effective_stt_language == "en" else ""
+
+    @property
+    def stt_vocabulary_terms(self) -> tuple[str, ...]:
+        return tuple(t.strip() for t in self.stt_vocabulary.split(",") if t.strip())
 
     @property
     def idle_processes(self) -> int:

@@ -32,6 +32,8 @@ _WHERE = {
     "WhisperStream": "stt",
     "WhisperSTT": "stt",
     "WhisperSTTOptions": "stt",
+    "check_vocabulary": "vocabulary",
+    "parse_vocabulary": "vocabulary",
 }
 
 __all__ = [
@@ -53,8 +55,10 @@ __all__ = [
     "WhisperSTTOptions",
     "WhisperStream",
     "check_language",
+    "check_vocabulary",
     "default_model",
     "download_model",
+    "parse_vocabulary",
     "resolve_model_path",
     "shared_runner",
 ]
@@ -88,3 +92,4 @@ if TYPE_CHECKING:
     from .options import check_language
     from .speech_gate import GateOptions
     from .stt import StreamingOptions, WhisperConfigError, WhisperStream, WhisperSTT, WhisperSTTOptions
+    from .vocabulary import check_vocabulary, parse_vocabulary

@@ -219,6 +219,7 @@ def clean_text(
     speech_s: float,
     opts: GuardOptions = GuardOptions(),
     prompt: str | None = None,
+    terms: tuple[str, ...] = (),
 ) -> str:
     """The text worth showing for a decode, or "" when it looks invented.
 
@@ -227,6 +228,8 @@ def clean_text(
     once) or an invention (dropped). The phrase lists follow the
     decode's language (`result.language`). `prompt` is the text the decode was primed with: Whisper fed a
     noise tail after a primed decode writes the prompt out again ("She can't hear very well." twice).
+    `terms` are the vocabulary in that prompt: a decode that is one of them alone is a caller's answer
+    ("Harrowgate Medical Center."), not an echo.
     """
     kept: list[Segment] = []
     texts: list[str] = []
@@ -249,7 +252,12 @@ def clean_text(
     phantom, weak = _phrase_sets(result.language)
     if not key or key in phantom:
         return ""
-    if prompt and len(key.split()) >= PROMPT_ECHO_MIN_WORDS and f" {key} " in f" {phrase_key(prompt)} ":
+    if (
+        prompt
+        and len(key.split()) >= PROMPT_ECHO_MIN_WORDS
+        and f" {key} " in f" {phrase_key(prompt)} "
+        and key not in {phrase_key(t) for t in terms}
+    ):
         return ""
     if key in weak:
         logprob = min(s.avg_logprob for s in kept)

@@ -52,6 +52,9 @@ class StreamingOptions:
     Empty here; the worker passes "Um, uh, mm-hmm, uh-huh." for English (fewer open clauses cut off on the
     test split, "Mm-hmm" no longer heard as "Mama"; benchmarks/RESULTS.md, "End of turn"). A short fragment
     it makes tiny.en write twice is kept once by the guard."""
+    vocabulary: tuple[str, ...] = ()
+    """The business's own words (names, brands, drugs, streets), put after the style prompt in every decode's
+    prompt so Whisper spells them as listed (vocabulary.py; `check_vocabulary` cleans and caps them)."""
     context_gap_s: float = 0.0
     """An utterance starting within this long after the previous FINAL is one turn with it (a hesitation
     split it): its settle/final decode takes the turn's earlier audio in front. 0 (default here; the worker

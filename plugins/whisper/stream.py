@@ -33,6 +33,7 @@ from .engine import DecodeDropped
 from .guard import clean_text, looped, unintelligible
 from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_PAUSE, SAMPLE_RATE, DecodeRequest, DecodeResult
 from .speech_gate import GateEvent, SpeechGate
+from .vocabulary import with_vocabulary
 
 if TYPE_CHECKING:
     from .stt import WhisperSTT
@@ -284,9 +285,14 @@ class WhisperStream(stt.RecognizeStream):
             self._start("partial")
 
     def _prompt(self) -> str | None:
-        """The style prompt, then the end of this utterance's committed sentences (long turns)."""
+        """The style prompt and vocabulary, then the end of the committed sentences (long turns)."""
         context = " ".join(self._committed)[-200:]
-        return " ".join(p for p in (self._opts.style_prompt.strip(), context) if p) or None
+        return (
+            " ".join(
+                p for p in (with_vocabulary(self._opts.style_prompt, self._opts.vocabulary), context) if p
+            )
+            or None
+        )
 
     def _start(self, kind: str, *, primed: bool = True) -> _Decode:
         gate = self._gate
@@ -527,7 +533,9 @@ class WhisperStream(stt.RecognizeStream):
     def _clean(self, result: DecodeResult, d: _Decode) -> str | None:
         """The decode's new text; None when it held earlier audio whose words it could not line up."""
         speech_s = self._gate.speech_s + d.earlier_speech_s
-        text = clean_text(result, speech_s=speech_s, opts=self._opts.guard, prompt=d.prompt)
+        text = clean_text(
+            result, speech_s=speech_s, opts=self._opts.guard, prompt=d.prompt, terms=self._opts.vocabulary
+        )
         if d.said is None or not text:
             return text
         if self._opts.whole_turn:

@@ -29,6 +29,7 @@ from .model import (
 from .options import LANGUAGES, StreamingOptions, WhisperConfigError, WhisperSTTOptions, check_language
 from .speech_gate import SpeechGate, SpeechProb
 from .stream import WhisperStream, frame_to_float
+from .vocabulary import vocabulary_prompt
 
 __all__ = [
     "LANGUAGES",
@@ -171,6 +172,7 @@ class WhisperSTT(stt.STT):
                 beam_size=self._opts.streaming.final_beam_size,
                 priority=PRIORITY_FINAL,
                 window_s=self._opts.streaming.final_window_s,
+                initial_prompt=vocabulary_prompt(self._opts.streaming.vocabulary) or None,
             )
             try:
                 result = await self._transcriber.transcribe(gate.audio(), request)
@@ -179,7 +181,13 @@ class WhisperSTT(stt.STT):
                     "whisper decode failed: %s", (str(e).strip().splitlines() or [type(e).__name__])[0]
                 )
             else:
-                text = clean_text(result, speech_s=gate.speech_s, opts=self._opts.streaming.guard)
+                text = clean_text(
+                    result,
+                    speech_s=gate.speech_s,
+                    opts=self._opts.streaming.guard,
+                    prompt=request.initial_prompt,
+                    terms=self._opts.streaming.vocabulary,
+                )
                 language_out, confidence = result.language, result.confidence
         return stt.SpeechEvent(
             type=stt.SpeechEventType.FINAL_TRANSCRIPT,

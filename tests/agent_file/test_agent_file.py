@@ -21,7 +21,7 @@ from worker.agent_file import (
     pop_agent_flag,
 )
 from worker.agent_file.__main__ import check
-from worker.settings import load_settings
+from worker.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = """
@@ -189,6 +189,26 @@ def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
     assert s.voicemail_message.endswith("Please call us back. Thank you!")
     greetings = spec.phrase_lines({})["greeting"]  # all three said from the phrase cache
     assert s.outbound_greeting in greetings and s.voicemail_message in greetings and len(greetings) == 3
+
+
+def test_an_agent_files_vocabulary_joins_the_settings_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load_agent_file(
+        write(tmp_path, "name: a\nvariables: {doc: Okonkwo}\nvocabulary: ['{{doc}}', Xarelto]")
+    )
+    assert spec.vocabulary == ["Okonkwo", "Xarelto"]
+    assert apply_agent(load_settings(), spec).stt_vocabulary_terms == ("Okonkwo", "Xarelto")
+    monkeypatch.setenv("PARLEY_STT_VOCABULARY", "Brightwater, Okonkwo")
+    assert apply_agent(load_settings(), spec).stt_vocabulary_terms == ("Brightwater", "Okonkwo", "Xarelto")
+    long = ", ".join(f"Term{i:02d}" for i in range(55))
+    monkeypatch.setenv("PARLEY_STT_VOCABULARY", long)
+    many = load_agent_file(
+        write(tmp_path, "name: a\nvocabulary: [" + ", ".join(f"Word{i}" for i in range(10)) + "]")
+    )
+    with pytest.raises(SettingsError) as err:  # each list fits alone, not both together
+        apply_agent(load_settings(), many)
+    assert "at most 60" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_an_agent_file_sends_its_reports_where_it_says(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ def test_livekit_names_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
         ("PARLEY_TTS_VOICE", "nobody", "PARLEY_TTS_VOICE"),
         ("PARLEY_TURN_DELAY_SCALE", "9", "PARLEY_TURN_DELAY_SCALE"),
         ("PARLEY_CALL_REPORT_URL", "file:///etc/passwd", "PARLEY_CALL_REPORT_URL"),
+        ("PARLEY_STT_VOCABULARY", "Okonkwo, " + "x" * 60, "PARLEY_STT_VOCABULARY"),
     ],
 )
 def test_bad_setting_is_one_line_naming_the_variable(
@@ -130,3 +131,13 @@ def test_preemptive_tts_follows_the_voice_unless_set(monkeypatch: pytest.MonkeyP
     assert preemptive_tts(Settings(), comp("cpu-voice:heart")) is False
     monkeypatch.setenv("PARLEY_PREEMPTIVE_TTS", "true")
     assert preemptive_tts(Settings(), comp("orpheus:tara")) is True
+
+
+def test_the_stt_vocabulary_is_a_comma_separated_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().stt_vocabulary_terms == ()
+    monkeypatch.setenv("PARLEY_STT_VOCABULARY", " Okonkwo ,Harrowgate  Road,, Okonkwo")
+    s = load_settings()
+    assert s.stt_vocabulary_terms == ("Okonkwo", "Harrowgate Road")
+    from worker.pipeline import load_stt
+
+    assert load_stt(s)._opts.streaming.vocabulary == ("Okonkwo", "Harrowgate Road")  # type: ignore[attr-defined]

@@ -17,6 +17,8 @@ from livekit.agents.voice import Agent
 from caches.phrase_cache import PhraseCache
 from caches.phrases import Phrase, PhraseKind, load_phrases
 from plugins.spoken_words import phrase_key as normalise_text
+from plugins.whisper.options import WhisperConfigError
+from plugins.whisper.vocabulary import check_vocabulary
 
 from ..agent import AgentOptions, ParleyAgent
 from ..settings import Settings, SettingsError, get_settings
@@ -86,6 +88,14 @@ def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
         "voicemail_message": spec.outbound.voicemail,
     }
     upd.update({k: v for k, v in pairs.items() if v is not None})
+    if spec.vocabulary:  # the file's terms after the setting's (one list, checked again as a whole)
+        try:
+            terms = check_vocabulary([*settings.stt_vocabulary_terms, *spec.vocabulary])
+        except WhisperConfigError as e:
+            raise SettingsError(
+                f"PARLEY_AGENT: {e} (PARLEY_STT_VOCABULARY and the file's list together)"
+            ) from None
+        upd["stt_vocabulary"] = ", ".join(terms)
     end = spec.builtin("end_call")
     goodbyes = spec.phrase_lines({}).get("goodbye") or []
     if end is not None and (end.goodbye or goodbyes):

@@ -212,6 +212,7 @@ class AgentSpec(_Strict):
     turn: TurnSpec = TurnSpec()
     report: ReportSpec | None = None  # the end-of-call report (PARLEY_CALL_REPORT_URL when unset)
     outbound: OutboundSpec = OutboundSpec()
+    vocabulary: list[str] = Field(default_factory=list)  # names, brands, streets the recogniser should spell
     tools: list[ToolSpec] = Field(default_factory=list)
     source: Path | None = Field(default=None, exclude=True)  # the file it came from (set by the loader)
 
@@ -228,6 +229,13 @@ class AgentSpec(_Strict):
         if v is not None and v not in ORPHEUS_VOICES:
             raise ValueError(f"unknown Orpheus voice {v!r}; one of {', '.join(ORPHEUS_VOICES)}")
         return v
+
+    @field_validator("vocabulary")
+    @classmethod
+    def _vocabulary(cls, v: list[str]) -> list[str]:
+        from plugins.whisper.vocabulary import check_vocabulary
+
+        return list(check_vocabulary(v))
 
     @field_validator("cpu_voice")
     @classmethod
