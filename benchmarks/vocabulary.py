@@ -48,6 +48,7 @@ class Sample:
     text: str
     terms: tuple[str, ...]
     channel: str
+    voice: str = ""  # the synthesis engine ("hibari", "espeak", "piper"); "" for noise
 
 
 def contains(text: str, term: str) -> bool:
@@ -61,7 +62,15 @@ def load_corpus(folder: Path) -> tuple[dict[str, tuple[str, ...]], list[Sample]]
         labels = json.loads(labels_path.read_text())
         vocabularies = {name: check_vocabulary(terms) for name, terms in labels["vocabulary"].items()}
         samples = [
-            Sample(name, f["domain"], f["kind"], f["text"], tuple(f["terms"]), f.get("channel", "web"))
+            Sample(
+                name,
+                f["domain"],
+                f["kind"],
+                f["text"],
+                tuple(f["terms"]),
+                f.get("channel", "web"),
+                f.get("voice", "").split(":")[0],
+            )
             for name, f in sorted(labels["files"].items())
         ]
     except FileNotFoundError:
@@ -76,7 +85,9 @@ def load_corpus(folder: Path) -> tuple[dict[str, tuple[str, ...]], list[Sample]]
     return vocabularies, samples
 
 
-def score(samples: list[Sample], hyps: list[str], vocabularies: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+def score(
+    samples: list[Sample], hyps: list[str], vocabularies: dict[str, tuple[str, ...]], *, by_voice: bool = True
+) -> dict[str, Any]:
     said = heard = invented = 0
     by_channel: dict[str, list[int]] = {}
     for s, hyp in zip(samples, hyps, strict=True):
@@ -87,6 +98,12 @@ def score(samples: list[Sample], hyps: list[str], vocabularies: dict[str, tuple[
             counts[0], counts[1] = counts[0] + 1, counts[1] + ok
         invented += sum(1 for t in vocabularies[s.domain] if contains(hyp, t) and not contains(s.text, t))
     speech = [(s.text, h) for s, h in zip(samples, hyps, strict=True) if s.kind != "noise"]
+    voices = sorted({s.voice for s in samples if s.voice}) if by_voice else []
+    per_voice = {}
+    for v in voices:  # the recogniser hears some voices far better than others: the list's effect on each
+        pairs = [(s, h) for s, h in zip(samples, hyps, strict=True) if s.voice == v]
+        r = score([s for s, _ in pairs], [h for _, h in pairs], vocabularies, by_voice=False)
+        per_voice[v] = {k: r[k] for k in ("term_recall", "terms_said", "invented_terms", "wer")}
     return {
         "term_recall": round(heard / said, 4) if said else None,
         "terms_said": said,
@@ -96,6 +113,7 @@ def score(samples: list[Sample], hyps: list[str], vocabularies: dict[str, tuple[
         "wer": round(wer([r for r, _ in speech], [h for _, h in speech]), 4),
         "noise_transcripts": sum(1 for s, h in zip(samples, hyps, strict=True) if s.kind == "noise" and h),
         "noise_files": sum(1 for s in samples if s.kind == "noise"),
+        **({"by_voice": per_voice} if by_voice else {}),
     }
 
 
@@ -170,6 +188,11 @@ def print_table(report: dict[str, Any]) -> None:
     for config, r in configs.items():
         by = ", ".join(f"{c} {_pct(v)}" for c, v in r["term_recall_by_channel"].items())
         print(f"term recall by channel, {config}: {by}")
+        for voice, v in r["by_voice"].items():
+            print(
+                f"  {voice:7s} {config:7s} recall {_pct(v['term_recall'])} of {v['terms_said']}, "
+                f"invented {v['invented_terms']}, WER {_pct(v['wer'])}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

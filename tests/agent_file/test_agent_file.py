@@ -187,6 +187,7 @@ def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
     assert s.sip_goodbye == "Thanks for calling Bright Smile Dental. See you soon!"
     assert s.outbound_greeting.startswith("Hi, this is Sam from Bright Smile Dental")
     assert s.voicemail_message.endswith("Please call us back. Thank you!")
+    assert s.stt_vocabulary_terms == ("Bright Smile Dental", "Morgan", "Patel", "Invisalign", "Sensodyne")
     greetings = spec.phrase_lines({})["greeting"]  # all three said from the phrase cache
     assert s.outbound_greeting in greetings and s.voicemail_message in greetings and len(greetings) == 3
 
