@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
 from livekit.agents import stt
@@ -18,7 +16,13 @@ from plugins.whisper.vocabulary import (
     vocabulary_prompt,
     with_vocabulary,
 )
-from tests.whisper.test_stream_policy import ScriptedModel, collect, make_stt, push, sentence_audio, silence
+from tests.whisper.test_stream_policy import (
+    ScriptedModel,
+    make_stt,
+    say_one_sentence,
+    sentence_audio,
+    silence,
+)
 
 E = stt.SpeechEventType
 
@@ -73,13 +77,7 @@ def test_a_caller_saying_one_listed_term_is_not_an_echo_of_the_prompt() -> None:
 
 async def test_every_decode_of_a_stream_carries_the_vocabulary_after_the_style() -> None:
     model = ScriptedModel(delay_s=0.005)
-    stream = make_stt(model, style_prompt="Um, mm-hmm.", vocabulary=("Okonkwo", "Xarelto")).stream()
-    events: list[stt.SpeechEvent] = []
-    reader = asyncio.create_task(collect(stream, events))
-    await push(stream, np.concatenate([sentence_audio(1, 1.0), silence(0.5)]))
-    stream.flush()
-    stream.end_input()
-    await asyncio.wait_for(reader, 5)
+    events = await say_one_sentence(model, style_prompt="Um, mm-hmm.", vocabulary=("Okonkwo", "Xarelto"))
     prompts = {r.initial_prompt for _, r in model.requests}
     assert prompts == {"Um, mm-hmm. Okonkwo, Xarelto."}
     assert [e.alternatives[0].text for e in events if e.type == E.FINAL_TRANSCRIPT] == ["Sentence 1."]
