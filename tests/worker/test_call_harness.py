@@ -43,3 +43,19 @@ async def test_dead_llm_gets_a_spoken_apology_and_the_call_goes_on(speech_audio:
     for tr in res.turns:
         assert tr.v2v_ms is not None, "the caller heard nothing"
         assert "sorry" in tr.reply_text.lower()
+
+
+async def test_a_listed_word_reaches_the_agent_spelled_as_listed(llm_url: str, tmp_path: Path) -> None:
+    """PARLEY_STT_VOCABULARY through the worker's own pipeline and a real AgentSession: the caller's turn, as
+    the LLM reads it, spells the drug as listed (without the list tiny.en writes "listen-op role")."""
+    import numpy as np
+    import soundfile as sf
+
+    from tests.answer_audio import RATE, quiet, said
+
+    wav = tmp_path / "refill.wav"
+    sf.write(wav, np.concatenate([quiet(0.5), said("I need a refill of my Lisinopril."), quiet(0.5)]), RATE)
+    settings = load_settings(stt_vocabulary="Okonkwo, Lisinopril, Harrowgate Road")
+    res = await run_one("parley", settings, llm_url, [wav])
+    assert not res.errors, res.errors
+    assert "Lisinopril" in res.turns[0].user_text
