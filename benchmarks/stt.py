@@ -377,7 +377,8 @@ def _pair(p: object) -> str:
     return f"{p['p50']} / {p['p95']} ms"
 
 
-def _rate(value: object) -> str:
+def percent_text(value: object) -> str:
+    """A rate as the tables print it ("-" when there is none)."""
     return "-" if value is None else f"{float(value) * 100:.1f} %"  # type: ignore[arg-type]
 
 
@@ -386,10 +387,10 @@ def print_table(report: dict[str, object]) -> None:
     ff = report["final_after_flush_ms"]
     assert isinstance(fd, dict) and isinstance(ff, dict)
     rows = [
-        ("streaming WER", _rate(report["wer"])),
-        ("whole-file WER (same model)", _rate(report["whole_file_wer"])),
-        ("streaming CER", _rate(report["cer"])),
-        ("whole-file CER (same model)", _rate(report["whole_file_cer"])),
+        ("streaming WER", percent_text(report["wer"])),
+        ("whole-file WER (same model)", percent_text(report["whole_file_wer"])),
+        ("streaming CER", percent_text(report["cer"])),
+        ("whole-file CER (same model)", percent_text(report["whole_file_cer"])),
         ("whole-file decode p50 / p95", _pair(report["whole_file_decode_ms"])),
         ("end of speech -> FINAL p50 / p95", f"{fd['p50']} / {fd['p95']} ms"),
         ("flush -> FINAL p50 / p95", f"{ff['p50']} / {ff['p95']} ms"),

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cli import emit, fail
-from benchmarks.stt import BenchmarkInputError, load_audio, percentiles, stream_file
+from benchmarks.stt import BenchmarkInputError, load_audio, percent_text, percentiles, stream_file
 from plugins.spoken_words import wer
 from plugins.whisper.guard import phrase_key
 from plugins.whisper.model import PRIORITY_PARTIAL, ModelOptions, WhisperModelError, shared_runner
@@ -169,29 +169,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f} %"
-
-
 def print_table(report: dict[str, Any]) -> None:
     configs = report["configs"]
     print(f"{'':28s}" + "".join(f"{c:>16s}" for c in configs))
     rows = [
-        ("term recall", lambda r: f"{r['terms_heard']}/{r['terms_said']} {_pct(r['term_recall'])}"),
+        ("term recall", lambda r: f"{r['terms_heard']}/{r['terms_said']} {percent_text(r['term_recall'])}"),
         ("invented terms", lambda r: str(r["invented_terms"])),
-        ("WER, all speech", lambda r: _pct(r["wer"])),
+        ("WER, all speech", lambda r: percent_text(r["wer"])),
         ("noise clips with text", lambda r: f"{r['noise_transcripts']} of {r['noise_files']}"),
         ("final decode p50 / p95", lambda r: f"{r['decode_ms']['p50']} / {r['decode_ms']['p95']}"),
     ]
     for name, cell in rows:
         print(f"{name:28s}" + "".join(f"{cell(r):>16s}" for r in configs.values()))
     for config, r in configs.items():
-        by = ", ".join(f"{c} {_pct(v)}" for c, v in r["term_recall_by_channel"].items())
+        by = ", ".join(f"{c} {percent_text(v)}" for c, v in r["term_recall_by_channel"].items())
         print(f"term recall by channel, {config}: {by}")
         for voice, v in r["by_voice"].items():
             print(
-                f"  {voice:7s} {config:7s} recall {_pct(v['term_recall'])} of {v['terms_said']}, "
-                f"invented {v['invented_terms']}, WER {_pct(v['wer'])}"
+                f"  {voice:7s} {config:7s} recall {percent_text(v['term_recall'])} of {v['terms_said']}, "
+                f"invented {v['invented_terms']}, WER {percent_text(v['wer'])}"
             )
 
 
