@@ -1,6 +1,7 @@
 """`python -m caches build`: synthesise the phrase set for one voice and language into a cache directory.
 
     python -m caches build [--voice V] [--language L] [--dir DIR] [--backend cpu|orpheus] [--phrases FILE]
+                           [--pronunciations 'Nguyen=win; ...']
     python -m caches show [--dir DIR]
 
 Only missing or stale phrases are synthesised; a second build of the same set does no synthesis.
@@ -15,6 +16,7 @@ import asyncio
 import importlib
 import json
 import logging
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -22,20 +24,30 @@ from pathlib import Path
 from livekit.agents import tts
 from tqdm import tqdm
 
+from plugins.pronunciation import PronunciationError, Pronunciations, parse_pronunciations
+
 from .builder import BuildOptions, BuildReport, build_cache, tts_fingerprint
 from .phrases import Phrase, PhraseSetError, load_phrases
 from .store import CacheStore, CacheStoreError
 
 DEFAULT_DIR = Path("out/phrase-cache")
 DEFAULT_VOICES = {"cpu": "heart", "orpheus": "tara"}
+PRONUNCIATIONS_ENV = "PARLEY_TTS_PRONUNCIATIONS"  # the worker's list, so a plain build matches it
 
 
 class CliError(Exception):
     """A problem the operator can fix; printed as one line."""
 
 
-def make_tts(backend: str, voice: str, language: str, factory: str | None) -> tuple[tts.TTS, str]:
-    """(TTS, fingerprint) for a backend name or a `module:callable` factory taking `voice=`."""
+def make_tts(
+    backend: str,
+    voice: str,
+    language: str,
+    factory: str | None,
+    pronunciations: Pronunciations = Pronunciations(),
+) -> tuple[tts.TTS, str]:
+    """(TTS, fingerprint) for a backend name or a `module:callable` factory taking `voice=`. The built-in
+    voices read with `pronunciations`; a factory's TTS reads as it was made."""
     if factory:
         mod_name, _, attr = factory.partition(":")
         try:
@@ -58,25 +70,28 @@ def make_tts(backend: str, voice: str, language: str, factory: str | None) -> tu
         except ValueError as e:
             raise CliError(str(e)) from None
         if is_espeak_voice(voice):
-            engine = CpuVoiceTTS(voice=voice)
+            engine = CpuVoiceTTS(voice=voice, pronunciations=pronunciations)
             return engine, tts_fingerprint(engine, f"voice={voice}")
         if language != "en":
             raise CliError(f"hibari speaks English only; build {language!r} with --voice espeak-{language}")
-        engine = CpuVoiceTTS(voice=voice)  # the model loads on first synthesis, so a warm rebuild skips it
+        engine = CpuVoiceTTS(
+            voice=voice, pronunciations=pronunciations
+        )  # the model loads on first synthesis, so a warm rebuild skips it
         from importlib.metadata import version
 
         extra = f"hibari=={version('hibari-tts')};{VOICES[voice]['sha256'][:16]}"
         return engine, tts_fingerprint(engine, extra)
     if backend == "orpheus":
         try:
-            mod = importlib.import_module("plugins.orpheus")
+            mod = importlib.import_module("plugins.orpheus.tts")
             cls = mod.OrpheusTTS
         except (ImportError, AttributeError):
             raise CliError(
                 "the Orpheus TTS plugin is not available here; use --backend cpu or --tts module:factory"
             ) from None
         try:
-            engine = cls(voice=voice)
+            opts = mod.OrpheusOptions(address=mod.DEFAULT_ADDRESS, voice=voice, pronunciations=pronunciations)
+            engine = cls(opts)
         except Exception as e:
             raise CliError(f"cannot start the Orpheus TTS: {e}") from None
         return engine, tts_fingerprint(engine, f"voice={voice}")
@@ -84,11 +99,18 @@ def make_tts(backend: str, voice: str, language: str, factory: str | None) -> tu
 
 
 async def build_phrases(
-    phrases: list[Phrase], voice: str, language: str, dir_: Path, backend: str, tts_spec: str | None
+    phrases: list[Phrase],
+    voice: str,
+    language: str,
+    dir_: Path,
+    backend: str,
+    tts_spec: str | None,
+    pronunciations: Pronunciations = Pronunciations(),
 ) -> BuildReport:
     """Synthesise `phrases` into `dir_`; the worker's agent-file command calls this with an agent's lines."""
-    engine, fingerprint = make_tts(backend, voice, language, tts_spec)
-    opts = BuildOptions(voice=voice, language=language, fingerprint=fingerprint)
+    engine, fingerprint = make_tts(backend, voice, language, tts_spec, pronunciations)
+    said = Pronunciations() if tts_spec else pronunciations  # a factory's TTS reads as written
+    opts = BuildOptions(voice=voice, language=language, fingerprint=fingerprint, pronunciations=said)
     bar = tqdm(total=len(phrases), desc=f"phrases {voice}/{language}", unit="phrase", file=sys.stderr)
     counts: Counter[str] = Counter()
 
@@ -111,7 +133,12 @@ async def run_build(args: argparse.Namespace) -> BuildReport:
         else DEFAULT_VOICES[args.backend]
     )
     phrases = load_phrases(args.phrases).for_voice(voice, args.language)
-    return await build_phrases(phrases, voice, args.language, args.dir, args.backend, args.tts)
+    listed = args.pronunciations
+    try:
+        said = parse_pronunciations(os.environ.get(PRONUNCIATIONS_ENV, "") if listed is None else listed)
+    except PronunciationError as e:
+        raise CliError(f"--pronunciations: {e}") from None
+    return await build_phrases(phrases, voice, args.language, args.dir, args.backend, args.tts, said)
 
 
 def show(dir_: Path) -> None:
@@ -161,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         "--tts", help="any livekit TTS as module:factory (called with voice=); overrides --backend"
     )
     b.add_argument("--phrases", type=Path, default=None, help="phrase file (default caches/phrases.yaml)")
+    b.add_argument(
+        "--pronunciations",
+        default=None,
+        help="how to say listed words, 'Nguyen=win; Okonkwo=oh-konk-woh' (default PARLEY_TTS_PRONUNCIATIONS)",
+    )
     b.add_argument("--json", type=Path, default=None, help="write the build report as JSON here")
     s = sub.add_parser("show", help="list what a cache directory holds")
     s.add_argument("--dir", type=Path, default=DEFAULT_DIR)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from livekit.agents import tts
 
+from plugins.pronunciation import Pronunciations
+
 from .phrases import Phrase
 from .store import CacheKey, CacheStore, ManifestEntry
 
@@ -27,6 +29,12 @@ class BuildOptions:
     language: str
     fingerprint: str  # identifies the model that made the audio (see tts_fingerprint)
     prune_stale: bool = True
+    # the list the TTS reads with; a phrase it respells records which respelling (plugins/pronunciation.py)
+    pronunciations: Pronunciations = field(default_factory=Pronunciations)
+
+    def key(self, text: str, sample_rate: int) -> CacheKey:
+        fingerprint = self.fingerprint + self.pronunciations.tag(text)
+        return CacheKey.for_text(text, self.voice, self.language, fingerprint, sample_rate)
 
 
 @dataclass
@@ -77,8 +85,7 @@ async def build_cache(
         entries = store.read_manifest()
         wanted: dict[str, Phrase] = {}
         for p in phrases:
-            key = CacheKey.for_text(p.text, opts.voice, opts.language, opts.fingerprint, engine.sample_rate)
-            wanted.setdefault(key.digest, p)
+            wanted.setdefault(opts.key(p.text, engine.sample_rate).digest, p)
 
         for digest, phrase in wanted.items():
             entry = entries.get(digest)
@@ -88,9 +95,7 @@ async def build_cache(
                 continue
             if entry is not None:
                 report.stale.append(phrase.text)  # file missing or altered
-            key = CacheKey.for_text(
-                phrase.text, opts.voice, opts.language, opts.fingerprint, engine.sample_rate
-            )
+            key = opts.key(phrase.text, engine.sample_rate)
             try:
                 pcm = await synthesize_pcm(engine, phrase.text)
                 if pcm.size == 0:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from livekit import rtc
 
+from plugins.pronunciation import Pronunciations, tag_of
 from plugins.spoken_words import phrase_key as normalise_text
 
 from .frames import FRAME_MS, iter_frames, resample_pcm
@@ -79,11 +80,13 @@ class PhraseCache:
         language: str | None = None,
         fingerprint: str | None = None,
         sample_rates: Iterable[int] = (),
+        pronunciations: Pronunciations | None = None,
     ) -> PhraseCache:
         """Read every intact entry matching the filters; damaged or missing files are skipped and logged.
 
         Pass the current TTS's `fingerprint` so audio made by another model is never served. `sample_rates`
-        are prepared up front, so the first call at that rate does no resampling.
+        are prepared up front, so the first call at that rate does no resampling. With `pronunciations`,
+        a clip made with another respelling of its words (or none) is left out: it is spoken live instead.
         """
         store = CacheStore(root)
         entries = store.read_manifest(strict=True)
@@ -95,7 +98,10 @@ class PhraseCache:
             k = e.key
             if (voice and k.voice != voice) or (language and k.language != language):
                 continue
-            if fingerprint and k.fingerprint != fingerprint:
+            said = tag_of(k.fingerprint)
+            if fingerprint and k.fingerprint.removesuffix(said) != fingerprint:
+                continue
+            if pronunciations is not None and said != pronunciations.tag(e.source_text):
                 continue
             pcm = store.load_audio(e)
             if pcm is None:

@@ -88,7 +88,11 @@ def load_stt(settings: Settings) -> stt.STT:
 def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
     from plugins.cpu_voice import CpuVoiceTTS
 
-    cpu = CpuVoiceTTS(voice=settings.effective_cpu_voice, engine=shared_voice(settings.effective_cpu_voice))
+    cpu = CpuVoiceTTS(
+        voice=settings.effective_cpu_voice,
+        engine=shared_voice(settings.effective_cpu_voice),
+        pronunciations=settings.tts_pronunciation_list,
+    )
     if settings.tts_backend == "cpu" or not settings.engine_address:
         return cpu, f"cpu-voice:{settings.effective_cpu_voice}"
     try:
@@ -226,7 +230,9 @@ def load_phrases(settings: Settings, voice: str) -> PhraseCache | None:
     spec = served_spec(settings)
     root = agent_cache_dir(settings.phrase_cache_dir, spec) if spec else settings.phrase_cache_dir
     try:
-        cache: PhraseCache | None = PhraseCache.load(root, voice=voice, language=settings.language)
+        cache: PhraseCache | None = PhraseCache.load(
+            root, voice=voice, language=settings.language, pronunciations=settings.tts_pronunciation_list
+        )
     except Exception as e:
         log.warning(
             "phrase cache not loaded; greetings and fillers will be synthesised",

@@ -10,11 +10,14 @@ from __future__ import annotations
 import functools
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from plugins.pronunciation import Pronunciations
 
 Language = Literal["en", "ko"]
 TtsBackend = Literal["auto", "orpheus", "cpu"]
@@ -111,6 +114,10 @@ class Settings(BaseSettings):
     # in every decode's prompt, so Whisper spells them as listed (plugins/whisper/vocabulary.py); an agent
     # file's `vocabulary` list is added to these
     stt_vocabulary: str = ""
+    # how the voices say the business's own words, 'Nguyen=win; Okonkwo=oh-konk-woh' (plugins/pronunciation):
+    # each listed word is read as its respelling; transcripts keep the written word. An agent file's
+    # `pronunciations` are added to these (the file's wins for a word in both)
+    tts_pronunciations: str = ""
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
     # host = one speech engine per host serves every job process (worker/speech_engine.py); process = each
     # job process loads its own Whisper (the offline harness and tests without a worker)
@@ -244,6 +251,13 @@ class Settings(BaseSettings):
 
         return ", ".join(parse_vocabulary(v))
 
+    @field_validator("tts_pronunciations")
+    @classmethod
+    def _pronunciations(cls, v: str) -> str:
+        from plugins.pronunciation import format_pronunciations, parse_pronunciations
+
+        return format_pronunciations(parse_pronunciations(v))
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, v: object) -> object:
@@ -296,6 +310,12 @@ class Settings(BaseSettings):
     @property
     def stt_vocabulary_terms(self) -> tuple[str, ...]:
         return tuple(t.strip() for t in self.stt_vocabulary.split(",") if t.strip())
+
+    @property
+    def tts_pronunciation_list(self) -> Pronunciations:
+        from plugins.pronunciation import parse_pronunciations
+
+        return parse_pronunciations(self.tts_pronunciations)
 
     @property
     def idle_processes(self) -> int:

@@ -18,6 +18,7 @@ from livekit.agents import APIConnectionError, APIConnectOptions, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
 from plugins.playout import PlayoutClock, PlayoutOptions, cut_before_dry
+from plugins.pronunciation import Pronunciations
 from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
 
 from .espeak import EspeakVoice, is_espeak_voice
@@ -29,16 +30,23 @@ class CpuVoiceOptions:
     voice: str = "heart"
     chunker: ChunkerOptions = field(default_factory=ChunkerOptions)
     playout: PlayoutOptions = field(default_factory=PlayoutOptions)
+    pronunciations: Pronunciations = field(default_factory=Pronunciations)  # read out as respelled
 
 
 class CpuVoiceTTS(tts.TTS):
-    def __init__(self, *, voice: str = "heart", engine: CpuVoice | EspeakVoice | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        voice: str = "heart",
+        engine: CpuVoice | EspeakVoice | None = None,
+        pronunciations: Pronunciations | None = None,
+    ) -> None:
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True),
             sample_rate=SAMPLE_RATE,
             num_channels=1,
         )
-        self._opts = CpuVoiceOptions(voice=voice)
+        self._opts = CpuVoiceOptions(voice=voice, pronunciations=pronunciations or Pronunciations())
         self._engine = engine
         self.active_streams = 0  # open synthesis streams; a leak shows up here (load benchmark)
         self.piece_listeners: list[Callable[[str], None]] = []  # told when a piece is sent for synthesis
@@ -50,6 +58,10 @@ class CpuVoiceTTS(tts.TTS):
     @property
     def provider(self) -> str:
         return "parley-cpu-voice"
+
+    @property
+    def pronunciations(self) -> Pronunciations:
+        return self._opts.pronunciations
 
     @property
     def engine(self) -> CpuVoice | EspeakVoice:
@@ -74,7 +86,7 @@ class CpuVoiceTTS(tts.TTS):
         for listener in self.piece_listeners:
             listener(text)
         try:
-            pcm = await asyncio.to_thread(self.engine.synthesize, text)
+            pcm = await asyncio.to_thread(self.engine.synthesize, self._opts.pronunciations.speak(text))
         except CpuVoiceError as e:
             raise APIConnectionError(str(e), retryable=False) from None
         return pcm.tobytes()

@@ -300,11 +300,12 @@ class ClientStream:
         self.last_text_at: float | None = None
         self._flushed_last = False
 
-    async def push_text(self, text: str) -> None:
+    async def push_text(self, text: str, written: str | None = None) -> None:
+        """Send `text`; `voiced_text` reports `written` for it when given (the words before a respelling)."""
         self._send({"op": "text", "sid": self.sid, "text": text})
         if not self.texts or self._flushed_last:
             self.texts.append("")
-        self.texts[-1] += text
+        self.texts[-1] += text if written is None else written
         self._flushed_last = False
         self.last_text_at = time.monotonic()
         await self._conn.drain()

@@ -30,6 +30,7 @@ from plugins.local_socket import default_address
 from plugins.orpheus import protocol
 from plugins.orpheus.client import ClientStream, EngineClient, EngineError, EngineEvent
 from plugins.playout import PlayoutClock, PlayoutOptions, cut_before_dry
+from plugins.pronunciation import Pronunciations, tag_of
 from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class OrpheusOptions:
     silence_timeout_s: float = 0.5
     ping_timeout_s: float = 0.4
     audio_timeout_s: float = 3.0
+    pronunciations: Pronunciations = field(default_factory=Pronunciations)  # pieces are sent respelled
 
 
 def _unavailable(err: BaseException) -> EngineUnavailableError:
@@ -126,6 +128,7 @@ class OrpheusTTS(tts.TTS):
             silence_timeout_s=float(getattr(settings, "engine_silence_timeout_s", 0.5)),
             ping_timeout_s=float(getattr(settings, "engine_ping_timeout_s", 0.4)),
             audio_timeout_s=float(getattr(settings, "engine_audio_timeout_s", 3.0)),
+            pronunciations=getattr(settings, "tts_pronunciation_list", None) or Pronunciations(),
         )
         configure_engine_fill(
             opts.address,
@@ -214,7 +217,9 @@ class OrpheusTTS(tts.TTS):
         if self.phrase_cache is None or not text.strip():
             return None
         hit = self.phrase_cache.lookup(text, self._opts.voice, self._opts.language)
-        return None if hit is None else hit.pcm_at(SAMPLE_RATE).tobytes()
+        if hit is None or tag_of(hit.fingerprint) != self._opts.pronunciations.tag(text):
+            return None  # made before the pronunciation list changed: spoken live instead
+        return hit.pcm_at(SAMPLE_RATE).tobytes()
 
     def _notify(self, piece: str) -> None:
         for listener in self.piece_listeners:
@@ -314,7 +319,7 @@ class OrpheusChunkedStream(tts.ChunkedStream):
         try:
             for piece in pieces:
                 self._orpheus._notify(piece)
-                await stream.push_text(piece)
+                await stream.push_text(opts.pronunciations.speak(piece), written=piece)
                 await stream.flush()
             await stream.end()
             self.engine_stream = stream
@@ -453,7 +458,7 @@ class OrpheusStream(tts.SynthesizeStream):
                 if self.piece_sent_at is None:
                     self.piece_sent_at = time.perf_counter()
                 self._mark_started()
-                await stream.push_text(piece)
+                await stream.push_text(self._orpheus.options.pronunciations.speak(piece), written=piece)
                 await stream.flush()
                 piece = await pieces.get()
             await stream.end()

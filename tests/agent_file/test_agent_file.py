@@ -212,6 +212,21 @@ def test_an_agent_files_vocabulary_joins_the_settings_list(
     assert "at most 60" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_an_agent_files_pronunciations_join_the_settings_list_and_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load_agent_file(
+        write(tmp_path, "name: a\nvariables: {doc: Nguyen}\npronunciations: {'{{doc}}': win, Szabo: sah-boh}")
+    )
+    assert spec.pronunciations == {"Nguyen": "win", "Szabo": "sah-boh"}  # variables fill the words too
+    monkeypatch.setenv("PARLEY_TTS_PRONUNCIATIONS", "Nguyen=noo-yen; Okonkwo=oh-konk-woh")
+    said = apply_agent(load_settings(), spec).tts_pronunciation_list
+    assert said.speak("Okonkwo, Szabo") == "oh-konk-woh, sah-boh"
+    with pytest.raises(AgentFileError) as err:
+        load_agent_file(write(tmp_path, "name: a\npronunciations: {Nguyen: '<laugh>'}"))
+    assert "write plain words" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_an_agent_file_sends_its_reports_where_it_says(tmp_path: Path) -> None:
     spec = load_agent_file(
         write(tmp_path, "name: a\nreport: {url: 'https://crm.example/hooks/calls', transcript: true}")

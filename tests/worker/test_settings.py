@@ -141,3 +141,23 @@ def test_the_stt_vocabulary_is_a_comma_separated_list(monkeypatch: pytest.Monkey
     from worker.pipeline import load_stt
 
     assert load_stt(s)._opts.streaming.vocabulary == ("Okonkwo", "Harrowgate Road")  # type: ignore[attr-defined]
+
+
+def test_pronunciations_are_read_from_one_setting_and_reach_both_voices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert not load_settings().tts_pronunciation_list
+    monkeypatch.setenv("PARLEY_TTS_PRONUNCIATIONS", "Nguyen = win;  Okonkwo=oh-konk-woh;")
+    s = load_settings()
+    assert s.tts_pronunciations == "Nguyen=win; Okonkwo=oh-konk-woh"
+    from plugins.orpheus.tts import OrpheusTTS
+    from worker.pipeline import load_tts
+
+    cpu, _ = load_tts(s)
+    assert cpu.pronunciations.speak("Doctor Nguyen") == "Doctor win"  # type: ignore[attr-defined]
+    orpheus = OrpheusTTS.from_settings(load_settings(engine_address="unix:///tmp/none.sock"))
+    assert orpheus.options.pronunciations.speak("Okonkwo's") == "oh-konk-woh's"  # type: ignore[attr-defined]
+    monkeypatch.setenv("PARLEY_TTS_PRONUNCIATIONS", "Nguyen")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert "PARLEY_TTS_PRONUNCIATIONS" in str(err.value) and "word=how to say it" in str(err.value)

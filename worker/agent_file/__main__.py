@@ -55,7 +55,8 @@ def build_phrases(file: Path, dir_: Path, backend: str, voice: str | None, json_
         settings = apply_agent(load_settings(), spec)
         voice = voice or (settings.tts_voice if backend == "orpheus" else settings.effective_cpu_voice)
         out = agent_cache_dir(dir_, spec)
-        report = asyncio.run(build(agent_phrases(spec), voice, spec.language, out, backend, None))
+        said = settings.tts_pronunciation_list
+        report = asyncio.run(build(agent_phrases(spec), voice, spec.language, out, backend, None, said))
     except (AgentFileError, SettingsError, CliError, CacheStoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -16,6 +16,12 @@ from livekit.agents.voice import Agent
 
 from caches.phrase_cache import PhraseCache
 from caches.phrases import Phrase, PhraseKind, load_phrases
+from plugins.pronunciation import (
+    PronunciationError,
+    check_pronunciations,
+    format_pronunciations,
+    merge_pronunciations,
+)
 from plugins.spoken_words import phrase_key as normalise_text
 from plugins.whisper.options import WhisperConfigError
 from plugins.whisper.vocabulary import check_vocabulary
@@ -96,6 +102,16 @@ def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
                 f"PARLEY_AGENT: {e} (PARLEY_STT_VOCABULARY and the file's list together)"
             ) from None
         upd["stt_vocabulary"] = ", ".join(terms)
+    if spec.pronunciations:  # the file's entries replace the setting's for the same word
+        try:
+            said = merge_pronunciations(
+                settings.tts_pronunciation_list, check_pronunciations(spec.pronunciations)
+            )
+        except PronunciationError as e:
+            raise SettingsError(
+                f"PARLEY_AGENT: {e} (PARLEY_TTS_PRONUNCIATIONS and the file's list together)"
+            ) from None
+        upd["tts_pronunciations"] = format_pronunciations(said)
     end = spec.builtin("end_call")
     goodbyes = spec.phrase_lines({}).get("goodbye") or []
     if end is not None and (end.goodbye or goodbyes):

@@ -213,6 +213,7 @@ class AgentSpec(_Strict):
     report: ReportSpec | None = None  # the end-of-call report (PARLEY_CALL_REPORT_URL when unset)
     outbound: OutboundSpec = OutboundSpec()
     vocabulary: list[str] = Field(default_factory=list)  # names, brands, streets the recogniser should spell
+    pronunciations: dict[str, str] = Field(default_factory=dict)  # how the voice says them: {Nguyen: win}
     tools: list[ToolSpec] = Field(default_factory=list)
     source: Path | None = Field(default=None, exclude=True)  # the file it came from (set by the loader)
 
@@ -236,6 +237,13 @@ class AgentSpec(_Strict):
         from plugins.whisper.vocabulary import check_vocabulary
 
         return list(check_vocabulary(v))
+
+    @field_validator("pronunciations")
+    @classmethod
+    def _pronunciations(cls, v: dict[str, str]) -> dict[str, str]:
+        from plugins.pronunciation import check_pronunciations
+
+        return dict(check_pronunciations(v).entries)
 
     @field_validator("cpu_voice")
     @classmethod
@@ -311,7 +319,12 @@ def _substitute(value: Any, variables: dict[str, str], where: str) -> Any:
     if isinstance(value, list):
         return [_substitute(v, variables, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: _substitute(v, variables, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+        return {  # keys too: a pronunciation list names the words it respells
+            (_substitute(k, variables, where) if isinstance(k, str) else k): _substitute(
+                v, variables, f"{where}.{k}" if where else str(k)
+            )
+            for k, v in value.items()
+        }
     return value
 
 
