@@ -6,6 +6,11 @@ respelling the voice reads as ordinary words; each piece of a reply is rewritten
 the voice, so the caller hears the respelling while the transcript, the chat history and what an interrupted
 reply keeps all stay as written.
 
+A respelling is plain words a voice reads as it reads any text: "win", "oh-KONK-woh". In a hyphenated
+word the syllable in capitals marks the stress for the people who write and read the list; the voices get
+it in lower case (a voice spells a word in capitals out letter by letter), so it tells them nothing. A word
+without hyphens is sent as written ("ABC" stays letters).
+
 Matching is whole words: "Okonkwo's" is rewritten, "Okonkwoville" is not. It ignores case, except for a
 term written all in capitals ("IT", "US", "SQL"), which matches only in capitals, so "it" and "us" stay as
 they are. Of two listed terms that overlap, the longer wins ("Pellingham Road" before "Pellingham").
@@ -63,7 +68,7 @@ class Pronunciations:
         One pass, so a respelling is never rewritten again by another entry."""
         if not self.entries:
             return None
-        order = sorted(self.entries, key=lambda e: -len(e[0]))
+        order = [(w, _voiced(s)) for w, s in sorted(self.entries, key=lambda e: -len(e[0]))]
         alternatives = [f"({_pattern(w)})" if _all_capitals(w) else f"((?i:{_pattern(w)}))" for w, _ in order]
         return re.compile("|".join(alternatives)), [s for _, s in order]
 
@@ -84,6 +89,11 @@ class Pronunciations:
         if spoken == text:
             return ""
         return _TAG_PREFIX + hashlib.sha256(spoken.encode()).hexdigest()[:12]
+
+
+def _voiced(respelling: str) -> str:
+    """What the voice reads: hyphenated words in lower case (their capitals only mark the stress)."""
+    return " ".join(w.lower() if "-" in w else w for w in respelling.split())
 
 
 def tag_of(fingerprint: str) -> str:

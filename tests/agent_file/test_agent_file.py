@@ -305,3 +305,24 @@ def test_an_agent_file_sets_its_own_reprompt_lines_and_the_call_says_them_from_c
     assert phrase_lines(PhraseCache([clip]), "other", "ko", "reprompt") == list(
         load_phrases().defaults["ko"]["reprompt"]
     )
+
+
+def test_say_writes_a_line_in_the_agents_voice_with_its_pronunciations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m worker.agent_file say`: how an owner listens to a respelling before a caller hears it."""
+    import soundfile as sf
+
+    from worker.agent_file.__main__ import main
+
+    path = write(tmp_path, "name: a\npronunciations: {Nguyen: win}")
+    out = tmp_path / "said.wav"
+    assert main(["say", str(path), "Doctor  Nguyen will call you.", "--out", str(out)]) == 0
+    assert "read: Doctor win will call you." in capsys.readouterr().out
+    audio, rate = sf.read(out)
+    assert rate == 24000 and len(audio) > rate // 2
+    assert main(["say", str(path), "Doctor Nguyen.", "--out", str(out), "--as-written"]) == 0
+    assert "read: Doctor Nguyen." in capsys.readouterr().out
+    assert main(["say", str(tmp_path / "missing.yaml"), "Hi.", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1

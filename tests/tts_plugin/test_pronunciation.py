@@ -42,6 +42,12 @@ def test_listed_words_are_respelled_whole(text: str, spoken: str) -> None:
     assert LIST.speak(text) == spoken
 
 
+def test_capitals_mark_the_stress_for_people_and_reach_the_voice_in_lower_case() -> None:
+    said = check_pronunciations({"Okonkwo": "oh-KONK-woh", "Nwachukwu": "nwah-CHOOK-woo", "ABC": "ABC"})
+    assert said.speak("Okonkwo and Nwachukwu at ABC") == "oh-konk-woh and nwah-chook-woo at ABC"
+    assert said.entries[0] == ("Okonkwo", "oh-KONK-woh")  # the list itself keeps the stress
+
+
 def test_a_respelling_is_never_rewritten_by_another_entry() -> None:
     chain = check_pronunciations({"Szabo": "sah-bo", "bo": "boh"})
     assert chain.speak("Maria Szabo") == "Maria sah-bo"  # one pass: "bo" in the respelling is left alone

@@ -2,6 +2,8 @@
 
     python -m worker.agent_file check FILE      validate an agent file (or a `module:callable` entry point)
     python -m worker.agent_file phrases FILE    build the file's own lines into its phrase-cache folder
+    python -m worker.agent_file say FILE TEXT   write TEXT in the agent's CPU voice to a WAV, read with its
+                                                pronunciations (--as-written: without them), to listen to
 
 `check` prints `ok: NAME` and exits 0, or prints the one-line error and exits 1. Unset environment
 variables that
@@ -63,6 +65,37 @@ def build_phrases(file: Path, dir_: Path, backend: str, voice: str | None, json_
     return print_report(report, out, json_path)
 
 
+def say(file: Path, text: str, out: Path, as_written: bool) -> int:
+    """TEXT as the agent's CPU voice says it, with the file's and the setting's pronunciations: how an owner
+    hears whether a respelling says a name right before a caller does."""
+    import soundfile as sf
+
+    from caches.builder import synthesize_pcm
+    from plugins.cpu_voice import CpuVoiceTTS
+    from plugins.cpu_voice.voice import CpuVoiceError
+    from plugins.pronunciation import Pronunciations
+    from worker.settings import load_settings
+
+    from .runtime import apply_agent
+    from .spec import load_agent_file
+
+    try:
+        if not text.strip():
+            raise AgentFileError("nothing to say: TEXT is empty")
+        settings = apply_agent(load_settings(), load_agent_file(file))
+        said = Pronunciations() if as_written else settings.tts_pronunciation_list
+        voice = CpuVoiceTTS(voice=settings.effective_cpu_voice, pronunciations=said)
+        pcm = asyncio.run(synthesize_pcm(voice, text))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(out, pcm, voice.sample_rate)
+    except (AgentFileError, SettingsError, CpuVoiceError, OSError) as e:
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    print(f"{settings.effective_cpu_voice} read: {said.speak(' '.join(text.split()))}")
+    print(f"wrote {out} ({len(pcm) / voice.sample_rate:.1f} s)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m worker.agent_file", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -74,7 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", choices=("cpu", "orpheus"), default="cpu")
     p.add_argument("--voice", default=None, help="voice (default: the agent's)")
     p.add_argument("--json", type=Path, default=None, help="write the build report as JSON here")
+    v = sub.add_parser("say", help="write a line in the agent's CPU voice, with its pronunciations, to a WAV")
+    v.add_argument("file", type=Path, help="agent file (YAML)")
+    v.add_argument("text", help="what to say, e.g. a line with a listed name")
+    v.add_argument("--out", type=Path, default=Path("out/say.wav"), help="WAV to write (default out/say.wav)")
+    v.add_argument("--as-written", action="store_true", help="without the pronunciation list, to compare")
     args = ap.parse_args(argv)
+    if args.cmd == "say":
+        return say(args.file, args.text, args.out, args.as_written)
     if args.cmd == "phrases":
         return build_phrases(args.file, args.dir, args.backend, args.voice, args.json)
     code, line = check(args.file)
