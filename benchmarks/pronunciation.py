@@ -34,7 +34,7 @@ import numpy as np
 
 from benchmarks.cli import emit, fail
 from benchmarks.stt import BenchmarkInputError, percent_text, percentiles
-from benchmarks.vocabulary import contains
+from benchmarks.vocabulary import check_businesses, contains
 from caches.builder import synthesize_pcm
 from caches.frames import resample_pcm
 from plugins.cpu_voice import CpuVoiceTTS
@@ -74,11 +74,7 @@ def load_corpus(folder: Path) -> tuple[dict[str, Business], list[Sentence]]:
         raise BenchmarkInputError(f"{path} not found (python scripts/make_pronunciation_corpus.py)") from None
     except (ValueError, KeyError, TypeError, PronunciationError) as e:
         raise BenchmarkInputError(f"{path}: not a pronunciation corpus ({e})") from None
-    unknown = sorted({s.domain for s in sentences} - set(businesses))
-    if unknown:
-        raise BenchmarkInputError(f"{path}: sentences of business {unknown[0]!r} but no entry for it")
-    if not sentences:
-        raise BenchmarkInputError(f"{path}: no sentences")
+    check_businesses(path, [s.domain for s in sentences], businesses, "sentences")
     return businesses, sentences
 
 

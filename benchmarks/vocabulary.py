@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,12 +78,17 @@ def load_corpus(folder: Path) -> tuple[dict[str, tuple[str, ...]], list[Sample]]
         raise BenchmarkInputError(f"{labels_path} not found (python scripts/make_vocab_corpus.py)") from None
     except (ValueError, KeyError, TypeError) as e:
         raise BenchmarkInputError(f"{labels_path}: not a vocabulary corpus ({e})") from None
-    unknown = sorted({s.domain for s in samples} - set(vocabularies))
-    if unknown:
-        raise BenchmarkInputError(f"{labels_path}: files of business {unknown[0]!r} but no vocabulary for it")
-    if not samples:
-        raise BenchmarkInputError(f"{labels_path}: no files")
+    check_businesses(labels_path, [s.domain for s in samples], vocabularies, "files")
     return vocabularies, samples
+
+
+def check_businesses(path: Path, used: list[str], described: Collection[str], items: str) -> None:
+    """One line for a corpus with no items, or items of a business its labels do not describe."""
+    unknown = sorted(set(used) - set(described))
+    if unknown:
+        raise BenchmarkInputError(f"{path}: {items} of business {unknown[0]!r} but no entry for it")
+    if not used:
+        raise BenchmarkInputError(f"{path}: no {items}")
 
 
 def score(

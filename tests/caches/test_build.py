@@ -171,6 +171,7 @@ def test_cli_builds_with_progress_bar_then_reuses(tmp_path, capsys) -> None:
         (["--voice", "nobody"], "unknown CPU voice 'nobody'"),
         (["--backend", "orpheus", "--tts", "no.such.module:X"], "cannot create TTS"),
         (["--phrases", "/nonexistent.yaml"], "cannot read phrase file"),
+        (["--pronunciations", "Nguyen"], "--pronunciations: 'Nguyen' is not 'word=how to say it'"),
     ],
 )
 def test_cli_errors_are_one_line(tmp_path, capsys, args: list[str], needle: str) -> None:
