@@ -74,9 +74,8 @@ def make_tts(
             return engine, tts_fingerprint(engine, f"voice={voice}")
         if language != "en":
             raise CliError(f"hibari speaks English only; build {language!r} with --voice espeak-{language}")
-        engine = CpuVoiceTTS(
-            voice=voice, pronunciations=pronunciations
-        )  # the model loads on first synthesis, so a warm rebuild skips it
+        # the model loads on first synthesis, so a warm rebuild skips it
+        engine = CpuVoiceTTS(voice=voice, pronunciations=pronunciations)
         from importlib.metadata import version
 
         extra = f"hibari=={version('hibari-tts')};{VOICES[voice]['sha256'][:16]}"
@@ -191,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument(
         "--pronunciations",
         default=None,
-        help="how to say listed words, 'Nguyen=win; Okonkwo=oh-konk-woh' (default PARLEY_TTS_PRONUNCIATIONS)",
+        help="how to say listed words, 'Nguyen=win; Okonkwo=oh-KONK-woh' (default PARLEY_TTS_PRONUNCIATIONS)",
     )
     b.add_argument("--json", type=Path, default=None, help="write the build report as JSON here")
     s = sub.add_parser("show", help="list what a cache directory holds")
