@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -32,6 +32,8 @@ MAX_ENTRIES = 200
 MAX_WRITTEN_CHARS = 40
 MAX_SPOKEN_CHARS = 80
 _TAG_PREFIX = "|say="
+ALIKE_TOLERANCE = 0.2  # at most one sound in five differs: the same reading, give or take a vowel
+_NOT_A_SOUND = re.compile(r"[\sˈˌ'ˌ,.\-_:|]")
 
 
 class PronunciationError(ValueError):
@@ -153,3 +155,29 @@ def merge_pronunciations(first: Pronunciations, then: Pronunciations) -> Pronunc
 def format_pronunciations(p: Pronunciations) -> str:
     """The setting's form, which `parse_pronunciations` reads back."""
     return "; ".join(f"{w}={s}" for w, s in p.entries)
+
+
+def sound_distance(a: str, b: str) -> float:
+    """Edit distance between two phoneme strings over the longer one's length; stress marks, spaces and
+    hyphens ignored (a respelling's syllables are separate words to a voice, its own reading is one)."""
+    x, y = _NOT_A_SOUND.sub("", a), _NOT_A_SOUND.sub("", b)
+    if not x and not y:
+        return 0.0
+    row = list(range(len(y) + 1))
+    for i, cx in enumerate(x, 1):
+        diagonal, row[0] = row[0], i
+        for j, cy in enumerate(y, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (cx != cy))
+    return row[-1] / max(len(x), len(y))
+
+
+def read_alike(
+    p: Pronunciations, phonemes: Callable[[str], str], tolerance: float = ALIKE_TOLERANCE
+) -> list[str]:
+    """The listed words a voice (`phonemes`: its reading of a text) already says as their respellings say:
+    listing them changes nothing but reading them syllable by syllable, which callers hear as choppier."""
+    return [
+        written
+        for written, spoken in p.entries
+        if sound_distance(phonemes(written), phonemes(_voiced(spoken))) <= tolerance
+    ]

@@ -67,6 +67,19 @@ class EspeakVoice:
     def pieces(self, text: str) -> list[str]:
         return [s for s in _SENTENCE.split(text) if s.strip()]
 
+    def phonemes(self, text: str) -> str:
+        """The sounds this voice makes for `text`, in IPA (espeak-ng's own reading, stress marked)."""
+        cmd = [self._binary or "espeak-ng", "-q", "--ipa", "-v", self._espeak_voice, "--", speakable(text)]
+        try:
+            done = subprocess.run(cmd, capture_output=True, timeout=self._opts.timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise CpuVoiceError(
+                f"espeak-ng took over {self._opts.timeout_s:.0f} s to read one piece"
+            ) from None
+        if done.returncode != 0:
+            raise CpuVoiceError(f"espeak-ng could not read the text ({done.returncode})")
+        return " ".join(done.stdout.decode(errors="replace").split())
+
     def synthesize(self, text: str, trim: bool = True) -> np.ndarray:
         """Text → int16 mono PCM at 24 kHz; empty array when the text has nothing speakable."""
         text = speakable(text)

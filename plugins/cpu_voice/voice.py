@@ -78,6 +78,11 @@ class CpuVoice:
         """The model's own sentence split (it cannot take arbitrarily long input at once)."""
         return [s for s in self._model.split_sentences(text) if s.strip()]
 
+    def phonemes(self, text: str) -> str:
+        """The sounds this voice makes for `text` (hibari's own phoneme string, stress marked)."""
+        with self._lock:
+            return " ".join(self._model.phonemize(speakable(text)))
+
     def synthesize(self, text: str, trim: bool = True) -> np.ndarray:
         """Text → int16 mono PCM at 24 kHz; empty array when the text has nothing speakable."""
         text = speakable(text)

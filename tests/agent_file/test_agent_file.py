@@ -222,6 +222,10 @@ def test_an_agent_files_pronunciations_join_the_settings_list_and_win(
     monkeypatch.setenv("PARLEY_TTS_PRONUNCIATIONS", "Nguyen=noo-yen; Okonkwo=oh-konk-woh")
     said = apply_agent(load_settings(), spec).tts_pronunciation_list
     assert said.speak("Okonkwo, Szabo") == "oh-konk-woh, sah-boh"
+    code, line = check(
+        str(write(tmp_path, "name: a\npronunciations: {Nguyen: win, periodontist: pair-ee-oh-DON-tist}"))
+    )
+    assert code == 0 and "heart already says" in line and "periodontist" in line and "Nguyen" not in line
     with pytest.raises(AgentFileError) as err:
         load_agent_file(write(tmp_path, "name: a\npronunciations: {Nguyen: '<laugh>'}"))
     assert "write plain words" in str(err.value) and "\n" not in str(err.value)

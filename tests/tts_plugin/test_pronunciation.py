@@ -12,6 +12,8 @@ from plugins.pronunciation import (
     format_pronunciations,
     merge_pronunciations,
     parse_pronunciations,
+    read_alike,
+    sound_distance,
     tag_of,
 )
 
@@ -100,3 +102,18 @@ def test_the_setting_form_reads_back_and_merges_with_the_file_winning() -> None:
         setting, check_pronunciations({"nguyen": "noo-yen", "Okonkwo": "oh-konk-woh"})
     )
     assert merged.speak("Nguyen, Szabo, Okonkwo") == "noo-yen, sah-boh, oh-konk-woh"
+
+
+def test_sound_distance_ignores_stress_spaces_and_hyphens() -> None:
+    assert (
+        sound_distance("pˌɛɹiOdˈɑntɪst", "pˈɛɹ ˈi ˈO dˈɑn tˈɪst") == 0.0
+    )  # one word, or syllable by syllable
+    assert sound_distance("əŋˈIən", "wˈɪn") > 0.5  # hibari's "Nguyen" is not "win"
+    assert sound_distance("", "") == 0.0
+
+
+def test_read_alike_names_the_words_a_voice_already_says_as_respelled() -> None:
+    readings = {"Nguyen": "əŋˈIən", "win": "wˈɪn", "periodontist": "pˌɛɹiOdˈɑntɪst"}
+    readings["pair-ee-oh-don-tist"] = "pˈɛɹ ˈi ˈO dˈɑn tˈɪst"
+    said = check_pronunciations({"Nguyen": "win", "periodontist": "pair-ee-oh-DON-tist"})
+    assert read_alike(said, readings.__getitem__) == ["periodontist"]  # the voice gets the lower-case form

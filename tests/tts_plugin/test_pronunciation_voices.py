@@ -132,3 +132,14 @@ async def test_a_cached_clip_is_played_only_with_the_respelling_it_was_made_with
         BuildOptions(voice="heart", language="en", fingerprint="fp", pronunciations=changed),
     )
     assert rebuilt.synthesised == [greeting.text] and rebuilt.reused == [plain_line.text]
+
+
+def test_both_cpu_voices_tell_which_respellings_change_nothing(heard: HeardVoice) -> None:
+    """hibari and espeak-ng read the written word and its respelling to phonemes: a word they already say as
+    respelled is named (an owner can drop it), a name they say wrongly is not."""
+    from plugins.cpu_voice.espeak import EspeakVoice
+    from plugins.pronunciation import read_alike
+
+    listed = check_pronunciations({"Nguyen": "win", "Synthroid": "SIN-throyd"})
+    for voice in (heard, EspeakVoice("espeak-en")):
+        assert read_alike(listed, voice.phonemes) == ["Synthroid"], voice

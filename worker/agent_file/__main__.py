@@ -21,7 +21,7 @@ from pathlib import Path
 from ..settings import SettingsError, get_settings
 from .entry import AgentEntryError
 from .runtime import check_tool_env, load_served_agent
-from .spec import AgentFileError
+from .spec import AgentFileError, AgentSpec
 
 
 def check(value: str) -> tuple[int, str]:
@@ -39,7 +39,31 @@ def check(value: str) -> tuple[int, str]:
         return 1, str(e)
     unset = sorted({n for t in served.spec.http_tools for n in t.env_names() if n not in os.environ})
     note = f" (warning: environment variable not set: {', '.join(unset)})" if unset else ""
+    if served.spec.pronunciations:
+        note += pronunciation_note(served.spec)
     return 0, f"ok: {served.spec.name}{note}"
+
+
+def pronunciation_note(spec: AgentSpec) -> str:
+    """Which listed words the agent's CPU voice already says as respelled: the list only makes the voice read
+    those syllable by syllable (benchmarks/RESULTS.md, Pronunciations)."""
+    from plugins.cpu_voice.voice import CpuVoiceError, open_voice
+    from plugins.pronunciation import read_alike
+    from worker.settings import load_settings
+
+    from .runtime import apply_agent
+
+    try:
+        settings = apply_agent(load_settings(), spec)
+        voice = settings.effective_cpu_voice
+        alike = read_alike(settings.tts_pronunciation_list, open_voice(voice).phonemes)
+    except (CpuVoiceError, SettingsError) as e:
+        return f" (warning: pronunciations not compared with the CPU voice: {str(e).splitlines()[0]})"
+    if not alike:
+        return ""
+    return (
+        f" (note: {voice} already says {', '.join(alike)} as respelled; their respellings only chop them up)"
+    )
 
 
 def build_phrases(file: Path, dir_: Path, backend: str, voice: str | None, json_path: Path | None) -> int:
