@@ -6,8 +6,8 @@
                                                 pronunciations (--as-written: without them), to listen to
 
 `check` prints `ok: NAME` and exits 0, or prints the one-line error and exits 1. Unset environment
-variables that
-the file's tool headers name are reported as a warning (they are read when the worker runs).
+variables that the file's tool headers name are reported as a warning (they are read when the worker runs),
+and listed pronunciations the agent's CPU voice already says as respelled as a note.
 """
 
 from __future__ import annotations
