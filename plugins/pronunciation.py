@@ -33,7 +33,7 @@ MAX_WRITTEN_CHARS = 40
 MAX_SPOKEN_CHARS = 80
 _TAG_PREFIX = "|say="
 ALIKE_TOLERANCE = 0.2  # at most one sound in five differs: the same reading, give or take a vowel
-_NOT_A_SOUND = re.compile(r"[\sˈˌ'ˌ,.\-_:|]")
+_NOT_A_SOUND = re.compile(r"[\sˈˌ',.\-_:|]")
 
 
 class PronunciationError(ValueError):

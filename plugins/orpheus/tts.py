@@ -30,7 +30,7 @@ from plugins.local_socket import default_address
 from plugins.orpheus import protocol
 from plugins.orpheus.client import ClientStream, EngineClient, EngineError, EngineEvent
 from plugins.playout import PlayoutClock, PlayoutOptions, cut_before_dry
-from plugins.pronunciation import Pronunciations, tag_of
+from plugins.pronunciation import Pronunciations
 from plugins.text_chunker import ChunkerOptions, SpeechChunker, split_text
 
 if TYPE_CHECKING:
@@ -217,9 +217,7 @@ class OrpheusTTS(tts.TTS):
         if self.phrase_cache is None or not text.strip():
             return None
         hit = self.phrase_cache.lookup(text, self._opts.voice, self._opts.language)
-        if hit is None or tag_of(hit.fingerprint) != self._opts.pronunciations.tag(text):
-            return None  # made before the pronunciation list changed: spoken live instead
-        return hit.pcm_at(SAMPLE_RATE).tobytes()
+        return None if hit is None else hit.pcm_at(SAMPLE_RATE).tobytes()
 
     def _notify(self, piece: str) -> None:
         for listener in self.piece_listeners:
