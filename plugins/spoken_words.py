@@ -290,9 +290,13 @@ _KO_DIGITS = ["영", "일", "이", "삼", "사", "오", "육", "칠", "팔", "�
 
 
 def korean_number(n: int) -> str:
-    """Sino-Korean reading of a non-negative integer (일, 십, 백, 천, 만, 억, 조)."""
+    """Sino-Korean reading of a non-negative integer (일, 십, 백, 천, 만, 억, 조). Past 조's range (10^16
+    and up: no one says such a number as one amount) the digits are read one by one, as for an account
+    number, so any digit string an LLM or a recogniser writes can be spoken and compared."""
     if n == 0:
         return "영"
+    if n >= 10**16:
+        return "".join("공" if d == "0" else _KO_DIGITS[int(d)] for d in str(n))
     parts = []
     for value, name in ((10**12, "조"), (10**8, "억"), (10**4, "만"), (1, "")):
         chunk, n = divmod(n, value)

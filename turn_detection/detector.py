@@ -28,6 +28,12 @@ from .text_cues import detect_language, text_cue
 
 logger = logging.getLogger("parley.turns")
 
+_ORIGINS: dict[Any, str] = {
+    stt.SpeechEventType.INTERIM_TRANSCRIPT: "interim",
+    stt.SpeechEventType.PREFLIGHT_TRANSCRIPT: "preflight",
+    stt.SpeechEventType.FINAL_TRANSCRIPT: "final",
+}
+
 
 def _last_user_text(chat_ctx: Any) -> str:
     """The caller's words of the current turn: the user messages after the last assistant message."""
@@ -125,12 +131,15 @@ class ParleyTurnDetector:
         self._confidence = last_word_probability(ev.alternatives[0])
 
     def _prefetch_lm(self, ev: Any) -> None:
-        """Score each interim/preflight/final transcript as it comes, so the FINAL's score is cached."""
+        """Score each transcript as it comes, so the FINAL's score is cached when the decision asks."""
         if self._lm is None or not getattr(ev, "alternatives", None):
+            return
+        origin = _ORIGINS.get(getattr(ev, "type", None), "interim")
+        if origin == "interim" and not self._lm.opts.read_interims:
             return
         text = ev.alternatives[0].text
         if text and text.strip():
-            self._lm.prefetch(turn_text(ev) or self.turn_text(text), self._hooks.agent_line)
+            self._lm.prefetch(turn_text(ev) or self.turn_text(text), self._hooks.agent_line, origin)
 
     async def lm_probability(self, text: str) -> float | None:
         """The language model's score of the turn's text after the agent's last line, or None when it does
@@ -158,6 +167,13 @@ class ParleyTurnDetector:
             return None
         return await asyncio.to_thread(predict_window, model, window)
 
+    def _commit_at(self, decision: EndpointDecision, speech_end: float) -> float:
+        """When the turn is handed over after `decision`: its own delay (at least the session's
+        `min_delay`), or the session's `max_delay` when it reads the turn as unfinished."""
+        if decision.probability >= self._opts.unlikely_p:
+            return speech_end + max(decision.delay, self._opts.min_delay)
+        return speech_end + self._opts.max_delay
+
     async def predict_end_of_turn(self, chat_ctx: Any, *, timeout: float | None = None) -> float:
         speech_end = self._hooks.last_speech_end or (
             time.time() - self._hooks.params.vad.min_silence_duration
@@ -182,6 +198,15 @@ class ParleyTurnDetector:
         # the last word's probability was calibrated on English turns, as the LM's score was
         confidence = self._confidence if lang == "en" else None
         decision = decide(cue, audio_p, self._opts, lang, lm_p, confidence)
+        if lm_p is None and self._lm is not None and lm_judges(cue, self._opts):
+            # the score missed its deadline (a busy scorer): until the moment this decision would hand
+            # the turn over anyway, waiting for it costs the caller nothing, so a late score still counts
+            late = await self._lm.late(
+                text, self._commit_at(decision, speech_end) - time.time(), self._hooks.agent_line
+            )
+            if late is not None:
+                lm_p = late
+                decision = decide(cue, audio_p, self._opts, lang, lm_p, confidence)
         self.last_decision = decision
         logger.debug(
             "end of turn decision",

@@ -29,7 +29,7 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,8 @@ class LmEotOptions:
     cache_size: int = 512
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Added to every request (e.g. `id_slot` to keep the scorer off the call slots)."""
+    read_interims: bool = True
+    """Score interim transcripts too, not only the preflight and final ones (see `ParleyTurnDetector`)."""
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
@@ -166,8 +168,20 @@ class LmEotScorer:
         self.opts = opts
         self._cache: OrderedDict[Query, float] = OrderedDict()
         self._inflight: dict[Query, asyncio.Future[float | None]] = {}
+        self._asked_by: dict[Query, str] = {}
+        """What started each cached or running query (for `served`)."""
         self.query_ms: list[float] = []
         """Wall time of each query that reached the server (cost accounting, benchmarks)."""
+        self.reads: Counter[str] = Counter()
+        """Queries started, by what asked for them: interim, preflight, final (prefetches) or decision."""
+        self.answers: Counter[str] = Counter()
+        """How each decision got its score: cached, joined (a prefetch still running answered in time),
+        asked (started at the decision, answered in time) or late (past the deadline; `late_used`: it
+        still landed before the turn would have been committed without it, and the decision was made
+        again with it)."""
+        self.served: Counter[str] = Counter()
+        """Which reads' scores the decisions used, by what started them (`reads`' keys): the interims'
+        are worth their cost only if they show up here."""
         self.failures = 0
         self._warned = False
 
@@ -187,21 +201,30 @@ class LmEotScorer:
         self._cache[key] = p
         self._cache.move_to_end(key)
         while len(self._cache) > self.opts.cache_size:
-            self._cache.popitem(last=False)
+            old, _ = self._cache.popitem(last=False)
+            self._asked_by.pop(old, None)
+
+    def _serve(self, key: Query, outcome: str) -> None:
+        self.answers[outcome] += 1
+        self.served[self._asked_by.get(key, "unknown")] += 1
 
     # -- async (the worker) --------------------------------------------------------------------------------
-    def prefetch(self, text: str, agent_line: str = "") -> None:
-        """Start scoring `text` now (an interim or preflight transcript) without waiting for it."""
+    def prefetch(self, text: str, agent_line: str = "", origin: str = "interim") -> bool:
+        """Start scoring `text` now (a transcript as it comes) without waiting for it; True when a query
+        started (not cached, not already asked). `origin` is what asked, for `reads`."""
         key = self.query(text, agent_line)
         if key is None or key in self._cache or key in self._inflight:
-            return
+            return False
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return
+            return False
         fut: asyncio.Future[float | None] = loop.create_future()
         self._inflight[key] = fut
+        self._asked_by[key] = origin
+        self.reads[origin] += 1
         loop.create_task(self._run(key, fut))
+        return True
 
     async def wait(self, text: str, deadline_s: float | None = None, agent_line: str = "") -> float | None:
         """The score of `text` said after `agent_line`, or None when it is not there within the deadline
@@ -211,16 +234,45 @@ class LmEotScorer:
             return None
         if key in self._cache:
             self._cache.move_to_end(key)
+            self._serve(key, "cached")
             return self._cache[key]
-        self.prefetch(text, agent_line)
+        asked = self.prefetch(text, agent_line, origin="decision")
         fut = self._inflight.get(key)
         if fut is None:
             return None
         timeout = self.opts.deadline_s if deadline_s is None else deadline_s
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout=max(0.0, timeout))
+            p = await asyncio.wait_for(asyncio.shield(fut), timeout=max(0.0, timeout))
         except TimeoutError:
+            self.answers["late"] += 1
             return None
+        if p is not None:
+            self._serve(key, "asked" if asked else "joined")
+        return p
+
+    async def late(self, text: str, timeout_s: float, agent_line: str = "") -> float | None:
+        """The score `wait` gave up on, if it lands within `timeout_s`: a decision that holds the turn
+        anyway, or commits it only later, can still use it (counted as `late_used`)."""
+        key = self.query(text, agent_line)
+        if key is None:
+            return None
+        p = self._cache.get(key)
+        if p is None:
+            fut = self._inflight.get(key)
+            if fut is None or timeout_s <= 0.0:
+                return None
+            try:
+                p = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout_s)
+            except TimeoutError:
+                return None
+        if p is not None:
+            self._serve(key, "late_used")
+        return p
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """`reads`, `answers` and `served` so far (logged when a call ends: what the scorer cost, how
+        often a decision went without it)."""
+        return {"reads": dict(self.reads), "answers": dict(self.answers), "served": dict(self.served)}
 
     def warm(self, agent_line: str) -> None:
         """Have the server read the agent's new line now, before the caller's first words are scored:
@@ -247,6 +299,7 @@ class LmEotScorer:
             p = await self._query_async(key)
             self._store(key, p)
         except Exception as e:  # the server, aiohttp's ClientError family, a bad reply: never break a call
+            self._asked_by.pop(key, None)
             self._failed(e)
         finally:
             self._inflight.pop(key, None)

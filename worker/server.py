@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterable, Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livekit.agents import AgentServer, JobContext, JobProcess, cli
 from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers for download-files)
@@ -47,6 +47,9 @@ from .sip import (
 )
 from .stt_engine import start_host_engine
 from .turn_marks import RoomDataSender, RoomMetricsPublisher, StageHistograms, TurnMarks
+
+if TYPE_CHECKING:
+    from turn_detection.lm_eot import LmEotScorer
 
 log = logging.getLogger("parley.worker")
 
@@ -115,6 +118,9 @@ async def entrypoint(ctx: JobContext) -> None:
     ctx.add_shutdown_callback(metrics.aclose)
     ctx.add_shutdown_callback(_hand_back_memory)
     ctx.add_shutdown_callback(lambda: audit_open_streams(session, comp))
+    if comp.eot_lm is not None:
+        scorer = comp.eot_lm
+        ctx.add_shutdown_callback(lambda: _log_scorer_use(scorer))
     if phone:
         dtmf = DtmfHandler(
             ctx.room,
@@ -141,6 +147,11 @@ async def entrypoint(ctx: JobContext) -> None:
             answer_outbound(ctx, served, call, session, agent, answer, rate, reporter)
         )
         ctx.add_shutdown_callback(lambda: _cancel(listening))
+
+
+async def _log_scorer_use(scorer: LmEotScorer) -> None:
+    """What the end-of-turn scorer cost this job process and how often a decision had its score."""
+    log.info("end-of-turn scorer use", extra=scorer.usage())
 
 
 async def outbound_dial(ctx: JobContext, settings: Settings) -> tuple[bool, OutboundCall | None]:

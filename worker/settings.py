@@ -174,6 +174,7 @@ class Settings(BaseSettings):
     turn_use_lm: bool = True  # blend in the language model's end-of-sentence score (turn_detection/lm_eot.py)
     eot_lm_url: str = ""  # llama.cpp-compatible server for that score; empty = the embedded LLM when it runs
     turn_lm_agent_line: bool = True  # the score reads the caller's words after the agent's last line
+    turn_lm_read_interims: bool = True  # score interim transcripts too, not only preflight and final ones
 
     # Silent callers and long calls (worker/idle_caller.py): a line left open must not hold a call slot
     idle_reprompt_s: float = Field(15.0, ge=0)  # both sides silent this long: "are you still there?"; 0 = off

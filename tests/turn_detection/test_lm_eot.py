@@ -178,6 +178,12 @@ async def test_async_scorer_prefetches_caches_and_respects_its_deadline(scorer_u
         assert scorer.cached("thank you very much") is None
         await scorer.wait("thank you very much", deadline_s=10.0)
         assert scorer.cached("Thank you very much!") is not None
+        # what it cost and how each decision got its score, as a call's end logs it
+        assert scorer.usage() == {
+            "reads": {"decision": 1, "interim": 1},
+            "answers": {"late": 1, "joined": 2, "cached": 1},
+            "served": {"decision": 2, "interim": 1},
+        }
     finally:
         await scorer.aclose()
 
@@ -243,6 +249,47 @@ async def test_detector_asks_on_interims_and_decides_with_the_score(
         assert det.turn_text("four people") == "I'd like to book a table for four people"
         hooks.on_agent_state(SimpleNamespace(old_state="listening", new_state="thinking"))
         assert det.turn_text("hello") == "hello"  # a reply started: a new turn
+    finally:
+        await scorer.aclose()
+
+
+async def test_a_late_score_still_counts_until_the_turn_would_be_handed_over(scorer_url: str) -> None:
+    hooks = TurnHooks(TurnOptions(use_audio_model=False), params_for(Profile.WEB, TurnOptions()))
+    # a deadline nothing meets: every score is late, as on a scorer busy with other calls
+    scorer = LmEotScorer(LmEotOptions(url=scorer_url, deadline_s=0.0, request_timeout_s=10.0))
+    det = ParleyTurnDetector(hooks, lm_scorer=scorer)
+    try:
+        hooks.last_speech_end = time.time()
+        # an open clause: the turn is held up to max_delay anyway, so the score is awaited within it
+        p = await det.predict_end_of_turn(_ctx("I'd like to book a table for"))
+        assert det.last_decision is not None and det.last_decision.lm_probability is not None
+        assert p < hooks.params.endpoint.unlikely_p
+        assert scorer.answers == {"late": 1, "late_used": 1} and scorer.served == {"decision": 1}
+        # a decision whose moment has already passed does not wait for its late score
+        hooks.last_speech_end = time.time() - 5.0
+        await det.predict_end_of_turn(_ctx("What time do you open tomorrow?"))
+        assert det.last_decision is not None and det.last_decision.lm_probability is None
+        assert scorer.answers["late"] == 2 and scorer.answers["late_used"] == 1
+    finally:
+        await scorer.aclose()
+
+
+async def test_detector_can_leave_interims_unread(scorer_url: str) -> None:
+    hooks = TurnHooks(TurnOptions(use_audio_model=False), params_for(Profile.WEB, TurnOptions()))
+    opts = LmEotOptions(url=scorer_url, deadline_s=2.0, request_timeout_s=10.0, read_interims=False)
+    scorer = LmEotScorer(opts)
+    ParleyTurnDetector(hooks, lm_scorer=scorer)
+    try:
+        preflight = stt.SpeechEvent(
+            type=stt.SpeechEventType.PREFLIGHT_TRANSCRIPT,
+            alternatives=[stt.SpeechData(language="en", text="I need a taxi to the airport")],
+        )
+        for listener in hooks.transcript_listeners:
+            listener(_interim("I need a taxi"))
+            listener(preflight)
+        assert await _scored(scorer, "I need a taxi to the airport") is not None
+        assert scorer.cached("I need a taxi") is None
+        assert scorer.reads == {"preflight": 1}
     finally:
         await scorer.aclose()
 
