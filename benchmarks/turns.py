@@ -461,8 +461,9 @@ def _int16(x: np.ndarray) -> np.ndarray:
 
 def parley_decider(params: ProfileParams, lm: LmEotScorer | None = None, agent_lines: bool = True) -> Decider:
     """Parley's policy. The LM's score is taken as ready at the decision: the worker asks it on every
-    interim, and its cost is measured apart (`lm_query_ms`). `agent_lines`: the LM reads the agent's line
-    before the turn, as in the worker."""
+    transcript and uses a late answer while the turn is held anyway (a job's "end-of-turn scorer use" log
+    says how often a room decision still went without it), and its cost is measured apart (`lm_query_ms`).
+    `agent_lines`: the LM reads the agent's line before the turn, as in the worker."""
 
     def run(text: str, audio_p: float | None, confidence: float | None, agent_line: str = "") -> Decision:
         cue = text_cue(text)
