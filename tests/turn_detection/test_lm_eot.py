@@ -274,6 +274,36 @@ async def test_a_late_score_still_counts_until_the_turn_would_be_handed_over(sco
         await scorer.aclose()
 
 
+async def test_a_scorer_that_never_answers_never_holds_a_turn_past_its_moment() -> None:
+    """A server that takes the request and stays silent (wedged, not down): the decision goes on at the
+    moment it would have without the score, for a finished turn and for an open clause alike."""
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    hooks = TurnHooks(TurnOptions(use_audio_model=False), params_for(Profile.WEB, TurnOptions()))
+    ep = hooks.params.endpoint
+    scorer = LmEotScorer(LmEotOptions(url=f"http://127.0.0.1:{port}", request_timeout_s=10.0))
+    det = ParleyTurnDetector(hooks, lm_scorer=scorer)
+    try:
+        for text, latest in (
+            ("What time do you open tomorrow?", ep.hesitation_delay),
+            ("I'd like a", ep.max_delay),
+        ):
+            hooks.last_speech_end = time.time()
+            await det.predict_end_of_turn(_ctx(text))
+            assert time.time() - hooks.last_speech_end < latest + 0.3, text
+            assert det.last_decision is not None and det.last_decision.lm_probability is None
+        assert scorer.answers["late"] == 2 and "late_used" not in scorer.answers
+    finally:
+        server.close()
+        for task in asyncio.all_tasks() - {asyncio.current_task()}:
+            if getattr(task.get_coro(), "__qualname__", "").startswith("LmEotScorer._run"):
+                task.cancel()
+
+
 async def test_detector_can_leave_interims_unread(scorer_url: str) -> None:
     hooks = TurnHooks(TurnOptions(use_audio_model=False), params_for(Profile.WEB, TurnOptions()))
     opts = LmEotOptions(url=scorer_url, deadline_s=2.0, request_timeout_s=10.0, read_interims=False)
