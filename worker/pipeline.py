@@ -296,18 +296,18 @@ def load_eot_lm(settings: Settings, llm_base_url: str, slot: int) -> LmEotScorer
 
     if not settings.turn_use_lm or settings.language != "en":
         return None  # its weight was calibrated on English turns only; other languages go without it
-    context_words = LmEotOptions.context_words if settings.turn_lm_agent_line else 0
-    interims = settings.turn_lm_read_interims
-    if settings.eot_lm_url:
-        return LmEotScorer(
-            LmEotOptions(url=settings.eot_lm_url, context_words=context_words, read_interims=interims)
-        )
-    if settings.llm_model == MODEL_ALIAS and llm_base_url:
-        opts = LmEotOptions(
-            url=llm_base_url, extra_body={"id_slot": slot}, context_words=context_words, read_interims=interims
-        )
-        return LmEotScorer(opts)
-    return None
+    url, extra_body = settings.eot_lm_url, {}
+    if not url:
+        if settings.llm_model != MODEL_ALIAS or not llm_base_url:
+            return None  # an external reply LLM and no scorer URL: no server to ask
+        url, extra_body = llm_base_url, {"id_slot": slot}
+    opts = LmEotOptions(
+        url=url,
+        extra_body=extra_body,
+        context_words=LmEotOptions.context_words if settings.turn_lm_agent_line else 0,
+        read_interims=settings.turn_lm_read_interims,
+    )
+    return LmEotScorer(opts)
 
 
 def turn_options(settings: Settings) -> TurnOptions:

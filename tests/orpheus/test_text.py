@@ -49,7 +49,8 @@ def test_number_words() -> None:
     assert ordinal_words(12) == "twelfth" and ordinal_words(40) == "fortieth"
     assert korean_number(12000) == "만 이천" and korean_number(350) == "삼백오십"
     # past 조's range (a decode's runaway digits, an account number an LLM wrote): digit by digit, no crash
-    assert korean_number(9999_9999_9999_9999) == "구천구백구십구조 구천구백구십구억 구천구백구십구만 구천구백구십구"
+    largest = "구천구백구십구조 구천구백구십구억 구천구백구십구만 구천구백구십구"
+    assert korean_number(9999_9999_9999_9999) == largest
     assert korean_number(10**16 + 5) == "일" + "공" * 15 + "오"
 
 

@@ -161,3 +161,22 @@ def test_pronunciations_are_read_from_one_setting_and_reach_both_voices(
     with pytest.raises(SettingsError) as err:
         load_settings()
     assert "PARLEY_TTS_PRONUNCIATIONS" in str(err.value) and "word=how to say it" in str(err.value)
+
+
+def test_the_end_of_turn_scorer_is_built_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.pipeline import load_eot_lm
+
+    embedded = load_eot_lm(load_settings(), "http://127.0.0.1:9/v1", slot=4)
+    assert embedded is not None
+    assert embedded.opts.extra_body == {"id_slot": 4}  # a slot of its own beside the calls'
+    assert embedded.opts.context_words > 0 and embedded.opts.read_interims
+    monkeypatch.setenv("PARLEY_EOT_LM_URL", "http://scorer.internal:8080")
+    monkeypatch.setenv("PARLEY_TURN_LM_READ_INTERIMS", "false")
+    monkeypatch.setenv("PARLEY_TURN_LM_AGENT_LINE", "false")
+    own = load_eot_lm(load_settings(), "", slot=4)
+    assert own is not None and own.opts.base == "http://scorer.internal:8080"
+    assert own.opts.extra_body == {} and own.opts.context_words == 0 and not own.opts.read_interims
+    monkeypatch.delenv("PARLEY_EOT_LM_URL")
+    monkeypatch.setenv("PARLEY_LLM_BASE_URL", "http://llm.internal:8000/v1")
+    monkeypatch.setenv("PARLEY_LLM_MODEL", "big-model")
+    assert load_eot_lm(load_settings(), "http://llm.internal:8000/v1", slot=4) is None  # no server to ask
