@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from livekit.agents import stt
@@ -79,6 +80,7 @@ class ParleyTurnDetector:
         self._turn_prefix: tuple[int, str] = (-1, "")
         """(reply count, the caller's earlier words of this turn) when a decision was held."""
         self._confidence: float | None = None
+        self._judging: set[asyncio.Task[None]] = set()
         """The recogniser's probability for the newest FINAL's last word (None: unknown)."""
         hooks.speech_end_listeners.append(self._prefetch)
         hooks.transcript_listeners.append(self._note_confidence)
@@ -167,6 +169,25 @@ class ParleyTurnDetector:
             return None
         return await asyncio.to_thread(predict_window, model, window)
 
+    def _judge_afterwards(
+        self, text: str, speech_end: float, redecide: Callable[[float], EndpointDecision]
+    ) -> None:
+        """A turn handed over without its late score: when the score lands, count whether the decision made
+        with it would still have been holding the turn then (`late_would_hold`: what a longer deadline
+        would have changed, a cut-off saved or a finished turn delayed)."""
+        lm = self._lm
+        if lm is None:
+            return
+
+        async def judge() -> None:
+            p = await lm.late(text, lm.opts.request_timeout_s, self._hooks.agent_line, used=False)
+            if p is not None and self._commit_at(redecide(p), speech_end) > time.time():
+                lm.answers["late_would_hold"] += 1
+
+        task = asyncio.get_running_loop().create_task(judge())
+        self._judging.add(task)
+        task.add_done_callback(self._judging.discard)
+
     def _commit_at(self, decision: EndpointDecision, speech_end: float) -> float:
         """When the turn is handed over after `decision`: its own delay (at least the session's
         `min_delay`), or the session's `max_delay` when it reads the turn as unfinished."""
@@ -207,6 +228,10 @@ class ParleyTurnDetector:
             if late is not None:
                 lm_p = late
                 decision = decide(cue, audio_p, self._opts, lang, lm_p, confidence)
+            elif decision.probability >= self._opts.unlikely_p:
+                self._judge_afterwards(
+                    text, speech_end, lambda p: decide(cue, audio_p, self._opts, lang, p, confidence)
+                )
         self.last_decision = decision
         logger.debug(
             "end of turn decision",

@@ -178,7 +178,8 @@ class LmEotScorer:
         """How each decision got its score: cached, joined (a prefetch still running answered in time),
         asked (started at the decision, answered in time) or late (past the deadline; `late_used`: it
         still landed before the turn would have been committed without it, and the decision was made
-        again with it)."""
+        again with it; `late_would_hold`: one that came after the turn was handed over and would have
+        held it, which is what a longer deadline would buy)."""
         self.served: Counter[str] = Counter()
         """Which reads' scores the decisions used, by what started them (`reads`' keys): the interims'
         are worth their cost only if they show up here."""
@@ -250,9 +251,12 @@ class LmEotScorer:
             self._serve(key, "asked" if asked else "joined")
         return p
 
-    async def late(self, text: str, timeout_s: float, agent_line: str = "") -> float | None:
+    async def late(
+        self, text: str, timeout_s: float, agent_line: str = "", used: bool = True
+    ) -> float | None:
         """The score `wait` gave up on, if it lands within `timeout_s`: a decision that holds the turn
-        anyway, or commits it only later, can still use it (counted as `late_used`)."""
+        anyway, or commits it only later, can still use it (counted as `late_used`; `used=False`: only
+        looked at afterwards, not counted)."""
         key = self.query(text, agent_line)
         if key is None:
             return None
@@ -265,7 +269,7 @@ class LmEotScorer:
                 p = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout_s)
             except TimeoutError:
                 return None
-        if p is not None:
+        if p is not None and used:
             self._serve(key, "late_used")
         return p
 

@@ -274,6 +274,35 @@ async def test_a_late_score_still_counts_until_the_turn_would_be_handed_over(sco
         await scorer.aclose()
 
 
+async def test_a_turn_handed_over_before_its_late_score_is_judged_when_the_score_lands(
+    scorer_url: str,
+) -> None:
+    hooks = TurnHooks(TurnOptions(use_audio_model=False), params_for(Profile.WEB, TurnOptions()))
+    ep = hooks.params.endpoint
+    scorer = LmEotScorer(LmEotOptions(url=scorer_url, deadline_s=0.0, request_timeout_s=10.0))
+    det = ParleyTurnDetector(hooks, lm_scorer=scorer)
+    text = "The days that work are Saturday."  # a list's first item, read as a whole sentence by the table
+    try:
+        speech_end = hooks.last_speech_end = time.time() - ep.min_delay  # its moment is now: no wait
+        p = await det.predict_end_of_turn(_ctx(text))
+        assert (
+            p >= ep.unlikely_p and det.last_decision is not None and det.last_decision.lm_probability is None
+        )
+        while (lm_p := scorer.cached(text)) is None:
+            await asyncio.sleep(0.01)
+        landed = time.time()
+        while det._judging:
+            await asyncio.sleep(0.01)
+        assert "late_used" not in scorer.answers
+        # the model reads it as open (a list goes on): the decision made with it holds the turn longer
+        held_until = speech_end + decide(text_cue(text), None, ep, "en", lm_p, None).delay
+        assert held_until > speech_end + 1.0
+        if landed < held_until - 0.05:  # (a machine too busy to answer within a second says nothing here)
+            assert scorer.answers["late_would_hold"] == 1
+    finally:
+        await scorer.aclose()
+
+
 async def test_a_scorer_that_never_answers_never_holds_a_turn_past_its_moment() -> None:
     """A server that takes the request and stays silent (wedged, not down): the decision goes on at the
     moment it would have without the score, for a finished turn and for an open clause alike."""
