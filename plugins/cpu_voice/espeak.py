@@ -69,34 +69,12 @@ class EspeakVoice:
 
     def phonemes(self, text: str) -> str:
         """The sounds this voice makes for `text`, in IPA (espeak-ng's own reading, stress marked)."""
-        cmd = [self._binary or "espeak-ng", "-q", "--ipa", "-v", self._espeak_voice, "--", speakable(text)]
-        try:
-            done = subprocess.run(cmd, capture_output=True, timeout=self._opts.timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise CpuVoiceError(
-                f"espeak-ng took over {self._opts.timeout_s:.0f} s to read one piece"
-            ) from None
-        if done.returncode != 0:
-            raise CpuVoiceError(f"espeak-ng could not read the text ({done.returncode})")
-        return " ".join(done.stdout.decode(errors="replace").split())
+        out = self._run(["-q", "--ipa", "-v", self._espeak_voice, "--", speakable(text)])
+        return " ".join(out.decode(errors="replace").split())
 
-    def synthesize(self, text: str, trim: bool = True) -> np.ndarray:
-        """Text → int16 mono PCM at 24 kHz; empty array when the text has nothing speakable."""
-        text = speakable(text)
-        if not text:
-            return np.zeros(0, np.int16)
-        cmd = [
-            self._binary or "espeak-ng",
-            "-v",
-            self._espeak_voice,
-            "-s",
-            str(self._opts.rate_wpm),
-            "-p",
-            str(self._opts.pitch),
-            "--stdout",
-            "--",  # text that starts with "-" is words, not an option
-            text,
-        ]
+    def _run(self, args: list[str]) -> bytes:
+        """espeak-ng with `args`; its stdout, or one-line CpuVoiceError (slow, or failed)."""
+        cmd = [self._binary or "espeak-ng", *args]
         try:
             done = subprocess.run(cmd, capture_output=True, timeout=self._opts.timeout_s, check=False)
         except subprocess.TimeoutExpired:
@@ -106,7 +84,16 @@ class EspeakVoice:
             raise CpuVoiceError(
                 f"espeak-ng failed ({done.returncode}): {err[-1][:160] if err else 'no message'}"
             )
-        audio, rate = wav_samples(done.stdout)
+        return done.stdout
+
+    def synthesize(self, text: str, trim: bool = True) -> np.ndarray:
+        """Text → int16 mono PCM at 24 kHz; empty array when the text has nothing speakable."""
+        text = speakable(text)
+        if not text:
+            return np.zeros(0, np.int16)
+        args = ["-v", self._espeak_voice, "-s", str(self._opts.rate_wpm), "-p", str(self._opts.pitch)]
+        # "--": text that starts with "-" is words, not an option
+        audio, rate = wav_samples(self._run([*args, "--stdout", "--", text]))
         audio = resample(audio, rate, SAMPLE_RATE)
         if trim:
             audio = trim_silence(audio)
