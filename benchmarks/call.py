@@ -34,6 +34,7 @@ from simulator.offline import CallResult, run_call, write_stereo
 from worker.settings import Settings, SettingsError, load_settings
 
 from . import machine_speed
+from .heard import describe, listen_runs
 from .report import (
     call_json,
     conversation_text,
@@ -322,6 +323,10 @@ def from_records(args: argparse.Namespace) -> dict[str, Any]:
     runs = records_runs(args.records)
     if not runs:
         raise PlanError(f"no round*/*/record.json under {', '.join(args.records)}")
+    if args.listen:
+        why = listen_runs([r[3] for r in runs], args.listen)
+        if why:
+            print(why, flush=True)
     pipelines = [p for p in PIPELINES if any(r[0] == p for r in runs)]
     report = pipelines_json(runs, pipelines, len({r[2] for r in runs}), livekit=True)
     _waterfalls(report, Path(args.out))
@@ -361,6 +366,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run, args.round_start))
     print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio, timelines and waterfalls in {out})")
+    if args.listen:
+        why = listen_runs([r[3] for r in runs], args.listen)  # after the calls: no CPU taken from them
+        if why:
+            print(why, flush=True)
     if single:
         name, call, _, res = runs[0]
         report = call_json(res)
@@ -370,6 +379,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "timeline": str(folder / f"timeline-{name}.png"),
         }
         report["livekit"] = livekit
+        print(describe(report["replies_heard"]))
         if livekit:
             report["transport"] = "livekit-room"
     else:
@@ -379,6 +389,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             report["parley"] = report["pipelines"]["parley"]
             report["stock"] = report["pipelines"]["stock"]
         print(pipelines_table(report))
+        for name, r in report["pipelines"].items():
+            print(f"{name}: {describe(r['replies_heard'])}")
     if args.script:
         report["script"] = _check_script(list(calls)[-1], args.script_dir, runs)
     if speed is not None:
@@ -429,6 +441,14 @@ def main(argv: list[str] | None = None) -> None:
         help="the room's network: a sealed namespace (root), plain loopback (any user), or auto (netns "
         "when allowed)",
     )
+    ap.add_argument(
+        "--listen",
+        default="base",
+        metavar="MODEL",
+        help="Whisper model that listens to each reply as the caller heard it, after the calls, to count "
+        "replies cut off and words lost (benchmarks/heard.py; default base)",
+    )
+    ap.add_argument("--no-listen", dest="listen", action="store_const", const="", help="skip the listener")
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args(argv)
     try:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.cli import emit, fail
+from benchmarks.heard import LISTEN_RATE, Listener
 from benchmarks.stt import BenchmarkInputError, percent_text, percentiles
 from benchmarks.vocabulary import check_businesses, contains
 from caches.builder import synthesize_pcm
@@ -45,7 +46,6 @@ from plugins.whisper.vocabulary import check_vocabulary, vocabulary_prompt
 
 CONFIGS = ("written", "respelled")
 DEFAULT_VOICES = ("heart", "espeak-en", "espeak-en+f3")
-LISTEN_RATE = 16_000
 
 
 @dataclass(frozen=True)
@@ -78,30 +78,10 @@ def load_corpus(folder: Path) -> tuple[dict[str, Business], list[Sentence]]:
     return businesses, sentences
 
 
-class Listener:
-    """Whisper as the caller's ear: greedy, English, primed with the business's vocabulary."""
-
-    def __init__(self, model: str, cpu_threads: int) -> None:
-        from faster_whisper import WhisperModel
-
-        from plugins.whisper.weights import resolve_model_path
-
-        self.model = WhisperModel(
-            str(resolve_model_path(model)), device="cpu", compute_type="int8", cpu_threads=cpu_threads
-        )
-
-    def hear(self, pcm: np.ndarray, rate: int, vocabulary: tuple[str, ...]) -> str:
-        audio = resample_pcm(pcm, rate, LISTEN_RATE).astype(np.float32) / 32768.0
-        segments, _ = self.model.transcribe(
-            audio,
-            language="en",
-            beam_size=1,
-            temperature=0.0,
-            initial_prompt=vocabulary_prompt(vocabulary),
-            condition_on_previous_text=False,
-            vad_filter=False,
-        )
-        return " ".join(s.text.strip() for s in segments).strip()
+def hear(listener: Listener, pcm: np.ndarray, rate: int, vocabulary: tuple[str, ...]) -> str:
+    """The listener primed with the business's vocabulary, as a caller who knows the names would be."""
+    audio = resample_pcm(pcm, rate, LISTEN_RATE).astype(np.float32) / 32768.0
+    return listener.hear(audio, "en", vocabulary_prompt(vocabulary))
 
 
 def score(rows: list[tuple[Sentence, str]]) -> dict[str, Any]:
@@ -154,7 +134,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 began = time.perf_counter()
                 pcm = await synthesize_pcm(tts, s.text)
                 synth_ms[config].append((time.perf_counter() - began) * 1000)
-                rows[voice, config].append((s, listener.hear(pcm, tts.sample_rate, vocabulary)))
+                rows[voice, config].append((s, hear(listener, pcm, tts.sample_rate, vocabulary)))
         if args.progress:
             print(f"\r{i + 1}/{len(sentences)}", end="", file=sys.stderr, flush=True)
     if args.progress:

@@ -9,6 +9,8 @@ import numpy as np
 
 from simulator.offline import CallResult
 
+from .heard import replies_heard
+
 
 def pct(values: list[float], q: float) -> float | None:
     vals = [v for v in values if v is not None]
@@ -79,6 +81,7 @@ def call_json(res: CallResult) -> dict[str, Any]:
         "apologies": sum(1 for t in res.turns if t.problem == "apology"),
         "repeat_requests": sum(1 for t in res.turns if t.problem == "repeat_request"),
         "turn_taking": turn_taking(turns),
+        "replies_heard": replies_heard(turns),
         "errors": errors,
     }
 
@@ -282,6 +285,7 @@ def summarise(
                 for k, _, _ in WATERFALL_MARKS
             },
             "turn_taking": turn_taking(turns),
+            "replies_heard": replies_heard(turns),
             "by_call": by_call,
             "turns": turns,
         }

@@ -64,6 +64,11 @@ class TurnResult:
     spoke_over_ms: float | None = None
     """The agent's voiced audio the caller heard while still in this turn (between its first and last voiced
     samples): the agent took the turn before the caller finished (room runs, turns said after a reply)."""
+    completed_reply: str | None = None
+    """The text of the last reply speech after this turn that played to its end (room runs with the
+    worker's marks; None without them): what a listener should hear in full."""
+    heard: dict[str, Any] | None = None
+    """What a listener heard of the reply at the caller (benchmarks/heard.py; None where none listened)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +91,8 @@ class TurnResult:
             "agent_stop_ms": _r(self.agent_stop_ms),
             "spoke_over_ms": _r(self.spoke_over_ms),
             "answered_words": self.answered_words,
+            "completed_reply": self.completed_reply,
+            "heard": self.heard,
         }
 
 

@@ -212,7 +212,10 @@ def to_call_result(
         tr.user_text = " ".join(t.text.strip() for t in finals if t.text.strip())
         if has_marks:
             # a reply belongs to the turn it followed: it went out after this turn's end, before the next's
-            reply = next((r for r in replies if end < r.marks["published_first"] < next_end), None)
+            after = [r for r in replies if end < r.marks["published_first"] < next_end]
+            reply = next(iter(after), None)
+            completed = [r.text.strip() for r in after if not r.interrupted and r.text.strip()]
+            tr.completed_reply = completed[-1] if completed else ""
             _turn_from_marks(tr, record, reply, end, hi, next_end)
         else:
             audio = _first_voiced(record.agent, end, hi, fillers)

@@ -51,6 +51,8 @@ def test_demo_command_calls_through_a_real_room_on_plain_loopback(tmp_path: Path
     assert not worker_failures(report["errors"]), report["errors"]  # model-written "sorry" aside
     assert report["v2v_ms"]["p50"] is not None and report["greeting_first_audio_ms"] is not None
     assert report["turns"][0]["reply_text"]
+    heard = report["replies_heard"]  # the real Whisper base listened to the reply at the caller
+    assert heard["replies"] == 1 and heard["words_heard"] > 0.5 and "heard: " in res.stdout, heard
     audio, rate = sf.read(report["files"]["wav"])
     assert rate == 24000 and audio.shape[1] == 2
     assert np.abs(audio[:, 0]).max() > 0.1 and np.abs(audio[:, 1]).max() > 0.1  # caller | agent

@@ -1,0 +1,125 @@
+"""benchmarks.heard: what counts as a reply cut off, lost words or a reply not made out; which audio belongs
+to which reply; and a reply spoken by the real hibari voice, cut or whole, heard by the real Whisper base."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from benchmarks.heard import Listener, judge, listen_call, replies_heard, reply_windows
+from caches.builder import synthesize_pcm
+from plugins.cpu_voice import CpuVoiceTTS
+from plugins.cpu_voice.voice import open_voice
+from simulator.audio_io import Loudspeaker, ScriptedMic
+from simulator.offline import CallResult, TurnResult
+
+SAID = "Your cleaning is booked for Thursday at three. We will send a reminder the day before."
+
+
+def test_a_reply_heard_whole_despite_the_listeners_own_slips() -> None:
+    heard = judge(SAID, "Your cleaning is booked for Thursday at 3. We'll send a reminder the day before.")
+    assert not heard["cut_off"] and not heard["unheard"] and heard["words_heard"] > 0.85
+    one_slip = judge(
+        SAID, "Your cleaning is booked for Thursday at three. We will send a reminder the day bee."
+    )
+    assert not one_slip["cut_off"]  # one misheard last word is the listener, not a lost ending
+
+
+def test_a_lost_ending_is_a_cut_off_unless_the_caller_talked_over_it() -> None:
+    heard = judge(SAID, "Your cleaning is booked for Thursday at three. We will")
+    assert heard["cut_off"] and heard["heard_to"] == 10 and heard["said"] == 16
+    assert not judge(SAID, "Your cleaning is booked for Thursday at three. We will", interrupted=True)[
+        "cut_off"
+    ]
+    missing_middle = judge(SAID, "Your cleaning is booked. We will send a reminder the day before.")
+    assert not missing_middle["cut_off"] and missing_middle["words_heard"] < 0.8  # lost words, not the end
+
+
+def test_a_reply_nobody_could_make_out_is_unheard_not_cut() -> None:
+    garbled = judge(SAID, "Mm. Okay then.")
+    assert garbled["unheard"] and not garbled["cut_off"]
+    assert not judge("Sure.", "")["cut_off"]  # too short to call cut off
+
+
+def test_korean_is_compared_by_characters() -> None:
+    said = "목요일 세 시로 예약해 드렸습니다. 하루 전에 문자 드릴게요."
+    assert not judge(said, "목요일 3시로 예약해 드렸습니다 하루 전에 문자 드릴게요")["cut_off"]
+    cut = judge(said, "목요일 세 시로 예약해 드렸습니다")
+    assert cut["language"] == "ko" and cut["cut_off"]
+
+
+def turn(
+    file: str, end: float, audible_ms: float | None, reply: str, start: str = "after_reply"
+) -> TurnResult:
+    tr = TurnResult(file=file, speech_start=end - 1.0, speech_end=end, reply_text=reply, start=start)
+    tr.first_audible_ms = audible_ms
+    return tr
+
+
+def test_each_replys_window_ends_where_the_caller_stops_it_or_finishes_the_next_turn() -> None:
+    turns = [
+        turn("a", 2.0, 500, "One."),
+        turn("b", 6.0, 400, "Two.", start="during_reply"),
+        turn("c", 9.0, None, ""),
+        turn("d", 12.0, 300, "Four."),
+    ]
+    turns[1].completed_reply = ""  # the worker stopped every reply speech it began after b
+    w = reply_windows(turns, end=20.0)
+    assert w[0] == (
+        0,
+        pytest.approx(2.4),
+        5.0,
+        True,
+    )  # b was said over a's reply: a's window ends at b's start
+    assert w[1] == (1, pytest.approx(6.3), 9.0, True)  # runs until c ends; stopped by the worker
+    assert w[2] is None  # no reply
+    assert w[3] == (3, pytest.approx(12.2), 20.0, False)
+
+
+def test_the_summary_pools_words_and_names_the_cut_replies() -> None:
+    turns = [
+        {"file": "a", "reply_text": SAID, "heard": judge(SAID, SAID)},
+        {"file": "b", "reply_text": SAID, "heard": judge(SAID, "Your cleaning is booked for")},
+        {"file": "c", "reply_text": "", "heard": None},
+    ]
+    s = replies_heard(turns)
+    assert s is not None and s["replies"] == 2 and s["cut_off"] == 1 and s["unheard"] == 0
+    assert s["words_heard"] == pytest.approx(21 / 32, abs=0.001)
+    assert (
+        s["cut_off_turns"][0]["file"] == "b"
+        and s["cut_off_turns"][0]["heard"] == "Your cleaning is booked for"
+    )
+    assert replies_heard([{"file": "x", "heard": None}]) is None
+
+
+@pytest.mark.slow
+def test_a_real_voice_cut_short_is_heard_as_cut_and_the_whole_reply_is_not() -> None:
+    """The hibari voice says the reply; the caller's track holds all of it after turn 1 and only its first
+    sentence after turn 2 (the voice stopped); the real Whisper base listens to both."""
+    voice = CpuVoiceTTS(voice="heart", engine=open_voice("heart"))
+    pcm = asyncio.run(synthesize_pcm(voice, SAID))
+    rate = voice.sample_rate
+    first_sentence = int(len(pcm) * 0.45)
+    speaker = Loudspeaker(sample_rate=rate)
+    speaker.track.add(10.5, pcm)
+    speaker.track.add(30.5, pcm[:first_sentence])
+    turns = [turn("whole", 10.0, 500, SAID), turn("cut", 30.0, 500, SAID)]
+    res = CallResult(
+        pipeline="parley",
+        t0=0.0,
+        greeting_first_audio_ms=None,
+        turns=turns,
+        marks=[],
+        mic=ScriptedMic(sample_rate=16000),
+        speaker=speaker,
+        filler_windows=[],
+        errors=[],
+        end=30.5 + len(pcm) / rate + 1.0,
+    )
+    turns[0].speech_start, turns[1].speech_start = 9.0, 29.0
+    listen_call(res, Listener("base"))
+    whole, cut = turns[0].heard, turns[1].heard
+    assert whole is not None and cut is not None
+    assert not whole["cut_off"] and whole["words_heard"] > 0.8, whole
+    assert cut["cut_off"] and cut["heard_to"] < cut["said"] - 3, cut
