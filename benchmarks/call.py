@@ -319,6 +319,11 @@ def records_runs(folders: list[str]) -> list[RunRecord]:
     return runs
 
 
+def _print_heard(report: dict[str, Any]) -> None:
+    for name, r in report["pipelines"].items():
+        print(f"{name}: {describe(r['replies_heard'])}")
+
+
 def from_records(args: argparse.Namespace) -> dict[str, Any]:
     runs = records_runs(args.records)
     if not runs:
@@ -331,6 +336,7 @@ def from_records(args: argparse.Namespace) -> dict[str, Any]:
     report = pipelines_json(runs, pipelines, len({r[2] for r in runs}), livekit=True)
     _waterfalls(report, Path(args.out))
     print(pipelines_table(report))
+    _print_heard(report)
     _write_json(args, report)
     return report
 
@@ -389,8 +395,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             report["parley"] = report["pipelines"]["parley"]
             report["stock"] = report["pipelines"]["stock"]
         print(pipelines_table(report))
-        for name, r in report["pipelines"].items():
-            print(f"{name}: {describe(r['replies_heard'])}")
+        _print_heard(report)
     if args.script:
         report["script"] = _check_script(list(calls)[-1], args.script_dir, runs)
     if speed is not None:

@@ -8,7 +8,8 @@ reply's audio, as the caller received it, is transcribed by a Whisper `Listener`
 multilingual base, not the model that transcribes callers) and aligned with the reply's text (what the LLM
 handed the voice; `worker/turn_marks.py`):
 
-- `words_heard`: the share of the reply's words found, in order, in what the listener wrote;
+- `words_heard`: the share of the reply's words found, in order, in what the listener wrote (replies the
+  caller stopped by talking over them are counted apart, as `stopped_by_caller`);
 - `cut_off`: the reply's last `TAIL_WORDS` words (Korean: `TAIL_CHARS` characters) all missing while the
   words before them were heard, and the caller did not talk over it (a barge-in rightly stops a reply);
 - `unheard`: under half of the words up to where the reply stopped found: the listener could not make out
@@ -135,22 +136,26 @@ def judge(said_text: str, heard_text: str, interrupted: bool = False) -> dict[st
 
 
 def reply_windows(turns: list[Any], end: float) -> list[tuple[int, float, float, bool] | None]:
-    """Per turn: (index, start, end, interrupted) of the audio that carries its reply, or None.
+    """Per turn: (index, start, end, stopped) of the audio that carries its reply, or None.
 
     The window opens at the first agent audio the caller heard after the turn and closes when the caller's
-    next turn ends (a reply that runs on into the caller's next words is still heard), or at the next
-    turn's start when that turn was said over the reply on purpose (a barge-in or a backchannel)."""
+    next turn said after a reply ends: a reply runs on over a backchannel ("mm-hmm") said during it, and
+    one that runs into the caller's next words is still heard. `stopped`: the worker's marks say no reply
+    speech after the turn played to its end (the caller talked over it, or went on talking after a pause);
+    without marks, a turn said over the reply is taken to have stopped it."""
     out: list[tuple[int, float, float, bool] | None] = []
     for i, tr in enumerate(turns):
-        nxt = turns[i + 1] if i + 1 < len(turns) else None
+        later = turns[i + 1 :]
         if not tr.reply_text.strip() or tr.first_audible_ms is None:
             out.append(None)
             continue
         start = tr.speech_end + tr.first_audible_ms / 1000 - LEAD_S
-        barged = nxt is not None and nxt.start == "during_reply"
-        stop = end if nxt is None else (nxt.speech_start if barged else nxt.speech_end)
-        cut_by_worker = tr.completed_reply == ""  # every reply speech was stopped (caller went on talking)
-        out.append((i, start, stop, barged or cut_by_worker) if stop > start else None)
+        stop = next((t.speech_end for t in later if t.start == "after_reply"), end)
+        if tr.completed_reply is None:
+            stopped = bool(later) and later[0].start == "during_reply"
+        else:
+            stopped = tr.completed_reply == ""
+        out.append((i, start, stop, stopped) if stop > start else None)
     return out
 
 
@@ -184,12 +189,14 @@ def _cut_turn(t: dict[str, Any]) -> dict[str, Any]:
 
 def replies_heard(turns: list[dict[str, Any]]) -> dict[str, Any] | None:
     """What the caller heard of the replies, over turns as JSON (None when no listener ran)."""
-    judged = [t["heard"] for t in turns if t.get("heard")]
-    if not judged:
+    listened = [t["heard"] for t in turns if t.get("heard")]
+    if not listened:
         return None
+    judged = [h for h in listened if not h["interrupted"]]
     said = sum(h["said"] for h in judged)
     return {
         "replies": len(judged),
+        "stopped_by_caller": len(listened) - len(judged),
         "words_heard": round(sum(h["found"] for h in judged) / said, 3) if said else None,
         "cut_off": sum(1 for h in judged if h["cut_off"]),
         "unheard": sum(1 for h in judged if h["unheard"]),
@@ -219,6 +226,7 @@ def describe(summary: dict[str, Any] | None) -> str:
         else "heard: no reply words"
     )
     line += f"; {summary['cut_off']} of {summary['replies']} replies cut off, {summary['unheard']} unheard"
+    line += f" ({summary['stopped_by_caller']} stopped by the caller, not judged)"
     for t in summary["cut_off_turns"]:
         line += f"\n  cut off: {t.get('file', '?')}: said {t['reply_text'][:80]!r}, heard {t['heard'][:80]!r}"
     return line

@@ -29,6 +29,7 @@ from worker.memory import release_free_memory, tune_allocator
 from worker.settings import SettingsError, load_settings
 
 from . import machine_speed
+from .heard import describe
 
 log = logging.getLogger("parley.bench.load")
 
@@ -342,11 +343,13 @@ def _room(args: argparse.Namespace) -> dict[str, Any]:
 
         def one(calls: int, minutes: float) -> dict[str, Any]:
             out = Path(args.out) / f"capacity-{calls}-{next(counter)}"
-            return run_room_load(calls, minutes, Path(args.data), out, args.caller_nice)
+            return run_room_load(calls, minutes, Path(args.data), out, args.caller_nice, args.listen)
 
         opts = CapacityOptions(max_calls=args.capacity_max, minutes=args.minutes or 2.0)
         return {**sweep(one, opts), "machine_speed": speed}
-    report = run_room_load(args.calls, args.minutes or 1.0, Path(args.data), Path(args.out), args.caller_nice)
+    report = run_room_load(
+        args.calls, args.minutes or 1.0, Path(args.data), Path(args.out), args.caller_nice, args.listen
+    )
     return {**report, "machine_speed": speed}
 
 
@@ -379,6 +382,14 @@ def main(argv: list[str] | None = None) -> None:
         help="with --livekit: run the scripted callers at this nice level, so the host gets the cores first "
         "(real callers are not on the host); reported as `caller_nice`",
     )
+    ap.add_argument(
+        "--listen",
+        default="base",
+        metavar="MODEL",
+        help="with --livekit: after the run, a Whisper model checks what the callers heard of each reply "
+        "(`replies_heard`: replies cut off, words lost; benchmarks/heard.py); --no-listen skips it",
+    )
+    ap.add_argument("--no-listen", dest="listen", action="store_const", const="", help="skip the listener")
     args = ap.parse_args(argv)
     if args.data is None:
         from simulator.test_speech import speech_dir
@@ -412,6 +423,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{k.ljust(20)}  {report[k]}")
         print(f"{'jitter_buffer_ms'.ljust(20)}  {report['jitter_buffer_ms']} (the callers' receive side)")
         print(f"{'voice pauses'.ljust(20)}  {len(report['voice_pauses_ms'])} (not underruns)")
+        print(describe(report["replies_heard"]))
         for k in (
             "rss_mb_per_call_max",
             "uss_mb_per_call_max",

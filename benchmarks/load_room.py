@@ -38,6 +38,8 @@ from simulator.room_result import to_call_result
 from simulator.room_runner import LiveKitCallOptions, run_caller, stack_options, wait_until_quiet
 from worker.measurement import SpeechReport, first_voiced_at
 
+from .heard import listen_runs, replies_heard
+
 log = logging.getLogger("parley.bench.load_room")
 
 UNDERRUN_S = 0.3
@@ -286,7 +288,11 @@ is free only in its status update (every 2.5 s), so a call placed the instant an
 a full host refused by livekit-server (on a single host, that call never gets an agent)."""
 
 
-def run_room_load(calls: int, minutes: float, data: Path, out: Path, caller_nice: int = 0) -> dict[str, Any]:
+def run_room_load(
+    calls: int, minutes: float, data: Path, out: Path, caller_nice: int = 0, listen: str = ""
+) -> dict[str, Any]:
+    """`listen`: a Whisper model that checks, after the run, what the callers heard of each reply
+    (benchmarks/heard.py: `replies_heard`); empty = not checked."""
     plan: list[TurnPlan] = load_plan(data)
     env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
     env.update({"PARLEY_MAX_CALLS": str(max(calls, 4)), "PARLEY_NUM_IDLE_PROCESSES": str(calls)})
@@ -353,7 +359,10 @@ def run_room_load(calls: int, minutes: float, data: Path, out: Path, caller_nice
     state.audits = stream_audits(worker_log.read_text(errors="replace"))
     series = {"jobs": state.rss, "parts": state.parts_series}
     (out / "memory.json").write_text(json.dumps(series))  # every sample, to see where memory grows
-    return {**report(state, calls, minutes), "caller_nice": caller_nice}
+    listened = listen_runs(state.results, listen) if listen else "replies not checked (no listener)"
+    turns = [t.as_json() for res in state.results for t in res.turns]
+    heard = replies_heard(turns) if listen and not listened else None
+    return {**report(state, calls, minutes), "caller_nice": caller_nice, "replies_heard": heard}
 
 
 def stream_audits(worker_log: str) -> list[dict[str, int]]:

@@ -57,23 +57,24 @@ def turn(
     return tr
 
 
-def test_each_replys_window_ends_where_the_caller_stops_it_or_finishes_the_next_turn() -> None:
+def test_each_replys_window_runs_past_a_backchannel_to_the_end_of_the_callers_next_turn() -> None:
     turns = [
         turn("a", 2.0, 500, "One."),
         turn("b", 6.0, 400, "Two.", start="during_reply"),
         turn("c", 9.0, None, ""),
         turn("d", 12.0, 300, "Four."),
+        turn("e", 15.0, 300, "Five.", start="during_reply"),
     ]
-    turns[1].completed_reply = ""  # the worker stopped every reply speech it began after b
     w = reply_windows(turns, end=20.0)
-    assert w[0] == (
-        0,
-        pytest.approx(2.4),
-        5.0,
-        True,
-    )  # b was said over a's reply: a's window ends at b's start
-    assert w[1] == (1, pytest.approx(6.3), 9.0, True)  # runs until c ends; stopped by the worker
+    # no worker marks: b, said over a's reply, is taken to have stopped it; the window still runs to c's end
+    assert w[0] == (0, pytest.approx(2.4), 9.0, True)
     assert w[2] is None  # no reply
+    assert w[3] == (3, pytest.approx(12.2), 20.0, True)
+    turns[0].completed_reply = "One."  # the marks say a's reply played to its end over b (a backchannel)
+    turns[1].completed_reply = ""  # and that every reply speech begun after b was stopped
+    turns[3].completed_reply = "Four."
+    w = reply_windows(turns, end=20.0)
+    assert w[0] == (0, pytest.approx(2.4), 9.0, False) and w[1] == (1, pytest.approx(6.3), 9.0, True)
     assert w[3] == (3, pytest.approx(12.2), 20.0, False)
 
 
@@ -82,9 +83,11 @@ def test_the_summary_pools_words_and_names_the_cut_replies() -> None:
         {"file": "a", "reply_text": SAID, "heard": judge(SAID, SAID)},
         {"file": "b", "reply_text": SAID, "heard": judge(SAID, "Your cleaning is booked for")},
         {"file": "c", "reply_text": "", "heard": None},
+        {"file": "d", "reply_text": SAID, "heard": judge(SAID, "Your", interrupted=True)},
     ]
     s = replies_heard(turns)
     assert s is not None and s["replies"] == 2 and s["cut_off"] == 1 and s["unheard"] == 0
+    assert s["stopped_by_caller"] == 1  # not judged, and not in the pooled share
     assert s["words_heard"] == pytest.approx(21 / 32, abs=0.001)
     assert (
         s["cut_off_turns"][0]["file"] == "b"
