@@ -319,9 +319,27 @@ def records_runs(folders: list[str]) -> list[RunRecord]:
     return runs
 
 
+def mark_backchannels(runs: list[RunRecord], calls: dict[str, list[TurnPlan]]) -> None:
+    """Each turn the call plan marks as a backchannel, by its file (a call cut short has fewer turns)."""
+    for _, call, _, res in runs:
+        marked = {t.path.name for t in calls.get(call, []) if t.backchannel}
+        for tr in res.turns:
+            tr.backchannel = Path(tr.file).name in marked
+
+
 def _print_heard(report: dict[str, Any]) -> None:
     for name, r in report["pipelines"].items():
-        print(f"{name}: {describe(r['replies_heard'])}")
+        print(f"{name}: {describe(r['replies_heard'])}{_backchannel_line(r['turn_taking'])}")
+
+
+def _backchannel_line(turn_taking: dict[str, Any]) -> str:
+    b = turn_taking.get("backchannels")
+    if not b:
+        return ""
+    return (
+        f"; backchannels: {b['said']} said, {b['stopped_the_agent']} stopped the agent, "
+        f"{b['answered']} answered"
+    )
 
 
 def from_records(args: argparse.Namespace) -> dict[str, Any]:
@@ -372,6 +390,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run, args.round_start))
     print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio, timelines and waterfalls in {out})")
+    mark_backchannels(runs, calls)
     if args.listen:
         why = listen_runs([r[3] for r in runs], args.listen)  # after the calls: no CPU taken from them
         if why:
@@ -385,7 +404,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "timeline": str(folder / f"timeline-{name}.png"),
         }
         report["livekit"] = livekit
-        print(describe(report["replies_heard"]))
+        print(describe(report["replies_heard"]) + _backchannel_line(report["turn_taking"]))
         if livekit:
             report["transport"] = "livekit-room"
     else:

@@ -33,6 +33,22 @@ HELD_MS = 1500.0
 """A finished turn whose end of turn came later than this was held: the caller waits in silence."""
 
 
+def backchannels(turns: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Backchannels the call plan marks ("mm-hmm" over the agent), as a caller counts them: the reply they
+    were said over stopped (the worker's marks: no reply speech after the turn before played to its end),
+    or the agent answered them. None when the calls have none."""
+    said = stopped = answered = 0
+    prev: dict[str, Any] | None = None
+    for t in turns:
+        same_call = prev is not None and (prev.get("call"), prev.get("run")) == (t.get("call"), t.get("run"))
+        if t.get("backchannel"):
+            said += 1
+            stopped += same_call and prev is not None and prev.get("completed_reply") == ""
+            answered += bool(t.get("reply_text", "").strip())
+        prev = t
+    return {"said": said, "stopped_the_agent": stopped, "answered": answered} if said else None
+
+
 def turn_taking(turns: list[dict[str, Any]]) -> dict[str, Any]:
     """Turns the agent took before the caller finished, and finished turns it held, as a caller counts."""
     after = [t for t in turns if t.get("spoke_over_ms") is not None]
@@ -55,6 +71,7 @@ def turn_taking(turns: list[dict[str, Any]]) -> dict[str, Any]:
         "endpoint_ms": {**p50_p95(endpoints), "max": max(endpoints) if endpoints else None},
         "held_over_1500ms": sum(1 for v in endpoints if v > HELD_MS),
         "fragment_replies": len(fragments) if answered else None,
+        "backchannels": backchannels(turns),
         "fragment_turns": [
             {k: t[k] for k in ("call", "run", "file", "answered_words", "user_text") if k in t}
             for t in fragments

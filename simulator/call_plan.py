@@ -33,6 +33,8 @@ class TurnPlan:
     delay_ms: float | None = None  # None: the harness's own settle time
     text: str = ""
     expect: list[Any] = field(default_factory=list)
+    backchannel: bool = False
+    """Said over the agent's reply as listening ("mm-hmm"): the agent should neither stop nor answer it."""
 
 
 def load_plan(data: Path) -> list[TurnPlan]:
@@ -69,6 +71,7 @@ def load_plan(data: Path) -> list[TurnPlan]:
                 None if delay is None else float(delay),
                 str(item.get("text", "")),
                 list(item.get("expect", []) or []),
+                bool(item.get("backchannel", False)) and start == "during_reply",
             )
         )
     return plan
@@ -76,14 +79,28 @@ def load_plan(data: Path) -> list[TurnPlan]:
 
 def plan_to_json(plan: list[TurnPlan]) -> list[dict[str, Any]]:
     return [
-        {"file": str(t.path), "start": t.start, "delay_ms": t.delay_ms, "text": t.text, "expect": t.expect}
+        {
+            "file": str(t.path),
+            "start": t.start,
+            "delay_ms": t.delay_ms,
+            "text": t.text,
+            "expect": t.expect,
+            "backchannel": t.backchannel,
+        }
         for t in plan
     ]
 
 
 def plan_from_json(items: list[dict[str, Any]]) -> list[TurnPlan]:
     return [
-        TurnPlan(Path(i["file"]), i["start"], i["delay_ms"], i.get("text", ""), i.get("expect", []))
+        TurnPlan(
+            Path(i["file"]),
+            i["start"],
+            i["delay_ms"],
+            i.get("text", ""),
+            i.get("expect", []),
+            bool(i.get("backchannel", False)),
+        )
         for i in items
     ]
 

@@ -12,6 +12,9 @@ Script format (see examples/calls/):
                                       # (default: the simulator's settle time)
       - say: "Sorry, one more thing."
         barge_in: true                # spoken over the agent's reply, delay_ms after its first audio
+      - say: "Mm-hmm."
+        backchannel: true             # said over the reply as listening: the agent should keep talking
+                                      # and not answer it (implies barge_in)
 
 `{{variable}}` in lines and expected words is filled from the agent file's variables.
 """
@@ -78,7 +81,7 @@ def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, lis
             t = {"say": t}
         if not isinstance(t, dict):
             raise _fail(script, where, "must be a line of text or a mapping with 'say'")
-        extra = set(t) - {"say", "expect", "delay_ms", "barge_in"}
+        extra = set(t) - {"say", "expect", "delay_ms", "barge_in", "backchannel"}
         if extra:
             raise _fail(script, f"{where}.{sorted(extra)[0]}", "unknown field")
         say = t.get("say")
@@ -97,12 +100,18 @@ def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, lis
         barge = t.get("barge_in", False)
         if not isinstance(barge, bool):
             raise _fail(script, f"{where}.barge_in", "must be true or false")
+        backchannel = t.get("backchannel", False)
+        if not isinstance(backchannel, bool):
+            raise _fail(script, f"{where}.backchannel", "must be true or false")
+        if backchannel and t.get("barge_in") is False:
+            raise _fail(script, f"{where}.backchannel", "is said over the reply: leave barge_in out")
         turns.append(
             {
                 "say": _fill(say, variables, script, f"{where}.say"),
                 "expect": [_fill(w, variables, script, f"{where}.expect") for w in expect],
                 "delay_ms": delay,
-                "start": "during_reply" if barge else "after_reply",
+                "start": "during_reply" if barge or backchannel else "after_reply",
+                "backchannel": backchannel,
             }
         )
     return voice, turns
@@ -181,6 +190,7 @@ def render_script(
                 "start": t["start"],
                 "delay_ms": t["delay_ms"],
                 "expect": t["expect"],
+                "backchannel": t["backchannel"],
             }
         )
     (out_dir / "turns.json").write_text(json.dumps(listing, indent=1, ensure_ascii=False))

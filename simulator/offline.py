@@ -64,6 +64,8 @@ class TurnResult:
     spoke_over_ms: float | None = None
     """The agent's voiced audio the caller heard while still in this turn (between its first and last voiced
     samples): the agent took the turn before the caller finished (room runs, turns said after a reply)."""
+    backchannel: bool = False
+    """The call plan says this turn is a backchannel said over the agent (call_plan.TurnPlan)."""
     completed_reply: str | None = None
     """The text of the last reply speech after this turn that played to its end (room runs with the
     worker's marks; None without them): what a listener should hear in full."""
@@ -91,6 +93,7 @@ class TurnResult:
             "agent_stop_ms": _r(self.agent_stop_ms),
             "spoke_over_ms": _r(self.spoke_over_ms),
             "answered_words": self.answered_words,
+            "backchannel": self.backchannel,
             "completed_reply": self.completed_reply,
             "heard": self.heard,
         }

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
+from simulator.call_plan import load_plan, plan_from_json, plan_to_json
 from simulator.call_script import check_expectations, parse_script, render_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +21,7 @@ def test_render_script_writes_turns_in_order(tmp_path: Path) -> None:
         "turns:\n"
         "  - say: 'Hello {{clinic}}. [pause 1.0] Is it open?'\n    expect: [open]\n"
         "  - say: Stop please.\n    barge_in: true\n    delay_ms: 500\n"
+        "  - say: Mm-hmm.\n    backchannel: true\n"
     )
     out = render_script(script, tmp_path / "out", ROOT / "examples/dental_clinic.yaml")
     turns = json.loads((out / "turns.json").read_text())
@@ -31,7 +33,12 @@ def test_render_script_writes_turns_in_order(tmp_path: Path) -> None:
         "start": "during_reply",
         "delay_ms": 500,
         "expect": [],
+        "backchannel": False,
     }
+    assert turns[2]["start"] == "during_reply" and turns[2]["backchannel"]  # said over the reply
+    plan = load_plan(out)
+    assert [t.backchannel for t in plan] == [False, False, True]
+    assert [t.backchannel for t in plan_from_json(plan_to_json(plan))] == [False, False, True]
     pcm, rate = sf.read(out / turns[0]["file"], dtype="int16")
     assert rate == 16_000 and pcm.ndim == 1
     # the [pause 1.0] is a stretch of exact silence of about a second inside the line
@@ -64,6 +71,11 @@ def test_a_held_out_caller_voice_overrides_the_script(tmp_path: Path) -> None:
         ("turns:\n  - say: hi\n    delay_ms: -1", "turns[0].delay_ms: must be a whole number"),
         ("turns:\n  - say: hi\n    barge_in: maybe", "turns[0].barge_in: must be true or false"),
         ("turns:\n  - say: hi\n    wait: 1", "turns[0].wait: unknown field"),
+        ("turns:\n  - say: hm\n    backchannel: 1", "turns[0].backchannel: must be true or false"),
+        (
+            "turns:\n  - say: hm\n    backchannel: true\n    barge_in: false",
+            "turns[0].backchannel: is said over",
+        ),
         ("voice: nobody\nturns: [hi]", "voice: unknown CPU voice"),
         ("voice: espeak-zz\nturns: [hi]", "voice: unknown espeak voice"),
         ("turns: ['Hi {{who}}']", "turns[0].say: unknown variable {{who}}"),

@@ -4,14 +4,18 @@ to which reply; and a reply spoken by the real hibari voice, cut or whole, heard
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
+from benchmarks.call import mark_backchannels
 from benchmarks.heard import Listener, judge, listen_call, replies_heard, reply_windows
+from benchmarks.report import backchannels
 from caches.builder import synthesize_pcm
 from plugins.cpu_voice import CpuVoiceTTS
 from plugins.cpu_voice.voice import open_voice
 from simulator.audio_io import Loudspeaker, ScriptedMic
+from simulator.call_plan import TurnPlan
 from simulator.offline import CallResult, TurnResult
 
 SAID = "Your cleaning is booked for Thursday at three. We will send a reminder the day before."
@@ -126,3 +130,49 @@ def test_a_real_voice_cut_short_is_heard_as_cut_and_the_whole_reply_is_not() -> 
     assert whole is not None and cut is not None
     assert not whole["cut_off"] and whole["words_heard"] > 0.8, whole
     assert cut["cut_off"] and cut["heard_to"] < cut["said"] - 3, cut
+
+
+# the backchannels a call plan marks, counted in benchmarks.report
+
+
+def test_backchannels_count_when_they_stop_the_agent_or_get_answered() -> None:
+    def t(
+        file: str, run: int, reply: str, completed: str | None, backchannel: bool = False
+    ) -> dict[str, object]:
+        return {
+            "call": "c",
+            "run": run,
+            "file": file,
+            "reply_text": reply,
+            "completed_reply": completed,
+            "backchannel": backchannel,
+        }
+
+    turns = [
+        t("06", 0, "Sure, Thursday.", "Sure, Thursday."),  # played to its end over the mm-hmm
+        t("07", 0, "", "", backchannel=True),
+        t("06", 1, "You're welcome!", ""),  # stopped by the mm-hmm ...
+        t("07", 1, "No worries.", "No worries.", backchannel=True),  # ... and the mm-hmm answered
+    ]
+    assert backchannels(turns) == {"said": 2, "stopped_the_agent": 1, "answered": 1}
+    assert backchannels(turns[:1]) is None
+
+
+def test_the_call_plan_marks_backchannel_turns_by_file(tmp_path: Path) -> None:
+    plan = [
+        TurnPlan(tmp_path / "06-sorry.wav", "during_reply"),
+        TurnPlan(tmp_path / "07-mm.wav", "during_reply"),
+    ]
+    plan[1] = TurnPlan(plan[1].path, "during_reply", backchannel=True)
+    res = CallResult(
+        pipeline="parley",
+        t0=0.0,
+        greeting_first_audio_ms=None,
+        turns=[turn("06-sorry.wav", 2.0, 300, "Okay."), turn("07-mm.wav", 4.0, None, "")],
+        marks=[],
+        mic=ScriptedMic(sample_rate=16000),
+        speaker=Loudspeaker(sample_rate=24000),
+    )
+    mark_backchannels([("parley", "call", 0, res)], {"call": plan})
+    assert [tr.backchannel for tr in res.turns] == [False, True]
+    assert res.turns[1].as_json()["backchannel"] is True
