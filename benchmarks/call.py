@@ -34,7 +34,7 @@ from simulator.offline import CallResult, run_call, write_stereo
 from worker.settings import Settings, SettingsError, load_settings
 
 from . import machine_speed
-from .heard import describe, listen_runs
+from .heard import add_listen_arguments, describe, listen_runs
 from .report import (
     call_json,
     conversation_text,
@@ -465,14 +465,7 @@ def main(argv: list[str] | None = None) -> None:
         help="the room's network: a sealed namespace (root), plain loopback (any user), or auto (netns "
         "when allowed)",
     )
-    ap.add_argument(
-        "--listen",
-        default="base",
-        metavar="MODEL",
-        help="Whisper model that listens to each reply as the caller heard it, after the calls, to count "
-        "replies cut off and words lost (benchmarks/heard.py; default base)",
-    )
-    ap.add_argument("--no-listen", dest="listen", action="store_const", const="", help="skip the listener")
+    add_listen_arguments(ap, "after the calls")
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args(argv)
     try:

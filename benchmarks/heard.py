@@ -21,6 +21,7 @@ several words in a row missing at the end, not one. It runs after the calls, so 
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import re
 from dataclasses import asdict, dataclass
@@ -202,6 +203,18 @@ def replies_heard(turns: list[dict[str, Any]]) -> dict[str, Any] | None:
         "unheard": sum(1 for h in judged if h["unheard"]),
         "cut_off_turns": [_cut_turn(t) for t in turns if t.get("heard") and t["heard"]["cut_off"]],
     }
+
+
+def add_listen_arguments(ap: argparse.ArgumentParser, when: str) -> None:
+    """`--listen MODEL` (default base) and `--no-listen`, for the benchmarks that place calls."""
+    ap.add_argument(
+        "--listen",
+        default="base",
+        metavar="MODEL",
+        help=f"{when}: a Whisper model checks what the caller heard of each reply (`replies_heard`: "
+        "replies cut off, words lost; benchmarks/heard.py)",
+    )
+    ap.add_argument("--no-listen", dest="listen", action="store_const", const="", help="skip the listener")
 
 
 def listen_runs(results: list[Any], model: str) -> str | None:

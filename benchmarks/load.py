@@ -29,7 +29,7 @@ from worker.memory import release_free_memory, tune_allocator
 from worker.settings import SettingsError, load_settings
 
 from . import machine_speed
-from .heard import describe
+from .heard import add_listen_arguments, describe
 
 log = logging.getLogger("parley.bench.load")
 
@@ -382,14 +382,7 @@ def main(argv: list[str] | None = None) -> None:
         help="with --livekit: run the scripted callers at this nice level, so the host gets the cores first "
         "(real callers are not on the host); reported as `caller_nice`",
     )
-    ap.add_argument(
-        "--listen",
-        default="base",
-        metavar="MODEL",
-        help="with --livekit: after the run, a Whisper model checks what the callers heard of each reply "
-        "(`replies_heard`: replies cut off, words lost; benchmarks/heard.py); --no-listen skips it",
-    )
-    ap.add_argument("--no-listen", dest="listen", action="store_const", const="", help="skip the listener")
+    add_listen_arguments(ap, "with --livekit, after the run")
     args = ap.parse_args(argv)
     if args.data is None:
         from simulator.test_speech import speech_dir
