@@ -128,10 +128,15 @@ class HeardReply:
 def judge(said_text: str, heard_text: str, interrupted: bool = False) -> dict[str, Any]:
     """Align the reply's text with what the listener wrote (longest matching blocks, in order)."""
     language = language_of(said_text)
+    tail = TAIL_CHARS if language == "ko" else TAIL_WORDS
     said, heard = units(said_text, language), units(heard_text, language)
     blocks = difflib.SequenceMatcher(None, said, heard, autojunk=False).get_matching_blocks()
     found = sum(b.size for b in blocks)
-    heard_to = max((b.a + b.size for b in blocks if b.size), default=0)
+    heard_to = 0
+    for b in blocks:
+        # a lone unit far past the rest ("you're" of another reply said after this one stopped) is chance
+        if b.size >= 2 or (b.size == 1 and b.a - heard_to <= tail):
+            heard_to = b.a + b.size
     reply = HeardReply(len(said), found, heard_to, interrupted, heard_text)
     return reply.as_json(language)
 
@@ -141,9 +146,11 @@ def reply_windows(turns: list[Any], end: float) -> list[tuple[int, float, float,
 
     The window opens at the first agent audio the caller heard after the turn and closes when the caller's
     next turn said after a reply ends: a reply runs on over a backchannel ("mm-hmm") said during it, and
-    one that runs into the caller's next words is still heard. `stopped`: the worker's marks say no reply
-    speech after the turn played to its end (the caller talked over it, or went on talking after a pause);
-    without marks, a turn said over the reply is taken to have stopped it."""
+    one that runs into the caller's next words is still heard. `stopped`: the caller stopped the reply, by
+    a turn said over it or by going on with the turn it began in (agent voice heard inside the turn), and
+    the worker's marks say no reply speech after the turn played to its end (without marks, a turn said
+    over the reply is taken to have stopped it). A reply the worker stopped with nobody talking is not
+    `stopped`: its missing end counts as cut off."""
     out: list[tuple[int, float, float, bool] | None] = []
     for i, tr in enumerate(turns):
         later = turns[i + 1 :]
@@ -152,10 +159,9 @@ def reply_windows(turns: list[Any], end: float) -> list[tuple[int, float, float,
             continue
         start = tr.speech_end + tr.first_audible_ms / 1000 - LEAD_S
         stop = next((t.speech_end for t in later if t.start == "after_reply"), end)
-        if tr.completed_reply is None:
-            stopped = bool(later) and later[0].start == "during_reply"
-        else:
-            stopped = tr.completed_reply == ""
+        barged = bool(later) and later[0].start == "during_reply"
+        went_on = (tr.spoke_over_ms or 0.0) > 0.0
+        stopped = barged if tr.completed_reply is None else tr.completed_reply == "" and (barged or went_on)
         out.append((i, start, stop, stopped) if stop > start else None)
     return out
 

@@ -36,6 +36,8 @@ def test_a_lost_ending_is_a_cut_off_unless_the_caller_talked_over_it() -> None:
     assert not judge(SAID, "Your cleaning is booked for Thursday at three. We will", interrupted=True)[
         "cut_off"
     ]
+    replaced = judge(SAID, "Your cleaning. Oh, let me look at another day.")  # stopped, another reply said
+    assert replaced["heard_to"] == 2 and replaced["cut_off"]
     missing_middle = judge(SAID, "Your cleaning is booked. We will send a reminder the day before.")
     assert not missing_middle["cut_off"] and missing_middle["words_heard"] < 0.8  # lost words, not the end
 
@@ -75,11 +77,16 @@ def test_each_replys_window_runs_past_a_backchannel_to_the_end_of_the_callers_ne
     assert w[2] is None  # no reply
     assert w[3] == (3, pytest.approx(12.2), 20.0, True)
     turns[0].completed_reply = "One."  # the marks say a's reply played to its end over b (a backchannel)
-    turns[1].completed_reply = ""  # and that every reply speech begun after b was stopped
+    turns[1].completed_reply = ""  # and that every reply speech begun after b was stopped,
+    turns[1].spoke_over_ms = 250.0  # begun inside b, which the caller went on with
     turns[3].completed_reply = "Four."
     w = reply_windows(turns, end=20.0)
     assert w[0] == (0, pytest.approx(2.4), 9.0, False) and w[1] == (1, pytest.approx(6.3), 9.0, True)
     assert w[3] == (3, pytest.approx(12.2), 20.0, False)
+    turns[3].completed_reply = ""  # d's reply stopped, nobody talking over it: judged, so a lost end counts
+    assert reply_windows(turns[:4], end=20.0)[3] == (3, pytest.approx(12.2), 20.0, False)
+    turns[3].spoke_over_ms = 300.0  # the agent began inside d and the caller went on: the caller stopped it
+    assert reply_windows(turns[:4], end=20.0)[3] == (3, pytest.approx(12.2), 20.0, True)
 
 
 def test_the_summary_pools_words_and_names_the_cut_replies() -> None:
