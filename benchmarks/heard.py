@@ -37,6 +37,8 @@ TAIL_CHARS = 6
 UNHEARD_SHARE = 0.5
 MIN_UNITS = 4
 """Replies shorter than this (in words; Korean: characters / 2) are too short to call cut off."""
+FAR_BLOCK = 3
+"""Units a match needs to count as heard when it lies more than the tail past what was heard before it."""
 LEAD_S = 0.1
 """The window opens this long before the reply's first audible sample (its first word's onset)."""
 
@@ -134,8 +136,9 @@ def judge(said_text: str, heard_text: str, interrupted: bool = False) -> dict[st
     found = sum(b.size for b in blocks)
     heard_to = 0
     for b in blocks:
-        # a lone unit far past the rest ("you're" of another reply said after this one stopped) is chance
-        if b.size >= 2 or (b.size == 1 and b.a - heard_to <= tail):
+        # a short match far past the rest ("you're", "on the" of another reply said after this one stopped)
+        # is chance; a reply heard on after a few lost words matches on for longer
+        if b.size and (b.size >= FAR_BLOCK or b.a - heard_to <= tail):
             heard_to = b.a + b.size
     reply = HeardReply(len(said), found, heard_to, interrupted, heard_text)
     return reply.as_json(language)

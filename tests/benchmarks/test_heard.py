@@ -36,7 +36,7 @@ def test_a_lost_ending_is_a_cut_off_unless_the_caller_talked_over_it() -> None:
     assert not judge(SAID, "Your cleaning is booked for Thursday at three. We will", interrupted=True)[
         "cut_off"
     ]
-    replaced = judge(SAID, "Your cleaning. Oh, let me look at another day.")  # stopped, another reply said
+    replaced = judge(SAID, "Your cleaning. Oh, let me check the reminder.")  # stopped; another reply said
     assert replaced["heard_to"] == 2 and replaced["cut_off"]
     missing_middle = judge(SAID, "Your cleaning is booked. We will send a reminder the day before.")
     assert not missing_middle["cut_off"] and missing_middle["words_heard"] < 0.8  # lost words, not the end
