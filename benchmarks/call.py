@@ -347,9 +347,7 @@ def from_records(args: argparse.Namespace) -> dict[str, Any]:
     if not runs:
         raise PlanError(f"no round*/*/record.json under {', '.join(args.records)}")
     if args.listen:
-        why = listen_runs([r[3] for r in runs], args.listen)
-        if why:
-            print(why, flush=True)
+        listen_runs([r[3] for r in runs], args.listen)
     pipelines = [p for p in PIPELINES if any(r[0] == p for r in runs)]
     report = pipelines_json(runs, pipelines, len({r[2] for r in runs}), livekit=True)
     _waterfalls(report, Path(args.out))
@@ -392,9 +390,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio, timelines and waterfalls in {out})")
     mark_backchannels(runs, calls)
     if args.listen:
-        why = listen_runs([r[3] for r in runs], args.listen)  # after the calls: no CPU taken from them
-        if why:
-            print(why, flush=True)
+        listen_runs([r[3] for r in runs], args.listen)  # after the calls: no CPU taken from them
     if single:
         name, call, _, res = runs[0]
         report = call_json(res)

@@ -226,15 +226,17 @@ def add_listen_arguments(ap: argparse.ArgumentParser, when: str) -> None:
     ap.add_argument("--no-listen", dest="listen", action="store_const", const="", help="skip the listener")
 
 
-def listen_runs(results: list[Any], model: str) -> str | None:
-    """Listen to every call's replies with one listener; a one-line reason instead when none can load."""
+def listen_runs(results: list[Any], model: str) -> bool:
+    """Listen to every call's replies with one listener. False, after one printed line, when none can load:
+    a missing or broken model must not cost the calls' own report."""
     try:
         listener = Listener(model)
-    except Exception as e:  # a missing or broken model must not cost the calls' own report
-        return f"no listener ({model}: {type(e).__name__}: {str(e)[:120]}); replies not checked"
+    except Exception as e:
+        print(f"no listener ({model}: {type(e).__name__}: {str(e)[:120]}); replies not checked", flush=True)
+        return False
     for res in results:
         listen_call(res, listener)
-    return None
+    return True
 
 
 def describe(summary: dict[str, Any] | None) -> str:

@@ -359,9 +359,9 @@ def run_room_load(
     state.audits = stream_audits(worker_log.read_text(errors="replace"))
     series = {"jobs": state.rss, "parts": state.parts_series}
     (out / "memory.json").write_text(json.dumps(series))  # every sample, to see where memory grows
-    listened = listen_runs(state.results, listen) if listen else "replies not checked (no listener)"
-    turns = [t.as_json() for res in state.results for t in res.turns]
-    heard = replies_heard(turns) if listen and not listened else None
+    heard = None
+    if listen and listen_runs(state.results, listen):
+        heard = replies_heard([t.as_json() for res in state.results for t in res.turns])
     return {**report(state, calls, minutes), "caller_nice": caller_nice, "replies_heard": heard}
 
 
