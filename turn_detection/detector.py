@@ -188,10 +188,20 @@ class ParleyTurnDetector:
         self._judging.add(task)
         task.add_done_callback(self._judging.discard)
 
+    def _holds_itself(self, decision: EndpointDecision) -> bool:
+        """Whether the detector times this turn itself, or leaves it to the session's `max_delay`.
+
+        LiveKit waits `max_delay` whenever the probability it is given is under the unlikely threshold. The
+        policy can read a turn as unlikely to be over and still mean a shorter hold: the language model
+        and the recogniser's doubt never hold a turn past `hesitation_delay` on their own (endpoint_policy.
+        decide). Left to the session, those turns waited `max_delay` (2.5 s) in a call while
+        `benchmarks.turns` counted 1.3 s. So every decision shorter than `max_delay` is timed here."""
+        return decision.probability >= self._opts.unlikely_p or decision.delay < self._opts.max_delay
+
     def _commit_at(self, decision: EndpointDecision, speech_end: float) -> float:
         """When the turn is handed over after `decision`: its own delay (at least the session's
         `min_delay`), or the session's `max_delay` when it reads the turn as unfinished."""
-        if decision.probability >= self._opts.unlikely_p:
+        if self._holds_itself(decision):
             return speech_end + max(decision.delay, self._opts.min_delay)
         return speech_end + self._opts.max_delay
 
@@ -228,7 +238,7 @@ class ParleyTurnDetector:
             if late is not None:
                 lm_p = late
                 decision = decide(cue, audio_p, self._opts, lang, lm_p, confidence)
-            elif decision.probability >= self._opts.unlikely_p:
+            elif self._holds_itself(decision):
                 self._judge_afterwards(
                     text, speech_end, lambda p: decide(cue, audio_p, self._opts, lang, p, confidence)
                 )
@@ -244,10 +254,13 @@ class ParleyTurnDetector:
                 "reason": decision.reason,
             },
         )
-        if decision.probability >= self._opts.unlikely_p and decision.delay > self._opts.min_delay:
-            # below the threshold the session waits max_delay itself, above it only min_delay: the range
-            # in between is ours to hold
+        if not self._holds_itself(decision):
+            return decision.probability  # under the threshold the session waits its max_delay itself
+        if decision.delay > self._opts.min_delay:
+            # the session waits only min_delay once it reads the turn as likely over: the rest is ours
             wait = speech_end + decision.delay - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-        return decision.probability
+        # a turn the policy would hand over before max_delay must not read as unlikely to be over, or the
+        # session holds it to max_delay anyway
+        return max(decision.probability, self._opts.unlikely_p)

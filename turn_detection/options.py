@@ -175,6 +175,7 @@ def params_for(profile: Profile, options: TurnOptions) -> ProfileParams:
             min_delay=ep.min_delay * s,
             hesitation_delay=ep.hesitation_delay * s,
             max_delay=ep.max_delay * s,
+            sequence_delay=ep.sequence_delay * s,
         ),
     )
 

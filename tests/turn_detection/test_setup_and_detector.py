@@ -59,6 +59,10 @@ def test_profiles_differ_and_delay_scale_applies() -> None:
     assert tel.endpoint.min_delay >= web.endpoint.min_delay
     slow = params_for(Profile.WEB, TurnOptions(delay_scale=2.0))
     assert slow.endpoint.hesitation_delay == pytest.approx(2 * web.endpoint.hesitation_delay)
+    for profile in Profile:  # every delay scales, the sequence hold too: a snappier table stays valid
+        base, quick = params_for(profile, TurnOptions()), params_for(profile, TurnOptions(delay_scale=0.5))
+        assert quick.endpoint.sequence_delay == pytest.approx(0.5 * base.endpoint.sequence_delay)
+        assert quick.endpoint.max_delay == pytest.approx(0.5 * base.endpoint.max_delay)
     with pytest.raises(ValueError):
         TurnOptions(delay_scale=10)
     with pytest.raises(ValueError):
@@ -361,6 +365,31 @@ async def test_finals_that_never_come_do_not_hold_later_turns() -> None:
     assert hooks.pending_finals == 0 and not hooks.text_is_stale
     hooks.on_final()  # a late or extra FINAL never makes the count negative
     assert hooks.pending_finals == 0
+
+
+async def test_a_hold_the_models_alone_ask_for_ends_at_the_hesitation_delay_not_max_delay() -> None:
+    # the recogniser's doubt about "war." reads the turn as unlikely to be over, and the policy caps such a
+    # hold at hesitation_delay; LiveKit holds any probability under the threshold to max_delay, so the
+    # detector times the hold itself and hands the turn over as likely over
+    params = params_for(Profile.WEB, TurnOptions(delay_scale=0.5))
+    hooks = TurnHooks(TurnOptions(use_audio_model=False), params)
+    det = ParleyTurnDetector(hooks)
+    words = [TimedString("The", confidence=0.9), TimedString("bus", confidence=0.8)]
+    words.append(TimedString("war.", confidence=0.05))
+    final = stt.SpeechEvent(
+        type=stt.SpeechEventType.FINAL_TRANSCRIPT,
+        alternatives=[stt.SpeechData(language=LanguageCode("en"), text="The bus war.", words=words)],
+    )
+    for listener in hooks.transcript_listeners:
+        listener(final)
+    hooks.last_speech_end = time.time()
+    p = await det.predict_end_of_turn(_ctx("The bus war."))
+    held = time.time() - hooks.last_speech_end
+    decision = det.last_decision
+    assert decision is not None and decision.probability < params.endpoint.unlikely_p
+    assert decision.delay == pytest.approx(params.endpoint.hesitation_delay)
+    assert params.endpoint.hesitation_delay - 0.01 <= held < params.endpoint.max_delay
+    assert p >= await det.unlikely_threshold(None)  # the session adds only min_delay, already past
 
 
 async def test_the_last_words_probability_reaches_the_decision() -> None:
