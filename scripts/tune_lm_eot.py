@@ -277,6 +277,35 @@ def confidence_grid(
     return {"without": None if without is None else without.__dict__, "best": [r[2] for r in rows[:8]]}
 
 
+MODEL_HOLDS: tuple[float, ...] = (1.0, 1.15, 1.3, 1.45, 1.6, 1.8, 2.0, 2.25, 2.5)
+
+
+def model_hold_grid(runs: list[tuple[dict, list[dict]]], base: EndpointOptions, budget_ms: float) -> dict:
+    """The longest hold the models alone may ask for (`EndpointOptions.model_hold`), everything else as the
+    profile holds it, ranked by every failure a caller counts summed over the runs (a longer hold saves
+    cut-offs at long hesitations and holds finished turns the models misread: only the runs can say which
+    weighs more). Settings whose finished-turn p50 passes the budget in any run are left out."""
+    lasts = [{lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels} for _, labels in runs]
+    rows: list[dict] = []
+    for hold in sorted({*MODEL_HOLDS, base.models_hold}):
+        if not base.min_delay <= hold <= base.max_delay:
+            continue
+        opts = replace(base, model_hold=hold)
+        fails = [
+            turn_sweep.failures(redecide(r, opts), last) for (r, _), last in zip(runs, lasts, strict=True)
+        ]
+        if all(f.done_p50_ms is not None and f.done_p50_ms <= budget_ms for f in fails):
+            rows.append(
+                {
+                    "model_hold": hold,
+                    "failures": sum(f.total for f in fails),
+                    "runs": [f.__dict__ for f in fails],
+                }
+            )
+    rows.sort(key=lambda r: (r["failures"], r["model_hold"]))
+    return {"profile_now": base.models_hold, "by_failures": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -301,13 +330,18 @@ def main(argv: list[str] | None = None) -> int:
         help="one setting for every --result/--labels pair given (the delays as the profile holds them)",
     )
     ap.add_argument(
+        "--model-hold",
+        action="store_true",
+        help="grid only the longest hold the models alone may ask for, by failures (with --joint or alone)",
+    )
+    ap.add_argument(
         "--objective",
         choices=("open", "failures"),
         default="open",
         help="--joint ranks by open-clause cut-offs (within --max-held) or by every failure a caller counts",
     )
     a = ap.parse_args(argv)
-    if len(a.result) != len(a.labels) or (len(a.result) > 1 and not a.joint):
+    if len(a.result) != len(a.labels) or (len(a.result) > 1 and not (a.joint or a.model_hold)):
         print("error: give one --labels per --result; several pairs only with --joint", file=sys.stderr)
         return 2
     try:
@@ -322,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
         print("error: calibrate on the dev split only; this result holds test files", file=sys.stderr)
         return 2
     base = PROFILES[Profile(a.profile)].endpoint
+    if a.model_hold:
+        print(json.dumps(model_hold_grid(runs, base, a.budget_ms), indent=2))
+        return 0
     if a.joint:
         print(json.dumps(joint_grid(runs, base, a.budget_ms, a.max_held, a.objective), indent=2))
         return 0

@@ -73,6 +73,9 @@ class EndpointOptions:
     the LM's."""
     confidence_center: float = 0.5
     """The last word's probability from which on it is no evidence (below it, evidence of more to come)."""
+    model_hold: float | None = None
+    """The longest hold when only the models (the language model, the recogniser's doubt) read the turn as
+    unfinished and the word tables and audio do not; None = `hesitation_delay`."""
     final_wait: float = 1.0
     """How long after the speech to wait for the STT's final text of it before judging the older text
     (a cough or a word the STT drops never brings one)."""
@@ -96,6 +99,12 @@ class EndpointOptions:
             raise ValueError("confidence_weight must be within [0, 5]")
         if not 0.0 < self.confidence_center < 1.0:
             raise ValueError("confidence_center must be within (0, 1)")
+        if self.model_hold is not None and not self.min_delay <= self.model_hold <= self.max_delay:
+            raise ValueError("model_hold must be within [min_delay, max_delay]")
+
+    @property
+    def models_hold(self) -> float:
+        return self.hesitation_delay if self.model_hold is None else self.model_hold
 
 
 @dataclass(frozen=True)
@@ -207,9 +216,8 @@ def decide(
     delay = delay_for(p, opts)
     models = _uses_lm(lm_probability, opts, cue) or confidence_log_odds(confidence, opts) != 0.0
     if models and combine(cue, audio_probability, opts, language) >= opts.unlikely_p:
-        # the language model and the confidence never hold a turn past hesitation_delay on their own: on
-        # dev, letting the model reach max_delay held a quarter of the finished turns over 1.5 s
-        delay = min(delay, opts.hesitation_delay)
+        # the language model and the confidence never hold a turn past `models_hold` on their own
+        delay = min(delay, opts.models_hold)
     if cue.sequence:
         delay = max(delay, sequence_hold(lm_probability, opts))
     return EndpointDecision(

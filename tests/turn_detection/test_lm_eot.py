@@ -7,6 +7,7 @@ import asyncio
 import logging
 import math
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -135,6 +136,14 @@ def test_the_lm_alone_never_holds_past_the_hesitation_delay() -> None:
     assert decide(closed, None, LM, "en", 0.0005).delay == pytest.approx(LM.hesitation_delay)
     open_ = TextCue(0.05, "trailing_function_word")  # both read it as unfinished: the full hold
     assert decide(open_, None, LM, "en", 0.0005).delay == pytest.approx(LM.max_delay)
+
+
+def test_model_hold_sets_how_long_the_models_alone_may_hold() -> None:
+    closed = TextCue(0.78, "closed_sentence")
+    for hold in (1.8, LM.max_delay):
+        assert decide(closed, None, replace(LM, model_hold=hold), "en", 0.0005).delay == pytest.approx(hold)
+    with pytest.raises(ValueError):
+        replace(LM, model_hold=LM.max_delay + 0.1)
 
 
 def test_decision_carries_the_lm_score() -> None:

@@ -367,11 +367,12 @@ async def test_finals_that_never_come_do_not_hold_later_turns() -> None:
     assert hooks.pending_finals == 0
 
 
-async def test_a_hold_the_models_alone_ask_for_ends_at_the_hesitation_delay_not_max_delay() -> None:
-    # the recogniser's doubt about "war." reads the turn as unlikely to be over, and the policy caps such a
-    # hold at hesitation_delay; LiveKit holds any probability under the threshold to max_delay, so the
-    # detector times the hold itself and hands the turn over as likely over
-    params = params_for(Profile.WEB, TurnOptions(delay_scale=0.5))
+async def test_a_hold_the_models_alone_ask_for_ends_at_its_own_delay_not_max_delay() -> None:
+    # the recogniser's doubt about "war." reads the turn as unlikely to be over, and a policy whose
+    # `model_hold` is under max_delay caps such a hold; LiveKit holds any probability under the threshold
+    # to max_delay, so the detector times the hold itself and hands the turn over as likely over
+    web = params_for(Profile.WEB, TurnOptions(delay_scale=0.5))
+    params = replace(web, endpoint=replace(web.endpoint, model_hold=None))  # the cap: hesitation_delay
     hooks = TurnHooks(TurnOptions(use_audio_model=False), params)
     det = ParleyTurnDetector(hooks)
     words = [TimedString("The", confidence=0.9), TimedString("bus", confidence=0.8)]
