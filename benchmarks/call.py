@@ -294,7 +294,7 @@ def _waterfalls(report: dict[str, Any], out: Path) -> None:
 def records_runs(folders: list[str]) -> list[RunRecord]:
     """Room calls recorded earlier (STACK/roundN/PIPELINE-CALL/record.json), e.g. by an invocation that
     was cut short, as runs."""
-    from simulator.call_plan import default_filler_texts
+    from simulator.call_plan import default_filler_texts, plan_from_json
     from simulator.room_caller import RoomCallRecord
     from simulator.room_result import to_call_result
 
@@ -315,16 +315,24 @@ def records_runs(folders: list[str]) -> list[RunRecord]:
                 continue
             call = rec_json.parent.name[len(name) + 1 :]
             record = RoomCallRecord.load(rec_json.parent)
-            runs.append((name, call, r, to_call_result(record, fillers, pipeline=name)))
+            res = to_call_result(record, fillers, pipeline=name)
+            plan_json = rec_json.parent / "plan.json"  # the caller's plan, saved beside each room call
+            if plan_json.is_file():
+                _mark_backchannels(res, plan_from_json(json.loads(plan_json.read_text())))
+            runs.append((name, call, r, res))
     return runs
 
 
 def mark_backchannels(runs: list[RunRecord], calls: dict[str, list[TurnPlan]]) -> None:
     """Each turn the call plan marks as a backchannel, by its file (a call cut short has fewer turns)."""
     for _, call, _, res in runs:
-        marked = {t.path.name for t in calls.get(call, []) if t.backchannel}
-        for tr in res.turns:
-            tr.backchannel = Path(tr.file).name in marked
+        _mark_backchannels(res, calls.get(call, []))
+
+
+def _mark_backchannels(res: CallResult, plan: list[TurnPlan]) -> None:
+    marked = {t.path.name for t in plan if t.backchannel}
+    for tr in res.turns:
+        tr.backchannel = Path(tr.file).name in marked
 
 
 def _print_heard(report: dict[str, Any]) -> None:
