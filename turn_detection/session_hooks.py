@@ -200,11 +200,22 @@ class TurnHooks:
             return False
         alt = ev.alternatives[0]
         korean = str(alt.language or "").lower().startswith("ko")
-        verdict = classify_overlap(alt.text, "ko" if korean else None, overlap_sound(alt))
+        sound = overlap_sound(alt)
+        verdict = classify_overlap(alt.text, "ko" if korean else None, sound)
+        if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
+            # what decided it, without the words: a misread "mm-hmm" can be told from a real barge-in here
+            logger.debug(
+                "words over the agent",
+                extra={
+                    "verdict": verdict.value,
+                    "words": len(alt.text.split()),
+                    "speech_s": None if sound.speech_s is None else round(sound.speech_s, 2),
+                    "word_p": None if sound.word_probability is None else round(sound.word_probability, 2),
+                },
+            )
         if verdict is OverlapVerdict.BACKCHANNEL:
             if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
                 self.backchannels_ignored += 1
-                logger.debug("backchannel over agent speech ignored", extra={"words": len(alt.text.split())})
             return True
         return False
 
