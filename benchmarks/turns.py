@@ -607,6 +607,7 @@ def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, A
             for c in sorted({r.clause for r in pauses if r.clause})
         },
         "done_endpoint_delay_ms": _pct(done),
+        "failures": failures(results),
         # of the open-clause cut-offs, the share where the recogniser misheard the part's last word: what
         # the text and LM terms read there was not what the caller said
         "open_cutoffs_misheard_end": _rate(
@@ -616,6 +617,23 @@ def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, A
         "by_case": _breakdown(results),
         "cases": [asdict(r) for r in results + noise],
     }
+
+
+def failures(results: list[CaseResult]) -> dict[str, int]:
+    """Every file a caller would count as a failure, the sum the profiles are tuned on (counted as
+    benchmarks/turn_sweep.py counts it): cut off at a pause, a finished turn answered over 1.5 s late, a
+    missed turn."""
+    cut = sum(r.false_cutoff for r in results if r.kind == "pause")
+    held = sum(
+        1
+        for r in results
+        if r.kind == "done"
+        and not r.missed
+        and r.endpoint_delay_ms is not None
+        and r.endpoint_delay_ms > turn_sweep.HELD_MS
+    )
+    missed = sum(r.missed for r in results)
+    return {"cut_offs": cut, "held_over_1500ms": held, "missed": missed, "total": cut + held + missed}
 
 
 async def run_benchmark(
@@ -917,6 +935,12 @@ def print_breakdown(name: str, r: dict[str, Any]) -> None:
         f"\n{name}: cut-offs by clause: {clauses}; missed {pct(r['missed_rate'])}; finished-turn delay "
         f"p50 {r['done_endpoint_delay_ms']['p50']} ms p95 {r['done_endpoint_delay_ms']['p95']} ms"
     )
+    f = r.get("failures")
+    if f:
+        print(
+            f"  failures a caller counts: {f['total']} files (cut off at a pause {f['cut_offs']}, finished "
+            f"turn held over 1.5 s {f['held_over_1500ms']}, missed {f['missed']})"
+        )
     sep = ", ".join(f"{k} {v}" for k, v in r["separability_auc"].items() if v is not None)
     print(f"  finished vs hesitation at its pause, AUC (0.5 = no signal): {sep}")
     print(f"  {'case':<17}{'files':>6}{'cut-offs':>10}{'missed':>9}{'delay p50':>11}{'delay p95':>11}")

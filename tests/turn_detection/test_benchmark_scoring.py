@@ -119,6 +119,29 @@ def test_no_commit_within_three_seconds_is_missed_and_noise_turns_are_counted() 
     assert summary["missed_rate"] == 1.0 and summary["noise_turns"] == 1
 
 
+def test_failures_count_cut_offs_finished_turns_held_over_1_5_s_and_missed_turns() -> None:
+    done = _case("done", [(0.2, 1.5)])
+
+    def answered(at: float) -> CaseResult:
+        return score(done, "t", [Commit(at=at, ready=1.8, text="x", probability=0.9, delay=0.2, reason="x")])
+
+    cut = score(
+        _case("pause", [(0.2, 1.6), (2.4, 3.5)]),
+        "t",
+        [
+            Commit(at=2.0, ready=1.9, text="words.", probability=0.9, delay=0.2, reason="x"),
+            Commit(at=3.8, ready=3.8, text="more words.", probability=0.9, delay=0.2, reason="x"),
+        ],
+    )
+    prompt, held, missed = answered(1.9), answered(3.2), answered(5.0)
+    assert summarise([cut, prompt, held, missed], [])["failures"] == {
+        "cut_offs": 1,
+        "held_over_1500ms": 1,
+        "missed": 1,
+        "total": 3,
+    }
+
+
 def test_stock_rule_uses_livekit_thresholds() -> None:
     assert stock_decider("x", 0.2)[1] == 2.5  # below v1-mini's 0.36 for en: max_delay
     assert stock_decider("x", 0.8)[1] == 0.3
