@@ -193,9 +193,9 @@ class ParleyTurnDetector:
 
         LiveKit waits `max_delay` whenever the probability it is given is under the unlikely threshold. The
         policy can read a turn as unlikely to be over and still mean a shorter hold: the language model
-        and the recogniser's doubt never hold a turn past `hesitation_delay` on their own (endpoint_policy.
-        decide). Left to the session, those turns waited `max_delay` (2.5 s) in a call while
-        `benchmarks.turns` counted 1.3 s. So every decision shorter than `max_delay` is timed here."""
+        and the recogniser's doubt never hold a turn past `model_hold` on their own (endpoint_policy.
+        decide). Left to the session, such turns would wait `max_delay` in a call while `benchmarks.turns`
+        counts the shorter hold, so every decision shorter than `max_delay` is timed here."""
         return decision.probability >= self._opts.unlikely_p or decision.delay < self._opts.max_delay
 
     def _commit_at(self, decision: EndpointDecision, speech_end: float) -> float:

@@ -104,6 +104,7 @@ class EndpointOptions:
 
     @property
     def models_hold(self) -> float:
+        """`model_hold` as it applies (`hesitation_delay` when not set)."""
         return self.hesitation_delay if self.model_hold is None else self.model_hold
 
 
