@@ -2,6 +2,7 @@
 
     python scripts/tune_lm_eot.py --result out/bench/lm0_dev_web.json --labels out/corpus/dev/web/labels.json
     python scripts/tune_lm_eot.py --joint --result A.json --labels A/labels.json --result B.json --labels ...
+    python scripts/tune_lm_eot.py --model-hold --result A.json --labels A/labels.json --result B.json ...
 
 Reads a `benchmarks.turns --json` result of the parley pipeline (every decision it made, with the text cue's
 completeness, v1-mini's score and the LM's score) and reports two things:
@@ -17,6 +18,9 @@ completeness, v1-mini's score and the LM's score) and reports two things:
    finished-turn p50 stays within `--budget-ms`, with at most 2 % missed and at most `--max-held` of the
    finished turns held over 1.5 s. The log-loss fit alone is not used: on dev it gave a weight of 0.13
    whose term mostly shifted every decision, which the trade-off measures as worse.
+
+`--model-hold` grids only `EndpointOptions.model_hold` (how long the models alone may hold a turn), the rest
+as the profile holds it, by every failure a caller counts over all the runs given.
 """
 
 from __future__ import annotations
