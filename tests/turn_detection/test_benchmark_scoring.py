@@ -243,3 +243,50 @@ def test_phone_line_keeps_the_voice_band_and_drops_the_rest() -> None:
     tone = (0.3 * np.sin(2 * np.pi * 1000 * t)).astype(np.float32)
     error = _level(phone_line(tone) - tone) / _level(tone)
     assert 0.0 < error < 0.1  # mu-law at 8 bits: about 3 % of the signal, never an exact copy
+
+
+def test_the_model_hold_grid_weighs_cut_offs_saved_against_finished_turns_held() -> None:
+    """scripts/tune_lm_eot.py --model-hold on a recorded run: the language model alone reads each first
+    decision as unfinished (the word table reads a closed sentence)."""
+    import importlib.util
+    import sys
+
+    from tests.corpus_script import ROOT
+    from turn_detection.options import PROFILES, Profile
+
+    spec = importlib.util.spec_from_file_location("tune_lm_eot", ROOT / "scripts/tune_lm_eot.py")
+    assert spec is not None and spec.loader is not None
+    tune = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tune  # its dataclasses look their module up while it loads
+    spec.loader.exec_module(tune)
+
+    def decision(end: float, lm_p: float, next_start: float | None) -> dict[str, object]:
+        return {
+            "ready": end + 0.3,
+            "speech_end": end,
+            "delay": 0.2,
+            "text_p": 0.78,
+            "reason": "closed_sentence",
+            "audio_p": None,
+            "lm_p": lm_p,
+            "confidence": None,
+            "next_start": next_start,
+        }
+
+    def pause(name: str) -> tuple[dict[str, object], dict[str, object]]:
+        # the caller pauses 1.6 s after "…", then finishes
+        case = {"file": name, "kind": "pause", "clause": "open", "held": []}
+        case["commits"] = [decision(1.0, 0.001, 2.6), decision(3.6, 0.9, None)]
+        return case, {"file": name, "speech_segments_s": [[0.2, 1.0], [2.6, 3.6]]}
+
+    done = {"file": "d.wav", "kind": "done", "clause": "", "held": []}
+    done["commits"] = [decision(1.0, 0.001, None)]
+    runs = [pause("p1.wav"), pause("p2.wav"), (done, {"file": "d.wav", "speech_segments_s": [[0.2, 1.0]]})]
+    result = {"cases": [c for c, _ in runs]}
+    grid = tune.model_hold_grid([(result, [lab for _, lab in runs])], PROFILES[Profile.WEB].endpoint, 5000.0)
+    by_hold = {row["model_hold"]: row for row in grid["by_failures"]}
+    # 1.3 s: both pauses cut off, the finished turn answered 1.3 s after its last word
+    assert (by_hold[1.3]["failures"], by_hold[1.3]["runs"][0]["held"]) == (2, 0)
+    # 2.5 s: both pauses waited out, the finished turn held 2.5 s (one failure)
+    assert (by_hold[2.5]["failures"], by_hold[2.5]["runs"][0]["cut_offs"]) == (1, 0)
+    assert grid["by_failures"][0]["failures"] == 1
