@@ -632,7 +632,7 @@ def failures(results: list[CaseResult]) -> dict[str, int]:
         and r.endpoint_delay_ms is not None
         and r.endpoint_delay_ms > turn_sweep.HELD_MS
     )
-    missed = sum(r.missed for r in results)
+    missed = sum(r.missed and not r.false_cutoff for r in results)  # a file fails once
     return {"cut_offs": cut, "held_over_1500ms": held, "missed": missed, "total": cut + held + missed}
 
 

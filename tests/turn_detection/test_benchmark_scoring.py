@@ -125,13 +125,10 @@ def test_failures_count_cut_offs_finished_turns_held_over_1_5_s_and_missed_turns
     def answered(at: float) -> CaseResult:
         return score(done, "t", [Commit(at=at, ready=1.8, text="x", probability=0.9, delay=0.2, reason="x")])
 
-    cut = score(
+    cut = score(  # and nothing after it: a file fails once
         _case("pause", [(0.2, 1.6), (2.4, 3.5)]),
         "t",
-        [
-            Commit(at=2.0, ready=1.9, text="words.", probability=0.9, delay=0.2, reason="x"),
-            Commit(at=3.8, ready=3.8, text="more words.", probability=0.9, delay=0.2, reason="x"),
-        ],
+        [Commit(at=2.0, ready=1.9, text="words.", probability=0.9, delay=0.2, reason="x")],
     )
     prompt, held, missed = answered(1.9), answered(3.2), answered(5.0)
     assert summarise([cut, prompt, held, missed], [])["failures"] == {
