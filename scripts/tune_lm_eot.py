@@ -61,8 +61,20 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+def last_ends(labels: list[dict]) -> dict[str, float]:
+    """Each file's last spoken word, from the split's labels."""
+    return {lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels}
+
+
+def runs_failures(
+    runs: list[tuple[dict, list[dict]]], lasts: list[dict[str, float]], opts: EndpointOptions
+) -> list[turn_sweep.Failures]:
+    """Every failure a caller counts in each run, its decisions re-made under `opts`."""
+    return [turn_sweep.failures(redecide(r, opts), last) for (r, _), last in zip(runs, lasts, strict=True)]
+
+
 def load_samples(result: dict, labels: list[dict], audio_weight: float) -> list[Sample]:
-    last_end = {lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels}
+    last_end = last_ends(labels)
     out: list[Sample] = []
     for case in result["cases"]:
         if case["kind"] not in ("pause", "done") or case["file"] not in last_end:
@@ -168,7 +180,7 @@ def best_point(
 
 
 def grid(result: dict, labels: list[dict], base: EndpointOptions, budget_ms: float, max_held: float) -> dict:
-    last = {lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels}
+    last = last_ends(labels)
     without = best_point(result, last, replace(base, lm_weight=0.0), budget_ms, max_held)
     rows: list[tuple[float, dict]] = []
     for w, c, cp, up, hd in itertools.product(
@@ -197,7 +209,7 @@ def joint_grid(
     open-clause cut-off rate among the settings that keep every run within the budget and `max_held`;
     "failures": everything a caller counts (cut off at any pause, a finished turn held over 1.5 s, a turn
     missed), summed over the runs, among the settings within the budget."""
-    lasts = [{lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels} for _, labels in runs]
+    lasts = [last_ends(labels) for _, labels in runs]
 
     def points(opts: EndpointOptions) -> list[turn_sweep.CurvePoint]:
         return [
@@ -232,9 +244,7 @@ def joint_grid(
             base, lm_weight=w, lm_center=c, confident_p=cp, unlikely_p=up, hesitation_delay=hd, min_delay=md
         )
         if objective == "failures":
-            fails = [
-                turn_sweep.failures(redecide(r, opts), last) for (r, _), last in zip(runs, lasts, strict=True)
-            ]
+            fails = runs_failures(runs, lasts, opts)
             if all(f.done_p50_ms is not None and f.done_p50_ms <= budget_ms for f in fails):
                 cand = {"lm_weight": w, "lm_center": c, "confident_p": cp, "unlikely_p": up}
                 cand |= {"hesitation_delay": hd, "min_delay": md, "failures": [f.__dict__ for f in fails]}
@@ -260,7 +270,7 @@ def confidence_grid(
 ) -> dict:
     """The recogniser's last-word probability as a term (the LM term as the profile has it): weight, centre
     and the band."""
-    last = {lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels}
+    last = last_ends(labels)
     without = best_point(result, last, replace(base, confidence_weight=0.0), budget_ms, max_held)
     rows: list[tuple[float, float, dict]] = []
     for w, c, cp, up, hd in itertools.product(
@@ -289,15 +299,13 @@ def model_hold_grid(runs: list[tuple[dict, list[dict]]], base: EndpointOptions, 
     profile holds it, ranked by every failure a caller counts summed over the runs (a longer hold saves
     cut-offs at long hesitations and holds finished turns the models misread: only the runs can say which
     weighs more). Settings whose finished-turn p50 passes the budget in any run are left out."""
-    lasts = [{lab["file"]: float(lab["speech_segments_s"][-1][1]) for lab in labels} for _, labels in runs]
+    lasts = [last_ends(labels) for _, labels in runs]
     rows: list[dict] = []
     for hold in sorted({*MODEL_HOLDS, base.models_hold}):
         if not base.min_delay <= hold <= base.max_delay:
             continue
         opts = replace(base, model_hold=hold)
-        fails = [
-            turn_sweep.failures(redecide(r, opts), last) for (r, _), last in zip(runs, lasts, strict=True)
-        ]
+        fails = runs_failures(runs, lasts, opts)
         if all(f.done_p50_ms is not None and f.done_p50_ms <= budget_ms for f in fails):
             rows.append(
                 {
