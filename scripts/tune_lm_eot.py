@@ -354,7 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     a = ap.parse_args(argv)
     if len(a.result) != len(a.labels) or (len(a.result) > 1 and not (a.joint or a.model_hold)):
-        print("error: give one --labels per --result; several pairs only with --joint", file=sys.stderr)
+        print(
+            "error: give one --labels per --result; several pairs only with --joint or --model-hold",
+            file=sys.stderr,
+        )
         return 2
     try:
         runs = [
