@@ -50,7 +50,7 @@ import soxr
 from livekit import rtc
 from livekit.agents.voice import io
 
-from benchmarks import smart_turn, turn_sweep
+from benchmarks import smart_turn
 from benchmarks.cli import emit
 from plugins.whisper.model import take_words
 from simulator import phone_line as phone
@@ -65,6 +65,7 @@ RATE = 16000
 FRAME_S = 0.02
 PAD_S = 2.0
 MISS_AFTER_S = 3.0
+HELD_MS = 1500.0  # a finished turn answered later than this counts as held
 
 STOCK_VAD = VadParams(
     activation_threshold=0.5,
@@ -621,7 +622,7 @@ def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, A
 
 def failures(results: list[CaseResult]) -> dict[str, int]:
     """Every file a caller would count as a failure, the sum the profiles are tuned on (counted as
-    benchmarks/turn_sweep.py counts it): cut off at a pause, a finished turn answered over 1.5 s late, a
+    the call benchmark counts it): cut off at a pause, a finished turn answered over 1.5 s late, a
     missed turn."""
     cut = sum(r.false_cutoff for r in results if r.kind == "pause")
     held = sum(
@@ -630,7 +631,7 @@ def failures(results: list[CaseResult]) -> dict[str, int]:
         if r.kind == "done"
         and not r.missed
         and r.endpoint_delay_ms is not None
-        and r.endpoint_delay_ms > turn_sweep.HELD_MS
+        and r.endpoint_delay_ms > HELD_MS
     )
     missed = sum(r.missed and not r.false_cutoff for r in results)  # a file fails once
     return {"cut_offs": cut, "held_over_1500ms": held, "missed": missed, "total": cut + held + missed}
@@ -703,9 +704,6 @@ async def run_benchmark(
             )
             (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits, held))
         out[name] = summarise(per_case, per_noise)
-        knobs = turn_sweep.VAD_ONLY_DELAYS_S if name == "vad_only" else turn_sweep.SCALES
-        last_ends = {c.file: c.last_end for c in cases if c.last_end is not None}
-        out[name]["tradeoff"] = turn_sweep.summary(turn_sweep.curve(out[name]["cases"], last_ends, knobs))
     transcriber.save()
     parley = out["parley"]
     decode = transcriber.decode_s[1:] or transcriber.decode_s
@@ -868,7 +866,6 @@ def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
     if result.get("open_cutoffs_misheard_end") is not None:
         share = result["open_cutoffs_misheard_end"] * 100
         print(f"parley's open-clause cut-offs with the part's last word misheard: {share:.0f} %")
-    print_tradeoff(rows)
     if result.get("lm_eot"):
         print(f"\nLM end-of-turn scorer {result['lm_eot']['url']}: query ms {result['lm_eot']['query_ms']}")
     if not per_file:
@@ -891,37 +888,6 @@ def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
             for m in c["held"] + c["commits"]
         )
         print(f"{c['file']:<18}{fmt(c):>11}{fmt(s):>10}  {why}")
-
-
-def print_tradeoff(rows: list[tuple[str, dict[str, Any]]]) -> None:
-    """Each pipeline's trade-off as its delay knob sweeps (benchmarks/turn_sweep.py)."""
-    rows = [(n, r) for n, r in rows if r.get("tradeoff")]
-    if not rows:
-        return
-
-    def fmt(x: float | None, pct: bool = False) -> str:
-        if x is None:
-            return "-"
-        return f"{x * 100:.1f}%" if pct else f"{x:.0f} ms"
-
-    print(f"\n{'trade-off':<10}{'endpoint p50 at 5 % open cut-offs':>36}{'open cut-offs at 400 ms':>26}")
-    for name, r in rows:
-        t = r["tradeoff"]
-        print(
-            f"{name:<10}{fmt(t['endpoint_p50_at_5pct_cutoffs_ms']):>36}{fmt(t['cutoffs_at_400ms'], True):>26}"
-        )
-
-
-def plot_tradeoff(result: dict[str, Any], out: Path) -> None:
-    names = {"parley": result, "stock": result.get("stock"), "vad-only": result.get("vad_only")}
-    names["smart-turn"] = result.get("smart_turn")
-    curves = {
-        n: [turn_sweep.CurvePoint(**p) for p in r["tradeoff"]["curve"]]
-        for n, r in names.items()
-        if r and r.get("tradeoff")
-    }
-    split = ",".join(result.get("split") or []) or "fixtures"
-    turn_sweep.plot(curves, out, f"{split} / {result['profile']}: cut-offs vs latency as each knob sweeps")
 
 
 def print_breakdown(name: str, r: dict[str, Any]) -> None:
@@ -1011,7 +977,6 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the LM scorer reads the caller's words alone, not after the agent's line in the labels",
     )
-    ap.add_argument("--plot", type=Path, help="write the trade-off curves here (PNG)")
     ap.add_argument(
         "--transcript-cache",
         type=Path,
@@ -1075,8 +1040,6 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.plot:
-        plot_tradeoff(result, args.plot)
     return emit(result, lambda r: print_table(r, per_file=not args.no_files), args.json)
 
 
