@@ -2,8 +2,9 @@
 """Write the pronunciation corpus: the vocabulary corpus's sentences with each business's respellings.
 
 The sentences, terms and how each term is said are in scripts/data/vocab_corpus.yaml (the respellings were
-written once from knowledge of how the names are said, before any voice read them). The businesses are split exactly as the vocabulary corpus splits them (same seed), so
-nothing quoted from the test half was heard while choosing how respellings are applied.
+written once from knowledge of how the names are said, before any voice read them). The businesses are split
+exactly as the vocabulary corpus splits them (same seed), so nothing quoted from the test half was heard while
+choosing how respellings are applied.
 No audio here: `benchmarks.pronunciation` synthesises every sentence with Parley's own voices.
 
     python scripts/make_pronunciation_corpus.py     # -> out/corpus-pron/{dev,test}/labels.json

@@ -18,9 +18,8 @@ import argparse
 import json
 import random
 import sys
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import soundfile as sf

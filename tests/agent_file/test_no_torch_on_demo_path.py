@@ -1,5 +1,6 @@
 """`make demo` installs no torch (pyproject `engine` group): the CPU-voice path must never import it, nor
-the engine's other heavy packages, nor matplotlib (the `bench` group). Run in a fresh interpreter where importing them fails."""
+the engine's other heavy packages, nor matplotlib (the `bench` group). Run in a fresh interpreter where
+importing them fails."""
 
 from __future__ import annotations
 
