@@ -159,7 +159,7 @@ def test_keyword_constructor_uses_the_default_engine_address() -> None:
 
 
 def test_underruns_count_gaps_after_first_audio() -> None:
-    from benchmarks.tts_plugin import count_underruns
+    from benchmarks.tts import count_underruns
 
     assert count_underruns([(0.0, 0.1), (0.05, 0.1), (0.15, 0.1)]) == 0  # always ahead of playback
     assert count_underruns([(0.0, 0.1), (0.3, 0.1), (0.35, 0.1)]) == 1  # one gap of 0.2 s
