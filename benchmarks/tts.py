@@ -357,7 +357,7 @@ def print_table(r: dict[str, Any]) -> None:
             ("audio tokens/s (per stream)", f"{r['tokens_per_s']} ({r['tokens_per_s_per_stream']})"),
         ]
     for name, value in rows:
-        print(f"  {name:<34} {value}")
+        print(f"  {name:<40} {value}")
     for msg in r["error_messages"]:
         print(f"  error: {msg}")
 
