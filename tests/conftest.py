@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
 def _has_cuda() -> bool:
     try:
         import torch
