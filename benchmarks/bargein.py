@@ -39,13 +39,12 @@ from benchmarks.turns import (
     BenchError,
     _pct,
     _rate,
-    _RealTimeMic,
     load_noise_cases,
     load_turn_cases,
     make_noise_files,
     phone_line,
 )
-from simulator.session_audio import PacedSpeaker
+from simulator.session_audio import PacedSpeaker, RealTimeMic
 from worker.settings import ENGLISH_STYLE_PROMPT
 
 AGENT_RATE = 24000
@@ -90,7 +89,7 @@ async def run_trial(
     setup = build_turn_handling(TurnOptions(overrides={profile: params}), profile)
     track = np.concatenate([np.zeros(int(CALLER_AT_S * RATE), np.float32), audio])
     track = np.concatenate([track, np.zeros(int((AGENT_LINE_S + 2.0) * RATE) - len(track), np.float32)])
-    mic = _RealTimeMic(track)
+    mic = RealTimeMic(track)
     speaker = PacedSpeaker(AGENT_RATE, clock=mic.clock)
 
     class BenchAgent(Agent):

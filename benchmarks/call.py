@@ -214,8 +214,7 @@ def _write_call_files(res: CallResult, folder: Path) -> dict[str, str]:
     wav = folder / f"call-{res.pipeline}.wav"
     png = folder / f"timeline-{res.pipeline}.png"
     write_stereo(res, wav)
-    timeline_png(res, png)
-    return {"wav": str(wav), "timeline": str(png)}
+    return {"wav": str(wav), **({"timeline": str(png)} if timeline_png(res, png) else {})}
 
 
 def _printer(args: argparse.Namespace, out: Path, single: bool) -> Any:
@@ -287,8 +286,8 @@ def merge(args: argparse.Namespace) -> dict[str, Any]:
 def _waterfalls(report: dict[str, Any], out: Path) -> None:
     for name, r in report["pipelines"].items():
         png = out / f"waterfall-{name}.png"
-        waterfall_png(name, r["turns"], png)
-        r["waterfall"] = str(png)
+        if waterfall_png(name, r["turns"], png):
+            r["waterfall"] = str(png)
 
 
 def records_runs(folders: list[str]) -> list[RunRecord]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -159,12 +160,31 @@ _COLORS = {
 }
 
 
-def timeline_png(res: CallResult, path: Path) -> None:
-    import matplotlib
+_NO_PLOTS_SAID = False
 
+
+def pyplot() -> Any | None:
+    """matplotlib's pyplot on the Agg backend, or None after a one-line note: matplotlib is in the `bench`
+    dependency group, which the demo's install (`make setup-demo`) leaves out."""
+    global _NO_PLOTS_SAID
+    try:
+        import matplotlib
+    except ImportError:
+        if not _NO_PLOTS_SAID:
+            print("PNGs skipped: matplotlib is not installed (uv sync --group bench)", file=sys.stderr)
+            _NO_PLOTS_SAID = True
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def timeline_png(res: CallResult, path: Path) -> bool:
+    """Writes the call's timeline; False when matplotlib is missing."""
+    plt = pyplot()
+    if plt is None:
+        return False
     rate = 8000
     dur = res.end - res.t0 + 0.5
     caller = res.mic.track.render(res.t0, rate, dur)
@@ -196,6 +216,7 @@ def timeline_png(res: CallResult, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(str(path), dpi=110)
     plt.close(fig)
+    return True
 
 
 # --- several pipelines, several runs ---------------------------------------------------------------------
@@ -380,14 +401,12 @@ def _fragments(tt: dict[str, Any] | None) -> str:
     return "—" if not tt or tt.get("fragment_replies") is None else str(tt["fragment_replies"])
 
 
-def waterfall_png(name: str, turns: list[dict[str, Any]], path: Path) -> None:
+def waterfall_png(name: str, turns: list[dict[str, Any]], path: Path) -> bool:
     """One row per (call, turn): each mark's median over the runs, in ms after the caller's last voiced
-    sample; the bar runs to when the caller heard the answer."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    sample; the bar runs to when the caller heard the answer. False when matplotlib is missing."""
+    plt = pyplot()
+    if plt is None:
+        return False
     keys: list[tuple[str, str]] = []
     for t in turns:
         k = (t.get("call", ""), t["file"])
@@ -419,3 +438,4 @@ def waterfall_png(name: str, turns: list[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(str(path), dpi=110)
     plt.close(fig)
+    return True

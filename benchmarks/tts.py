@@ -7,7 +7,11 @@
 `--address` an engine server (`python -m plugins.orpheus serve`, tiny random model on CPU unless model flags
 say otherwise) is started and stopped. TTFB = first text sent → first PCM received; RTF = time from first text
 to the last audio / audio duration (median over streams); underruns = gaps a real-time player would hear after
-the first audio. `--via plugin` runs the same measurement through the LiveKit plugin (benchmarks.tts_plugin).
+the first audio. `--via plugin` runs the same replies through the LiveKit plugin (`OrpheusTTS.stream()`, as
+the agent uses it; `--chain` through the engine → CPU voice fallback chain): TTFB = first piece sent → first
+frame out of the plugin, beside the engine's own first text → first audio (its `first_audio` event); their
+difference is what the plugin costs. It also closes a reply once its audio plays, as a barge-in does, and
+times until the engine confirms the stream stopped.
 
 `--overhead` replaces both model stages with zero-cost stand-ins (`--backend standin --snac-dir standin`,
 named as such and used only here) feeding valid token streams at 82 tokens/s per stream, and reports the
@@ -25,7 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,25 +234,101 @@ async def bench_overhead(args: argparse.Namespace, engine: LocalEngine) -> dict[
     return report
 
 
-def run_via_plugin(args: argparse.Namespace) -> int:
-    """`--via plugin`: the LiveKit plugin's own half of this benchmark."""
+# -- via plugin -------------------------------------------------------------------------------------------
+async def plugin_reply(tts: Any, text: str, timeout_s: float) -> StreamStats:
+    """One reply pushed into the plugin's stream as the agent does; its audio consumed as LiveKit would."""
+    from livekit.agents import APIConnectOptions
+
+    res = StreamStats()
+    stream = tts.stream(conn_options=APIConnectOptions(max_retry=0, timeout=timeout_s))
     try:
-        from benchmarks.tts_plugin import main as plugin_main
-    except ImportError:
-        print(
-            "error: --via plugin needs benchmarks/tts_plugin.py (the LiveKit plugin's benchmark)",
-            file=sys.stderr,
-        )
-        return 2
-    argv = ["--concurrency", str(args.concurrency), "--rounds", str(args.rounds), "--voice", args.voice]
-    if args.address:
-        argv += ["--address", args.address, "--secret", args.secret]
-    if args.json:
-        argv += ["--json", args.json]
-    return int(plugin_main(argv) or 0)
+        stream.push_text(text)
+        stream.end_input()
+        first_at: float | None = None
+        async with asyncio.timeout(timeout_s):
+            async for ev in stream:
+                now = time.perf_counter()
+                if first_at is None:
+                    first_at = now
+                res.arrivals.append((now, ev.frame.duration))
+                res.audio_s += ev.frame.duration
+        orpheus = getattr(stream, "inner", stream)  # the chain's stream wraps the Orpheus one
+        sent_at = getattr(orpheus, "piece_sent_at", None)
+        if sent_at is None or first_at is None:
+            raise RuntimeError("the reply was not spoken by the Orpheus engine")
+        res.ttfb_ms = (first_at - sent_at) * 1000
+        res.engine_ttfb_ms = orpheus.engine_ttfb_ms
+        res.synth_s = time.perf_counter() - sent_at
+        res.underruns = count_underruns(res.arrivals)
+    except Exception as e:  # one failed reply is counted, the run goes on
+        res.error = f"{type(e).__name__}: {e}".splitlines()[0]
+    finally:
+        await stream.aclose()
+    return res
 
 
-VIAS: dict[str, Callable[[argparse.Namespace], int]] = {"plugin": run_via_plugin}
+async def plugin_cancel(tts: Any, text: str, timeout_s: float) -> float | None:
+    """Barge-in: close a reply once its audio plays; ms until the engine confirms the stream is stopped."""
+    from livekit.agents import APIConnectOptions
+
+    stream = tts.stream(conn_options=APIConnectOptions(max_retry=0, timeout=timeout_s))
+    stream.push_text(text)
+    stream.end_input()
+    try:
+        async with asyncio.timeout(timeout_s):
+            await anext(aiter(stream))
+    except Exception:
+        await stream.aclose()
+        return None
+    engine = getattr(getattr(stream, "inner", stream), "engine_stream", None)
+    t0 = time.perf_counter()
+    await stream.aclose()
+    while engine is not None and not engine.finished and time.perf_counter() - t0 < 5.0:
+        await asyncio.sleep(0.0005)
+    if engine is None or engine.final_event is None or engine.final_event.data.get("reason") != "cancelled":
+        return None
+    return (time.perf_counter() - t0) * 1000
+
+
+async def bench_plugin(args: argparse.Namespace, address: str) -> dict[str, Any]:
+    """The `--via plugin` keys (DESIGN §6): the engine's plus `plugin_overhead_ms`, `cancel_ms`, leaks."""
+    from plugins.orpheus.tts import OrpheusOptions, OrpheusTTS
+
+    orpheus = OrpheusTTS(OrpheusOptions(address=address, secret=args.secret, voice=args.voice))
+    voice: Any = orpheus
+    if args.chain:
+        from plugins.cpu_voice import CpuVoiceTTS
+        from plugins.fallback_tts import FallbackTTS
+
+        voice = FallbackTTS(orpheus, CpuVoiceTTS())
+    await voice.warm_up()
+    await plugin_reply(voice, "Warming up.", args.timeout)  # first-use costs are not the plugin's
+    results: list[StreamStats] = []
+    for r in range(args.rounds):
+        texts = [REPLIES[(r + i) % len(REPLIES)] for i in range(args.concurrency)]
+        results += await asyncio.gather(*(plugin_reply(voice, t, args.timeout) for t in texts))
+    cancels = [
+        await plugin_cancel(voice, REPLIES[i % len(REPLIES)], args.timeout) for i in range(args.rounds)
+    ]
+    cancel_ms = [c for c in cancels if c is not None]
+    leaked = voice.active_streams
+    await voice.aclose()
+    report = summarize(results, args.concurrency, "plugin+fallback-chain" if args.chain else "plugin")
+    overhead = [
+        x.ttfb_ms - x.engine_ttfb_ms
+        for x in results
+        if x.error is None and x.ttfb_ms is not None and x.engine_ttfb_ms is not None
+    ]
+    report.update(
+        plugin_overhead_ms={
+            "p50": pct(overhead, 50),
+            "p95": pct(overhead, 95),
+            "max": round(max(overhead), 2) if overhead else None,
+        },
+        cancel_ms={"p50": pct(cancel_ms, 50), "p95": pct(cancel_ms, 95)},
+        leaked_streams=leaked,
+    )
+    return report
 
 
 def print_table(r: dict[str, Any]) -> None:
@@ -261,6 +341,15 @@ def print_table(r: dict[str, Any]) -> None:
         ("underruns (streams)", f"{r['underruns']} ({r['streams_with_underruns']})"),
         ("errors", r["errors"]),
     ]
+    if "plugin_overhead_ms" in r:
+        rows += [
+            (
+                "plugin overhead p50 / p95 / max ms",
+                " / ".join(str(v) for v in r["plugin_overhead_ms"].values()),
+            ),
+            ("barge-in → engine stopped p50 / p95 ms", f"{r['cancel_ms']['p50']} / {r['cancel_ms']['p95']}"),
+            ("streams left open", r["leaked_streams"]),
+        ]
     if "cpu_us_per_token" in r:
         rows += [
             ("engine CPU µs per audio token", r["cpu_us_per_token"]),
@@ -268,7 +357,7 @@ def print_table(r: dict[str, Any]) -> None:
             ("audio tokens/s (per stream)", f"{r['tokens_per_s']} ({r['tokens_per_s_per_stream']})"),
         ]
     for name, value in rows:
-        print(f"  {name:<34} {value}")
+        print(f"  {name:<40} {value}")
     for msg in r["error_messages"]:
         print(f"  error: {msg}")
 
@@ -277,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.tts", description=__doc__.splitlines()[0])
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--rounds", type=int, default=2, help="streams per concurrent slot, one after another")
-    p.add_argument("--via", default="engine", choices=["engine", *VIAS])
+    p.add_argument("--via", default="engine", choices=["engine", "plugin"])
+    p.add_argument("--chain", action="store_true", help="--via plugin: through the engine → CPU voice chain")
     p.add_argument(
         "--overhead", action="store_true", help="zero-cost stand-in models; report engine CPU per token"
     )
@@ -295,8 +385,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.concurrency < 1 or args.rounds < 1:
         print("error: --concurrency and --rounds must be at least 1", file=sys.stderr)
         return 2
-    if args.via != "engine":
-        return VIAS[args.via](args)
     import logging
 
     logging.basicConfig(level=logging.WARNING)
@@ -315,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
                 engine = LocalEngine(serve)
                 engine.wait_ready()
                 address = engine.address
-            coro = bench_engine(args, address)
+            coro = bench_plugin(args, address) if args.via == "plugin" else bench_engine(args, address)
         report: dict[str, Any] = asyncio.run(coro)  # type: ignore[arg-type]
     except (RuntimeError, OSError, ValueError) as e:
         return fail(e, 1)

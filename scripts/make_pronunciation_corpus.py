@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Write the pronunciation corpus: the vocabulary corpus's sentences with each business's respellings.
 
-The sentences and terms are the vocabulary corpus's (scripts/vocab_corpus_text.py); how each term is said is
-in scripts/pronunciation_corpus_text.py, written once from knowledge of how the names are said, before any
-voice read them. The businesses are split exactly as the vocabulary corpus splits them (same seed), so
-nothing quoted from the test half was heard while choosing how respellings are applied.
+The sentences, terms and how each term is said are in scripts/data/vocab_corpus.yaml (the respellings were
+written once from knowledge of how the names are said, before any voice read them). The businesses are split
+exactly as the vocabulary corpus splits them (same seed), so nothing quoted from the test half was heard while
+choosing how respellings are applied.
 No audio here: `benchmarks.pronunciation` synthesises every sentence with Parley's own voices.
 
     python scripts/make_pronunciation_corpus.py     # -> out/corpus-pron/{dev,test}/labels.json
@@ -21,7 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from make_vocab_corpus import split_domains
-from pronunciation_corpus_text import RESPELLINGS
 
 from benchmarks.vocabulary import contains
 
@@ -34,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     for split, domains in split_domains(args.seed).items():
         labels = {
             "domains": {
-                d.name: {"vocabulary": list(d.vocabulary), "pronunciations": RESPELLINGS[d.name]}
+                d.name: {"vocabulary": list(d.vocabulary), "pronunciations": d.pronunciations}
                 for d in domains
             },
             "sentences": [

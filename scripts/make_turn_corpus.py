@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 import soxr
+import yaml
 
 RATE = 16000
 PHONE_RATE = 8000
@@ -85,7 +86,7 @@ class Template:
     case: str
     text: str
     agent_line: str = ""
-    """What the agent said just before (AGENT_LINES)."""
+    """What the agent said just before (the template's `agent` line)."""
 
     @property
     def kind(self) -> str:
@@ -112,227 +113,10 @@ CLAUSES = {
     "complete_clause": "complete",
 }
 
-# fmt: off
-TEMPLATES: dict[str, list[str]] = {
-    "statement": [
-        "Go ahead and stop {service}.", "My flight lands at {time} on {day}.",
-        "The heater in the back bedroom stopped working last night.",
-        "We're running about {count} minutes late.",
-        "I already paid that bill online.", "I'll pick it up from {place} on {day}.",
-        "That sounds good to me.", "Take whichever one you like.", "See you then.",
-        "That's the part I was worried about.", "Great, that helps a lot.", "I left my keys at {place}.",
-    ],
-    "question": [
-        "Who am I speaking with?", "Can you tell me when {place} opens on {day}?",
-        "Is there parking near {place}?", "How much does the delivery cost?",
-        "What time does the last train leave?", "Do you have anything earlier than {time}?",
-        "Where should I send the documents?", "Could you repeat that last part?",
-        "Which entrance should we use?", "Is {name} still working there?",
-    ],
-    "short_answer": [
-        "Yes, I do.", "No, thanks.", "Sure.", "That's right.", "Not yet.", "Yes please.",
-        "Definitely not.", "{day}.", "Around {time}.", "Both of them.", "Either is fine.", "Just one.",
-    ],
-    "backchannel": ["Mm-hmm.", "Okay.", "Right.", "Uh-huh.", "Yeah.", "I see.", "Got it.", "Oh, okay."],
-    "function_word": [
-        "I'm calling about the | order I placed on {day}.",
-        "Could you put me through to | someone in billing?",
-        "Our team still hasn't | received the parcel from {day}.",
-        "My daughter wants to | sign up for the swim class.",
-        "The bus for | the airport leaves at {time}.", "Can I pay with | a card over the phone?",
-        "The problem is that the | screen keeps going black.", "I bought it from | your shop near {place}.",
-        "Is it possible to | get a refund instead?", "I'd rather not | leave it with a neighbour.",
-    ],
-    "content_word": [
-        "The technician who came on {day} | never fixed the leak.",
-        "The package I ordered last week | still hasn't arrived.",
-        "Somebody should look at | the leak under the sink.",
-        "My neighbour's dog | keeps barking all night.", "My sister wants to borrow | the blue ladder.",
-        "Someone from your office | called me yesterday.",
-        "The internet in our building | has been down since {day}.", "Could you check | my last payment?",
-        "The woman at the front desk | told me to call this number.", "We usually order | {item} on Fridays.",
-    ],
-    "filler": [
-        "I wanted to ask, um, | whether you deliver on weekends.", "The best day for me is, uh, | {day}.",
-        "So, um, | my card was charged twice.", "I think it was, uh, | the second one on the list.",
-        "Could I get, um, | {item} and a salad?", "It's for my, uh, | my brother's birthday.",
-        "We're staying at, um, | the hotel by {place}.", "Yeah, so, | the door still won't lock.",
-        "And the, um, | the invoice number is wrong.", "I need, uh, | a ride to {place}.",
-    ],
-    "thinking": [
-        "Um, let me think. | I'd say {day} is best.", "Hmm, let me check. | Yes, I have it here.",
-        "Hold on a second. | Okay, I found the receipt.", "Give me a moment. | It's under my wife's name.",
-        "Uh, one second. | It should be {name}.", "Let me see. | I think it was around {time}.",
-        "Well, | I'm not really sure yet.", "Good question. | I'd have to ask my manager.",
-    ],
-    "digits": [
-        "My phone number is {d3}, | {d3}, | {d4}.", "My card number is {d4}, | {d4}, | {d4}.",
-        "The confirmation code is {d3}, | {d3}.", "The gate code at the back is {d2}, | {d3}, | {d2}.",
-        "You can reach me at {d3} | {d3} | {d4}.", "The order number is {d4}, | {d3}.",
-        "The postcode is {d3} | {d2}.", "It's extension {d2} | {d2}.",
-    ],
-    "spelled": [
-        "My last name is {surname}, that's {spell}.", "It's spelled {spell}.",
-        "The street is {surname} Road, {spell}.", "The reference starts with {spell}.",
-        "My first name is {first}, {spellfirst}.", "That's {surname} with {spell}.",
-        "The username is {spell}.", "Under the name {surname}, {spell}.",
-    ],
-    "list": [
-        "I need {item}, | {item}, | and {item}.", "We'd like to see {place}, | {place}, | and {place}.",
-        "The kids want pancakes, | eggs, | and orange juice.",
-        "Can you add {item} | and {item} to the order?",
-        "The days that work are {day}, | {day}, | or {day}.", "I'm bringing {item}, | {item}, | and {item}.",
-        "It needs new brakes, | tyres, | and an oil change.", "Red, | blue, | or green are all fine.",
-    ],
-    "complete_clause": [
-        "I'd like to book a table. | For {count} people, at {time}.",
-        "My internet stopped working. | It's been down since {day}.",
-        "I got a letter from you. | It says I owe a late fee.",
-        "That works for me. | Can you send a confirmation?",
-        "I'm calling for my mother. | She can't hear very well.",
-        "The delivery came today. | But one of the boxes was crushed.",
-        "I moved last month. | I need to update my address.", "Yes, that's correct. | And it's under {name}.",
-    ],
-    # said over the agent (benchmarks.bargein): these must stop it; backchannels above must not
-    "interruption": [
-        "Wait, wait.", "Stop, please.", "No, that's not what I asked.", "Sorry, can I ask something?",
-        "Hold on, that's wrong.", "No, I said {day}.", "Actually, I need {item} instead.",
-        "What about {place}?",
-    ],
-    # finished turns that end on a time, a quantity or an age: a number alone is an answer, not a digit group
-    "number_end": [
-        "Can we make it {day} at {hour}?", "I am free {day} after {hour}.", "Put me down for {count}.",
-        "We are a group of {count}.", "The meeting starts at {hour}.", "Send over {count}.",
-        "My son is {age}.", "It was about {count}.",
-    ],
-}
-# fmt: on
-
-# What the agent said just before each template's turn, in TEMPLATES' order (the LM end-of-turn scorer reads
-# it, as the worker gives it the agent's last line). Written as a receptionist would say them, once, with the
-# templates; backchannels and interruptions are said over these.
-# fmt: off
-AGENT_LINES: dict[str, list[str]] = {
-    "statement": [
-        "Would you like to keep the service or cancel it?", "When do you arrive?",
-        "What seems to be the problem?", "Hello, this is the front desk. How can I help?",
-        "Our records show an unpaid balance on your account.",
-        "Would you like it delivered, or will you collect it?",
-        "We could move it to the afternoon instead. How does that sound?",
-        "Which of the two rooms would you prefer?", "You're booked in on Thursday at three.",
-        "The repair will also need a new part, which we have to order.",
-        "I've sent the instructions to your email.", "Lost and found, how can I help you?",
-    ],
-    "question": [
-        "Hi, I'm calling about your recent order.",
-        "Thanks for calling the visitor line. What can I do for you?",
-        "Anything else you'd want to know before your visit?",
-        "We can deliver it to your home this week.", "Rail information, how can I help?",
-        "The first opening I have is on Monday afternoon.",
-        "We'll need a copy of your lease to finish the application.",
-        "Your reference number is four seven two, and the code expires in ten minutes.",
-        "The event starts at seven in the main hall.", "This is the service department. How can I help?",
-    ],
-    "short_answer": [
-        "Do you have your account number handy?", "Would you like to add insurance to your order?",
-        "Can I put you on hold for a moment?", "So that's two adults and one child, correct?",
-        "Have you received the replacement card?", "Would you like me to send a reminder the day before?",
-        "Should I cancel the whole order?", "Which day would you like to come in?",
-        "What time should the driver pick you up?", "Is that for the kitchen window or the bathroom one?",
-        "Would you prefer a morning or an afternoon slot?", "How many bags will you be checking?",
-    ],
-    "backchannel": [
-        "So first you'll need to unplug the router.",
-        "The technician will call about an hour before arriving.",
-        "Your plan renews automatically at the end of each month.", "I'm just pulling up your account now.",
-        "You should see a green light on the front of the box.",
-        "The delay was caused by the weather at the depot.", "Please bring a photo ID with you.",
-        "That item is actually out of stock until next week.",
-    ],
-    "function_word": [
-        "Thanks for calling. How can I help you today?", "Good morning, main reception.",
-        "Shipping support, what can I do for you?",
-        "Welcome to the community centre. What can I do for you?",
-        "Do you know what time your bus leaves?", "Your total comes to forty-two dollars.",
-        "What seems to be the problem with the laptop?", "Where did you buy the item?",
-        "We can offer you a replacement.",
-        "If you're not home, the driver can leave it with a neighbour.",
-    ],
-    "content_word": [
-        "What can I help you with?", "Customer service, how can I help?",
-        "Does anything else in the flat need attention?", "What would you like to report?",
-        "Hi, what can I do for you?", "How can I help you today?", "Technical support, what's the issue?",
-        "I have your account open. What would you like me to look at?",
-        "How did you hear about this line?", "What are you ordering today?",
-    ],
-    "filler": [
-        "Can I help with anything else?", "Which day works best for you?",
-        "Billing department, how can I help?", "Which model did you order?", "What can I get for you?",
-        "And what's the occasion?", "Where should the driver pick you up?",
-        "Is everything okay after the repair?", "Was there anything else wrong with the invoice?",
-        "City taxis, where are you headed?",
-    ],
-    "thinking": [
-        "Which day would suit you best?", "Do you have the order confirmation?",
-        "Could you read me the number on your receipt?", "What name is the booking under?",
-        "Who is the account holder?", "What time did the delivery arrive?",
-        "Will you be joining us for dinner as well?", "How many licences will your team need?",
-    ],
-    "digits": [
-        "What's the best number to reach you?", "Could you read me the card number?",
-        "Do you have a confirmation code?", "Does the driver need anything to get in?",
-        "How can the technician contact you?", "Which order is this about?", "And what's the postcode?",
-        "Do you know the extension you need?",
-    ],
-    "spelled": [
-        "Can I have your last name, please?", "How do you spell that?", "What's the delivery address?",
-        "Do you have the reference number?", "And your first name?",
-        "Sorry, could you spell the name for me?", "What username did you sign up with?",
-        "What name is the reservation under?",
-    ],
-    "list": [
-        "What should I put on the order?", "Where would you like the tour to stop?",
-        "What can I get for the children?", "Anything else for your order?",
-        "Which days are you available?", "What will you bring on the trip?", "What does the car need?",
-        "Which colour would you like?",
-    ],
-    "complete_clause": [
-        "Good evening, how can I help you?", "Technical support, how can I help?",
-        "Accounts, how can I help?", "I can book you in for Friday at two.",
-        "Thanks for calling the clinic. Who am I speaking with?", "How was your delivery?",
-        "What can I help you with today?", "So the booking is for Saturday at eight, is that right?",
-    ],
-    "interruption": [
-        "I've gone ahead and cancelled all three of your orders.",
-        "Next, I'll read you the full terms and conditions.",
-        "Our opening hours are nine to five on weekdays.",
-        "The plan includes unlimited calls and texts, and five gigabytes of data.",
-        "I have your address as twelve Baker Street.", "Great, I've booked you in for Wednesday.",
-        "I've added a large pizza to your order.",
-        "The shuttle stops at the hotel and the conference centre.",
-    ],
-    "number_end": [
-        "I'm afraid the morning is fully booked.", "When are you available?",
-        "How many tickets would you like?", "How many people are in your party?",
-        "What time should I book the car for?", "How many boxes should we send?", "How old is your son?",
-        "How many items were missing?",
-    ],
-}
-# fmt: on
-
-WORDS: dict[str, list[str]] = {
-    "service": ["my internet plan", "the gym membership", "my car insurance", "the newspaper delivery"],
-    "time": ["nine thirty", "two o'clock", "quarter past four", "noon", "half past six", "ten fifteen"],
-    "day": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "next week"],
-    "place": ["the airport", "the main library", "the train station", "the north entrance", "the harbour"],
-    "count": ["two", "three", "four", "five", "six", "twenty"],
-    "hour": ["two", "three", "four", "ten", "eleven", "seven"],
-    "age": ["seven", "twelve", "four", "nine", "fifteen"],
-    "item": ["a large pizza", "two coffees", "the blue jacket", "a phone charger", "some batteries", "milk"],
-    "name": ["Jordan", "Priya", "Marcus", "Elena", "Tomasz", "Aisha", "Daniel", "Mei"],
-    "surname": ["Novak", "Reyes", "Okafor", "Lindqvist", "Haddad", "Brennan", "Castillo", "Moreau"],
-    "first": ["Ingrid", "Rafael", "Siobhan", "Kwame", "Yusuf", "Maren"],
-}
+CORPUS_TEXT = yaml.safe_load((Path(__file__).resolve().parent / "data" / "turn_corpus.yaml").read_text())
+"""The sentence templates, the agent's line before each and the words their slots are filled from."""
+TEMPLATES: dict[str, list[dict[str, str]]] = CORPUS_TEXT["templates"]
+WORDS: dict[str, list[str]] = CORPUS_TEXT["words"]
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
 
@@ -589,10 +373,8 @@ def split_templates(seed: int) -> dict[str, str]:
 
 
 def all_templates() -> list[Template]:
-    if {c: len(t) for c, t in TEMPLATES.items()} != {c: len(a) for c, a in AGENT_LINES.items()}:
-        raise AssertionError("AGENT_LINES must give one line per template, in TEMPLATES' order")
     return [
-        Template(f"{case}_{i:02d}", case, t, AGENT_LINES[case][i])
+        Template(f"{case}_{i:02d}", case, t["text"], t["agent"])
         for case, ts in TEMPLATES.items()
         for i, t in enumerate(ts)
     ]

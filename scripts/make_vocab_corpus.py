@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Render the vocabulary corpus: callers saying a business's own words (names, brands, drugs, streets).
 
-Ten businesses (scripts/vocab_corpus_text.py), each with the vocabulary its agent file would list, sentences
+Ten businesses (scripts/data/vocab_corpus.yaml), each with the vocabulary its agent file would list, sentences
 that use those terms, sentences that use none, and a few clips of line noise with nobody speaking. The
 businesses are split once, half each way: dev (for choosing how the vocabulary is given to Whisper) and test
 (for quoting), so no test term or sentence was heard while choosing. Each sentence is rendered `--renders`
@@ -18,21 +18,50 @@ import argparse
 import json
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_turn_corpus import HELD_OUT_VOICE, PHONE_RATE, RATE, VOICES, Synth, noise, telephone
-from vocab_corpus_text import DOMAINS, Domain
+
+CORPUS_TEXT = Path(__file__).resolve().parent / "data" / "vocab_corpus.yaml"
 
 NOISE_CLIPS = 4
 """Clips per business with line noise and no voice: a term written there was invented."""
 
 
+@dataclass(frozen=True)
+class Domain:
+    """One business of the corpus text: its listed vocabulary, sentences with and without a term, and how
+    each term is said (the pronunciation corpus's respellings)."""
+
+    name: str
+    vocabulary: tuple[str, ...]
+    with_terms: tuple[str, ...]
+    without_terms: tuple[str, ...]
+    pronunciations: dict[str, str]
+
+
+def load_domains(path: Path = CORPUS_TEXT) -> list[Domain]:
+    data = yaml.safe_load(path.read_text())
+    return [
+        Domain(
+            name=name,
+            vocabulary=tuple(d["vocabulary"]),
+            with_terms=tuple(d["with_terms"]),
+            without_terms=tuple(d["without_terms"]),
+            pronunciations=dict(d["pronunciations"]),
+        )
+        for name, d in data.items()
+    ]
+
+
 def split_domains(seed: int) -> dict[str, list[Domain]]:
-    order = sorted(DOMAINS, key=lambda d: d.name)
+    order = sorted(load_domains(), key=lambda d: d.name)
     random.Random(seed).shuffle(order)
     half = len(order) // 2
     return {"dev": order[:half], "test": order[half:]}

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import soundfile as sf
-from livekit import rtc
 from livekit.agents import llm
 from livekit.agents.metrics import EOUMetrics, LLMMetrics, TTSMetrics
 from livekit.agents.voice import Agent, AgentSession, ModelSettings
@@ -458,10 +457,3 @@ def write_stereo(res: CallResult, path: Path, rate: int = 24_000) -> None:
     stereo[: len(right), 1] = right
     path.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(path), np.clip(stereo, -1, 1), rate, subtype="PCM_16")
-
-
-def agent_frames_24k(res: CallResult) -> rtc.AudioFrame | None:
-    if not res.speaker.track.chunks:
-        return None
-    pcm = np.concatenate([c for _, c in res.speaker.track.chunks])
-    return rtc.AudioFrame(pcm.tobytes(), res.speaker.rate, 1, len(pcm))

@@ -1,4 +1,4 @@
-"""A loudspeaker for driving a real AgentSession without a room: the agent's audio plays in real time.
+"""A microphone and a loudspeaker for driving a real AgentSession without a room, both in real time.
 
 It supports pause (so LiveKit's false-interruption resume is on), reports playback start and finish to the
 session, and notes what a barge-in measurement needs: when the agent's audio first stopped (paused or cut)
@@ -13,8 +13,40 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+import numpy as np
 from livekit import rtc
 from livekit.agents.voice import io
+
+MIC_RATE = 16000
+
+
+class RealTimeMic(io.AudioInput):
+    """Plays a 16 kHz track (float in [-1, 1] or int16) in 10 ms frames at real-time pace, then silence;
+    `clock()` is the track's time."""
+
+    def __init__(self, audio: np.ndarray) -> None:
+        super().__init__(label="real-time-mic")
+        if audio.dtype != np.int16:
+            audio = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
+        self._pcm = audio
+        self._i = 0
+        self._t0: float | None = None
+
+    def clock(self) -> float:
+        return 0.0 if self._t0 is None else time.monotonic() - self._t0
+
+    async def __anext__(self) -> rtc.AudioFrame:
+        n = MIC_RATE // 100
+        if self._t0 is None:
+            self._t0 = time.monotonic()
+        self._i += n
+        wait = self._t0 + self._i / MIC_RATE - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        chunk = self._pcm[self._i - n : self._i]
+        if len(chunk) < n:
+            chunk = np.zeros(n, dtype=np.int16)
+        return rtc.AudioFrame(chunk.tobytes(), MIC_RATE, 1, n)
 
 
 class PacedSpeaker(io.AudioOutput):

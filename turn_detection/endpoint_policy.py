@@ -59,7 +59,7 @@ class EndpointOptions:
     sequence_delay: float = 1.0
     """Least delay after a digit group, spelled letters or an open list: callers read them out in chunks."""
     lm_weight: float = 0.0
-    """Slope of the language model's log-odds (0 = not used); chosen on dev (scripts/tune_lm_eot.py)."""
+    """Slope of the language model's log-odds (0 = not used); chosen on the dev splits (options.py)."""
     lm_center: float = 0.1
     """The language model's end-of-sentence probability that is neutral evidence (log-odds 0)."""
     lm_replaces: frozenset[str] = frozenset()

@@ -62,21 +62,13 @@ WEB = ProfileParams(
         prefix_padding_duration=0.3,
         sample_rate=16000,
     ),
-    # tuned on out/corpus/dev/web (scripts/make_turn_corpus.py); max_delay covers thinking pauses.
-    # The language-model term (lm_eot.py), the band around it and the delays (0.2 / 1.0 s x 1.15; max and
-    # sequence holds stay 2.5 s: x 1.15 pushed spelled names past the 3 s miss window on test) were chosen on
-    # dev by the trade-off (scripts/tune_lm_eot.py). (The script's top candidates, e.g. weight 0.5 / centre
-    # 0.2, differ from this one by 3 of 88 dev files.)
-    # The recogniser's doubt about the last word (plugins/whisper/words.py) is one more term, chosen on dev
-    # (`python scripts/tune_lm_eot.py --confidence`): open cut-offs 55.7 -> 52.3 % on dev, 54.5 -> 52.3 %
-    # on test, finished p50 +5 / +10 ms. Dev also liked the band's upper edge at 0.6 (finished p50 back to
-    # before); it stays 0.7, so the term only ever holds longer than before and never takes a turn sooner.
-    # The LM reads the caller's words after the agent's last line (lm_eot.py): its scores of finished turns
-    # rose (dev median 0.09 -> 0.24) more than those of pauses (0.05 -> 0.09), so its centre and the holds
-    # were chosen again on both dev splits together (the main corpus and the held-out voice) by everything
-    # a caller counts as a failure (`scripts/tune_lm_eot.py --joint --objective failures`: cut off at any
-    # pause, answered > 1.5 s late, missed; finished p50 <= 450 ms): centre 0.1 -> 0.2, hesitation_delay
-    # 1.15 -> 1.3, min_delay 0.23 -> 0.2. Dev failures 78 -> 72 and 66 -> 66, finished p50 0 / -19 ms.
+    # Tuned on out/corpus/dev/web (scripts/make_turn_corpus.py) and its held-out-voice twin, by everything a
+    # caller counts as a failure (cut off at any pause, answered > 1.5 s late, missed) with finished-turn
+    # p50 <= 450 ms; max_delay covers thinking pauses, and the max and sequence holds stay 2.5 s (longer
+    # pushed spelled names past the 3 s miss window). The language-model term (lm_eot.py) reads the
+    # caller's words after the agent's last line. The recogniser's doubt about the last word
+    # (plugins/whisper/words.py) is one more term; confident_p stays 0.7 so that term only ever holds a
+    # turn longer, never takes one sooner. The figures: turn_detection/README.md.
     endpoint=EndpointOptions(
         min_delay=0.2,
         hesitation_delay=1.3,
@@ -89,18 +81,15 @@ WEB = ProfileParams(
         lm_center=0.2,
         confidence_weight=0.5,
         confidence_center=0.8,
-        # A turn only the models read as unfinished is held to max_delay, as calls did until the detector
-        # timed shorter holds itself (a probability under unlikely_p always meant max_delay to LiveKit).
-        # Chosen on both dev splits by every failure a caller counts (`scripts/tune_lm_eot.py
-        # --model-hold`): hesitation_delay (1.3 s, what benchmarks.turns had counted) 140 failures, 2.0 s
-        # 121, 2.5 s 118: cut-offs 134 -> 101, finished turns held over 1.5 s 5 -> 16.
+        # A turn only the models read as unfinished is held to max_delay (a probability under unlikely_p
+        # means max_delay to LiveKit too). Chosen on both dev splits by every failure a caller counts: 1.3 s
+        # 140 failures, 2.0 s 121, 2.5 s 118.
         model_hold=2.5,
     ),
     # barge-in within 300 ms: the caller's voice pauses (ducks) the agent after 0.1 s of speech; a
     # backchannel's FINAL resumes it at once (TurnHooks.resume_paused_reply), noise after the timeout.
-    # dev (out/corpus/dev/bargein), 0.2 s -> 0.1 s: stop p50 / p95 255 / 358 -> 153 / 264 ms, backchannels
-    # ignored 87.5 % both, noise ignored 100 % and never paused both; a backchannel's gap p50 802 -> 902 ms.
-    # Through a room the caller hears ~180 ms more (benchmarks/RESULTS.md, "Barge-in").
+    # On out/corpus/dev/bargein: stop p50 / p95 153 / 264 ms, backchannels ignored 87.5 %, noise ignored
+    # 100 % and never paused. Through a room the caller hears ~180 ms more (benchmarks/RESULTS.md).
     interrupt_min_speech_s=0.1,
     interrupt_min_words=0,
     false_interruption_timeout_s=1.0,
@@ -115,11 +104,9 @@ TELEPHONY = ProfileParams(
         prefix_padding_duration=0.3,
         sample_rate=8000,
     ),
-    # tuned on out/corpus/dev/telephony: v1-mini scores 8 kHz pauses and finished turns alike: it counts less.
-    # The language-model term (lm_eot.py), which reads the caller's words after the agent's line, and its band
-    # were chosen on both dev/telephony splits (the main corpus and the held-out voice) by every failure a
-    # caller counts (`scripts/tune_lm_eot.py --joint --objective failures --profile telephony --budget-ms
-    # 500`, the telephony ceiling): dev failures 100 + 73 -> 94 + 66, finished p50 +38 / +5 ms. Of the
+    # Tuned on out/corpus/dev/telephony: v1-mini scores 8 kHz pauses and finished turns alike, so it counts
+    # less. The language-model term and its band were chosen on both dev/telephony splits (the main corpus
+    # and the held-out voice) by every failure a caller counts within a 500 ms finished-turn p50; of the
     # candidates with the fewest failures this one keeps min_delay and holds the fewest finished turns.
     endpoint=EndpointOptions(
         min_delay=0.3,
@@ -131,14 +118,13 @@ TELEPHONY = ProfileParams(
         unlikely_p=0.5,
         lm_weight=0.5,
         lm_center=0.4,
-        # as the web profile's (both telephony dev splits): 1.15 s 158 failures, 2.5 s 152 (cut-offs
-        # 148 -> 124, finished turns held over 1.5 s 10 -> 28)
+        # as the web profile's (both telephony dev splits): 1.15 s 158 failures, 2.5 s 152
         model_hold=2.5,
     ),
-    # phone callers barge in as web callers do: the voice pauses the agent, words decide. dev, through a phone
-    # line (`benchmarks.bargein --profile telephony`), 0.4 s + 1 word -> 0.1 s + 0 words: stop p50 / p95
-    # 571 / 1226 -> 293 / 552 ms, backchannels ignored 87.5 % and interruptions 93.8 % both, noise never
-    # paused both; every backchannel now pauses the line (gap p50 1.1 s) where 6 of 16 did.
+    # phone callers barge in as web callers do: the voice pauses the agent, words decide. On dev through a
+    # phone line (`benchmarks.bargein --profile telephony`): stop p50 / p95 293 / 552 ms, backchannels
+    # ignored 87.5 %, interruptions 93.8 %, noise never paused; every backchannel pauses the line (gap p50
+    # 1.1 s).
     interrupt_min_speech_s=0.1,
     interrupt_min_words=0,
     false_interruption_timeout_s=1.5,

@@ -1,12 +1,13 @@
 """Per-process models made once in LiveKit's forkserver and inherited, warm and copy-on-write, by every job.
 
-Measured with `python -m benchmarks.job_footprint` (2 cores): with Whisper moved to the host speech engine,
-what a job process still loaded in its prewarm was the CPU voice (0.54 CPU-s, 132 MB of its own memory,
-most of it the warm-up synthesis), the two Silero VADs (0.13 CPU-s, 33 MB), the Silero gate of the STT
-and the modules the pipeline imports. None of them has to be per call: the voice is serialised per process
-anyway, a VAD hands each session its own stream state, the gate makes its state per stream. So the worker
-lists this module in AgentServer `preload_modules`; in the forkserver it builds them from the worker's
-settings, and a job's `load_components` takes them from `shared_*` instead of loading its own.
+Measured on 2 cores (2026-11, a job process forked from a forkserver: its own memory and prewarm CPU-s): with
+Whisper moved to the host speech engine, what a job process still loaded in its prewarm was the CPU voice
+(0.54 CPU-s, 132 MB of its own memory, most of it the warm-up synthesis), the two Silero VADs (0.13 CPU-s, 33
+MB), the Silero gate of the STT and the modules the pipeline imports. None of them has to be per call: the
+voice is serialised per process anyway, a VAD hands each session its own stream state, the gate makes its
+state per stream. So the worker lists this module in AgentServer `preload_modules`; in the forkserver it
+builds them from the worker's settings into forkserver_shared.py, and a job's `load_components` takes them
+from there instead of loading its own.
 
 Fork safety: the ONNX Runtime sessions here run with one intra-op and one inter-op thread (hibari's and
 LiveKit's Silero settings), so no thread pool exists to be lost in the fork; the forkserver runs nothing
@@ -19,23 +20,10 @@ import logging
 import time
 from typing import Any
 
+from . import forkserver_shared as shared
 from .forkserver_signals import in_forkserver
 
 log = logging.getLogger("parley.preload")
-
-_voices: dict[str, Any] = {}  # voice name -> a warm CpuVoice
-_vads: dict[str, tuple[Any, Any]] = {}  # profile -> (its ProfileParams, Silero VAD)
-
-
-def shared_voice(name: str) -> Any | None:
-    """The forkserver's warm CPU voice of that name, or None (load your own)."""
-    return _voices.get(name)
-
-
-def shared_vad(profile: str, params: Any) -> Any | None:
-    """The forkserver's VAD for this profile if it was made with these very parameters."""
-    made = _vads.get(str(profile))
-    return made[1] if made is not None and made[0] == params else None
 
 
 def preload(settings: Any) -> dict[str, float]:
@@ -61,12 +49,12 @@ def preload(settings: Any) -> dict[str, float]:
     def voice() -> None:
         v = open_voice(settings.effective_cpu_voice)
         v.synthesize("Hi.")  # the warm-up every job paid: its buffers are now shared
-        _voices[settings.effective_cpu_voice] = v
+        shared.voices[settings.effective_cpu_voice] = v
 
     def vads() -> None:
         for p in Profile:
             params = params_for(p, pipeline.turn_options(settings))
-            _vads[str(p)] = (params, load_vad(params))
+            shared.vads[str(p)] = (params, load_vad(params))
 
     step("cpu_voice", voice)
     step("vads", vads)

@@ -27,7 +27,7 @@ from turn_detection.lm_eot import LmEotOptions, LmEotScorer
 from . import livekit_patches
 from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
-from .forkserver_models import shared_vad, shared_voice
+from .forkserver_shared import shared_vad, shared_voice
 from .idle_caller import IdleCallerWatch, IdleOptions, end_room_call
 from .llm_slots import SlotPool
 from .prompt_warm import PromptWarmer

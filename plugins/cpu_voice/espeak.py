@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .voice import SAMPLE_RATE, CpuVoiceError, speakable, to_int16, trim_silence
+from .pcm import SAMPLE_RATE, CpuVoiceError, speakable, to_int16, trim_silence
 
 PREFIX = "espeak-"
 LANGUAGES = frozenset({"ko", "en"})

@@ -1,56 +1,30 @@
 """hibari wrapped as a text → int16 PCM engine. No livekit import.
 
-hibari puts ~0.3 s of near-silence in front of every utterance; heard as latency, so it is trimmed here
-with an RMS gate that keeps a short pre-pad (the onset of the first phoneme is never cut).
+hibari puts ~0.3 s of near-silence in front of every utterance; heard as latency, so it is trimmed
+(pcm.trim_silence) with an RMS gate that keeps a short pre-pad (the onset of the first phoneme is never cut).
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .espeak import EspeakVoice
+from .espeak import EspeakVoice, is_espeak_voice
+from .espeak import check_voice_name as check_espeak
+from .pcm import SAMPLE_RATE, CpuVoiceError, TrimOptions, speakable, to_int16, trim_silence
 
-SAMPLE_RATE = 24_000
-
-
-class CpuVoiceError(RuntimeError):
-    """The CPU voice cannot be loaded or cannot speak this text."""
-
-
-@dataclass(frozen=True)
-class TrimOptions:
-    gate_dbfs: float = -45.0  # a 10 ms window louder than this counts as voiced
-    window_ms: float = 10.0
-    pre_pad_ms: float = 20.0  # kept before the first voiced window
-    post_pad_ms: float = 60.0  # kept after the last voiced window
-
-
-def trim_silence(
-    pcm: np.ndarray, sample_rate: int = SAMPLE_RATE, opt: TrimOptions | None = None
-) -> np.ndarray:
-    """Cut leading and trailing near-silence from float32 audio in [-1, 1]."""
-    opt = opt or TrimOptions()
-    win = max(1, int(sample_rate * opt.window_ms / 1000))
-    n = len(pcm) // win
-    if n == 0:
-        return pcm
-    frames = pcm[: n * win].reshape(n, win).astype(np.float64)
-    rms = np.sqrt(np.mean(frames * frames, axis=1) + 1e-12)
-    voiced = np.flatnonzero(20 * np.log10(rms) > opt.gate_dbfs)
-    if voiced.size == 0:
-        return pcm[:0]
-    start = max(0, voiced[0] * win - int(sample_rate * opt.pre_pad_ms / 1000))
-    end = min(len(pcm), (voiced[-1] + 1) * win + int(sample_rate * opt.post_pad_ms / 1000))
-    return pcm[start:end]
-
-
-def to_int16(pcm: np.ndarray) -> np.ndarray:
-    return (np.clip(pcm, -1.0, 1.0) * 32767.0).astype(np.int16)
+__all__ = [
+    "SAMPLE_RATE",
+    "CpuVoice",
+    "CpuVoiceError",
+    "TrimOptions",
+    "check_voice_name",
+    "open_voice",
+    "speakable",
+    "to_int16",
+    "trim_silence",
+]
 
 
 class CpuVoice:
@@ -96,20 +70,8 @@ class CpuVoice:
         return to_int16(audio)
 
 
-def speakable(text: str) -> str:
-    """Drop control characters and emotive tags the CPU voice cannot perform."""
-    import re
-
-    text = "".join(ch if ch.isprintable() or ch in " \n" else " " for ch in text)
-    text = re.sub(r"<[a-z]+>", " ", text)
-    return " ".join(text.split())
-
-
 def check_voice_name(name: str) -> None:
     """ValueError (one line) unless `name` is a hibari voice or a valid `espeak-<language>` voice."""
-    from .espeak import check_voice_name as check_espeak
-    from .espeak import is_espeak_voice
-
     if is_espeak_voice(name):
         check_espeak(name)
         return
@@ -121,6 +83,4 @@ def check_voice_name(name: str) -> None:
 
 def open_voice(name: str) -> CpuVoice | EspeakVoice:
     """The CPU voice of that name: a hibari voice, or `espeak-<language>` for what hibari cannot say."""
-    from .espeak import EspeakVoice, is_espeak_voice
-
     return EspeakVoice(name) if is_espeak_voice(name) else CpuVoice(name)

@@ -16,21 +16,21 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from .model import (
+from .decoding import (
     HOP,
     PRIORITY_PARTIAL,
     SAMPLE_RATE,
     DecodeRequest,
     DecodeResult,
     Segment,
-    WhisperModelError,
-    WhisperModelRunner,
     encoder_frames,
     max_new_tokens,
 )
+from .weights import WhisperModelError
 from .words import words_of
 
 _FULL_FRAMES = 3000  # Whisper's 30 s window
@@ -71,17 +71,15 @@ def _features(model: object, audio: np.ndarray, frames: int) -> tuple[np.ndarray
 
 
 def decode_batch(
-    runner: WhisperModelRunner, items: Sequence[tuple[np.ndarray, DecodeRequest]]
+    model: Any, model_name: str, items: Sequence[tuple[np.ndarray, DecodeRequest]]
 ) -> list[DecodeResult]:
-    """Decode requests of one `batch_key` together; results in the order given."""
+    """Decode requests of one `batch_key` together with a loaded faster-whisper model (the runner's);
+    results in the order given."""
     from faster_whisper.tokenizer import Tokenizer
     from faster_whisper.transcribe import get_compression_ratio, get_suppressed_tokens
 
     if not items:
         return []
-    runner.load()
-    model = runner._model
-    assert model is not None
     keys = {batch_key(len(a), r) for a, r in items}
     if len(keys) != 1 or None in keys:
         raise ValueError("decode_batch takes requests of one batch key (no timestamps, one prompt)")
@@ -90,7 +88,7 @@ def decode_batch(
     language = key.language
     multilingual = bool(model.model.is_multilingual)  # type: ignore[attr-defined]
     if language is not None and not multilingual and language != "en":
-        raise WhisperModelError(f"model {runner.model_name!r} is English-only; cannot decode {language!r}")
+        raise WhisperModelError(f"model {model_name!r} is English-only; cannot decode {language!r}")
     if language is None and not multilingual:
         language = "en"
     started = time.perf_counter()

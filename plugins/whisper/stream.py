@@ -19,24 +19,32 @@ import logging
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, cast
 
 import numpy as np
 from livekit import rtc
 from livekit.agents import APIConnectOptions, stt
 from livekit.agents.language import LanguageCode
+from livekit.agents.stt import STT
 from livekit.agents.types import TimedString
 
 from .agreement import LocalAgreement, find_sentence_commit, words_after, words_kept
 from .engine import DecodeDropped
 from .guard import clean_text, looped, unintelligible
-from .model import PRIORITY_FINAL, PRIORITY_PARTIAL, PRIORITY_PAUSE, SAMPLE_RATE, DecodeRequest, DecodeResult
-from .speech_gate import GateEvent, SpeechGate
+from .model import (
+    PRIORITY_FINAL,
+    PRIORITY_PARTIAL,
+    PRIORITY_PAUSE,
+    SAMPLE_RATE,
+    DecodeRequest,
+    DecodeResult,
+    Transcriber,
+)
+from .options import WhisperSTTOptions
+from .speech_gate import GateEvent, SpeechGate, SpeechProb
 from .vocabulary import with_vocabulary
-
-if TYPE_CHECKING:
-    from .stt import WhisperSTT
 
 logger = logging.getLogger("parley.stt")
 
@@ -115,9 +123,25 @@ class _Text:
     revises: str | None = None
 
 
+class StreamOwner(Protocol):
+    """What a stream asks of the STT that opened it (stt.WhisperSTT, which imports this file)."""
+
+    unheard_listeners: list[Callable[[float], None]]
+
+    @property
+    def options(self) -> WhisperSTTOptions: ...
+
+    @property
+    def transcriber(self) -> Transcriber: ...
+
+    def new_speech_prob(self) -> SpeechProb: ...
+
+    def forget_stream(self, stream: WhisperStream) -> None: ...
+
+
 class WhisperStream(stt.RecognizeStream):
-    def __init__(self, *, stt: WhisperSTT, language: str | None, conn_options: APIConnectOptions) -> None:
-        super().__init__(stt=stt, conn_options=conn_options, sample_rate=SAMPLE_RATE)
+    def __init__(self, *, stt: StreamOwner, language: str | None, conn_options: APIConnectOptions) -> None:
+        super().__init__(stt=cast(STT, stt), conn_options=conn_options, sample_rate=SAMPLE_RATE)
         self._w = stt
         self._opts = stt.options.streaming
         self._language = language

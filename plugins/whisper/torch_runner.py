@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .ct2_file import dequantized, read_model_bin
-from .model import (
+from .decoding import (
     HOP,
     PRIORITY_PARTIAL,
     SAMPLE_RATE,

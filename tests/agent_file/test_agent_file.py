@@ -141,6 +141,7 @@ def test_example_agents_pass_check(entry: str) -> None:
     assert code == 0 and line.startswith("ok: "), line
 
 
+@pytest.mark.slow
 def test_check_cli_exit_codes(tmp_path: Path) -> None:
     ok = subprocess.run(
         [sys.executable, "-m", "worker.agent_file", "check", "examples.python_agent:make_agent"],

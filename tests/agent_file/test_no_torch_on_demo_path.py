@@ -1,5 +1,6 @@
 """`make demo` installs no torch (pyproject `engine` group): the CPU-voice path must never import it, nor
-the engine's other heavy packages. Run in a fresh interpreter where importing them fails."""
+the engine's other heavy packages, nor matplotlib (the `bench` group). Run in a fresh interpreter where
+importing them fails."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import importlib.abc, sys
 
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "snac", "transformers", "llama_cpp"):
+        if name.split(".")[0] in ("torch", "snac", "transformers", "llama_cpp", "matplotlib"):
             raise ImportError(f"{name} imported on the CPU-voice path")
         return None
 

@@ -51,6 +51,7 @@ def test_render_script_writes_turns_in_order(tmp_path: Path) -> None:
     assert 0.95 * rate <= inner <= 1.05 * rate
 
 
+@pytest.mark.slow
 def test_a_held_out_caller_voice_overrides_the_script(tmp_path: Path) -> None:
     script = tmp_path / "call.yaml"
     script.write_text("voice: heart\nturns:\n  - say: My extension is seven three.\n")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from benchmarks import machine_speed
 
 
+@pytest.mark.slow
 def test_each_timing_comes_from_a_real_run_of_its_part() -> None:
     pcm = machine_speed._sentence()
     assert 2.0 < len(pcm) / 16000 < 5.0  # the 3 s sentence of the test speech, at 16 kHz

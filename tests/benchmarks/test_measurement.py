@@ -179,6 +179,7 @@ def fake_result(pipeline: str, v2v: list[float], problem: str = "") -> CallResul
     return CallResult(pipeline, 0.0, 500.0, turns, [], None, None)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_pipelines_report_keeps_the_contract_keys(tmp_path: Path) -> None:
     runs = [
         ("parley", "fixture", 0, fake_result("parley", [500, 600, 700], problem="apology")),

@@ -176,6 +176,7 @@ def test_no_room_falls_back_with_one_line(
     assert call.use_room(None) is False
 
 
+@pytest.mark.slow
 def test_bad_pipeline_or_empty_call_is_refused_in_one_line(tmp_path: Path) -> None:
     base = [str(PYTHON), "-m", "benchmarks.call", "--data", str(tmp_path)]
     res = subprocess.run(
@@ -242,6 +243,7 @@ def test_a_one_word_opener_is_not_the_answer() -> None:
     assert res.turns[0].first_audible_ms == pytest.approx(400, abs=11)
 
 
+@pytest.mark.slow
 def test_caller_refuses_a_missing_turn_file_in_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "nope.wav"
     cmd = [str(PYTHON), "-m", "simulator.room_caller", "caller", "--url", "ws://127.0.0.1:9"]

@@ -55,6 +55,7 @@ def hf_llama3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     return out, model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention", ["flex", "sdpa"])
 def test_prefill_and_batched_decode_match_transformers(
     hf_llama3: tuple[Path, object], attention: str
@@ -130,6 +131,7 @@ def _run_alone(model: OrpheusLlama, prompt: list[int], n: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_prefill_between_decode_steps_leaves_running_streams_unchanged() -> None:
     model = OrpheusLlama.random(TINY, torch.float32, "cpu", seed=3)
     a, b = [ids.START_OF_HUMAN, 1, 2, 3, ids.START_OF_SPEECH], [ids.START_OF_HUMAN, 9, 8, ids.START_OF_SPEECH]
@@ -177,6 +179,7 @@ def test_max_tokens_and_row_reuse() -> None:
         gen.admit([1] * 64, 10, 0.5, 0.9, 1.1)
 
 
+@pytest.mark.slow
 async def test_cuda_backend_streams_and_cancels_on_cpu(test_model: Path) -> None:
     backend = CudaBackend(
         CudaBackendOptions(model_dir=str(test_model / "orpheus"), device="cpu", dtype="float32", rows=4)
@@ -193,6 +196,7 @@ async def test_cuda_backend_streams_and_cancels_on_cpu(test_model: Path) -> None
     await backend.close()
 
 
+@pytest.mark.slow
 async def test_cuda_backend_real_audio_through_the_engine(test_model: Path) -> None:
     short = TextOptions(words_per_second_min=8.0, max_tokens_margin_s=0.3)  # random weights never stop
     cfg = EngineConfig.for_test_model(

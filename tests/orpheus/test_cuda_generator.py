@@ -60,6 +60,7 @@ def _greedy_rows(gen: BatchGenerator, prompts: list[list[int]], steps: int) -> l
     return toks
 
 
+@pytest.mark.slow
 def test_compiled_flex_step_matches_the_eager_padded_sdpa_path_exactly() -> None:
     """The step as CUDA serves it, on CPU: Inductor-compiled (FlexAttention inside it, whose CPU kernel
     honours the block lists as the GPU one does; eager flex is a dense reference that applies only
@@ -82,6 +83,7 @@ def test_compiled_flex_step_matches_the_eager_padded_sdpa_path_exactly() -> None
     assert max(len(PROMPTS[4]) + len(t) for t in runs[1][4:]) > 2 * KV_BLOCK  # crossed two block edges
 
 
+@pytest.mark.slow
 def test_static_batch_compile_matches_the_eager_step() -> None:
     """`compile_batch="static"` (one compile per batch bucket, for flex's split-KV decode kernel on a GPU):
     the same greedy ids as the eager padded SDPA step, through captured graphs."""
@@ -148,6 +150,7 @@ def test_block_mask_lists_exactly_each_rows_keys(max_seq: int) -> None:
         assert seen.tolist() == (kv <= pos[b]).tolist(), f"row {b} at {int(pos[b])}"
 
 
+@pytest.mark.slow
 def test_graphs_are_all_captured_before_ready_and_replay_like_eager() -> None:
     model = OrpheusLlama.random(TINY, torch.float32, "cpu", seed=4)
     eager = _greedy(BatchGenerator(model, GeneratorOptions(rows=8, max_seq=256, cuda_graphs=False)), 40)
@@ -188,6 +191,7 @@ def test_capture_warm_up_leaves_a_row_at_the_last_position_in_place() -> None:
     )
 
 
+@pytest.mark.slow
 def test_host_one_step_ahead_matches_synchronous_steps() -> None:
     """launch(n+1) before collect(n): same ids per request, and nothing after a request's end (its row ended
     on the device; the extra step's id is dropped by epoch)."""
@@ -231,6 +235,7 @@ def test_rope_frequencies_stay_float32_after_a_bf16_cast() -> None:
     assert torch.equal(model.inv_freq, rope_inv_freq(shape))  # not a bf16 round trip (~0.2 % off)
 
 
+@pytest.mark.slow
 async def test_cuda_backend_warms_every_graph_before_ready(test_model: Path) -> None:
     backend = CudaBackend(
         CudaBackendOptions(

@@ -109,6 +109,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_engine_image_file_set_serves_with_backend_from_env(test_model: Path, tmp_path: Path) -> None:
     app = lay_out_image(tmp_path / "app")
     assert not (app / "worker").exists()

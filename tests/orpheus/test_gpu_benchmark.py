@@ -52,6 +52,7 @@ def test_length_aware_reads_are_whole_blocks_up_to_each_row() -> None:
     assert 0.45 < far["ratio"] < 0.55  # positions uniform over 0..1500: about half the padded reads
 
 
+@pytest.mark.slow
 def test_steady_state_steps_admit_at_the_load_rate() -> None:
     """The step timing's load: positions spread over 0..max_position, rows replaced by new utterances
     (prefill) as they end, so roughly b / utterance_ids admissions per step."""
@@ -160,6 +161,7 @@ def test_gpu_check_driver_out_of_time_still_leaves_json(tmp_path: Path) -> None:
     assert r["errors"] == {}
 
 
+@pytest.mark.slow
 def test_gpu_check_measures_again_beside_another_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,6 +41,7 @@ async def _active_streams(address: str) -> int:
         await client.close()
 
 
+@pytest.mark.slow
 async def test_stream_speaks_llm_tokens_piece_by_piece(running_engine: EngineProcess) -> None:
     voice = OrpheusTTS(OrpheusOptions(address=running_engine.address))
     pieces: list[str] = []
@@ -69,6 +70,7 @@ async def test_stream_speaks_llm_tokens_piece_by_piece(running_engine: EnginePro
     await voice.aclose()
 
 
+@pytest.mark.slow
 async def test_first_piece_leaves_before_the_reply_is_complete(running_engine: EngineProcess) -> None:
     voice = OrpheusTTS(OrpheusOptions(address=running_engine.address))
     sent = asyncio.Event()
@@ -85,6 +87,7 @@ async def test_first_piece_leaves_before_the_reply_is_complete(running_engine: E
     await voice.aclose()
 
 
+@pytest.mark.slow
 async def test_synthesize_whole_text(running_engine: EngineProcess) -> None:
     voice = OrpheusTTS(OrpheusOptions(address=running_engine.address))
     frame = await voice.synthesize("Hello there. Good to hear from you.", conn_options=NO_RETRY).collect()
@@ -159,12 +162,13 @@ def test_keyword_constructor_uses_the_default_engine_address() -> None:
 
 
 def test_underruns_count_gaps_after_first_audio() -> None:
-    from benchmarks.tts_plugin import count_underruns
+    from benchmarks.tts import count_underruns
 
     assert count_underruns([(0.0, 0.1), (0.05, 0.1), (0.15, 0.1)]) == 0  # always ahead of playback
     assert count_underruns([(0.0, 0.1), (0.3, 0.1), (0.35, 0.1)]) == 1  # one gap of 0.2 s
 
 
+@pytest.mark.slow
 async def test_slow_llm_text_loses_no_words(running_engine: EngineProcess) -> None:
     """An LLM slower than speech: pieces may leave mid-clause (plugins.playout); every word goes once."""
     voice = OrpheusTTS(OrpheusOptions(address=running_engine.address))

@@ -13,7 +13,7 @@ import pytest
 import soundfile as sf
 
 from plugins import wire
-from plugins.whisper.batch import batch_key, decode_batch
+from plugins.whisper.batch import batch_key
 from plugins.whisper.engine import DecodeDropped, EngineJob, SpeechEngine, SpeechEngineOptions
 from plugins.whisper.engine_client import SpeechClientOptions, SpeechEngineClient, SpeechEngineUnavailable
 from plugins.whisper.engine_server import SpeechServer, SpeechServerOptions
@@ -52,7 +52,7 @@ def test_batched_decode_gives_what_single_decodes_give(
     items = [(speech(speech_audio, f"a0{i}"), req) for i in (1, 2, 3, 4)]
     assert len({batch_key(len(a), r) for a, r in items}) == 1
     single = [runner.decode(a, r) for a, r in items]
-    batched = decode_batch(runner, items)
+    batched = runner.decode_batch(items)
     assert [b.text for b in batched] == [s.text for s in single]
     assert all(s.text for s in single)
     for s, b in zip(single, batched, strict=True):

@@ -131,6 +131,7 @@ def test_batch_features_are_faster_whispers_features(
             np.testing.assert_allclose(got[row].numpy(), want, atol=2e-4)
 
 
+@pytest.mark.slow
 def test_torch_decodes_what_faster_whisper_decodes(
     torch_runner: TorchWhisperRunner, ct2_runner: WhisperModelRunner, speech_audio: Path
 ) -> None:
@@ -149,6 +150,7 @@ def test_torch_decodes_what_faster_whisper_decodes(
         assert abs(got.last_word_probability - want.last_word_probability) < 0.1
 
 
+@pytest.mark.slow
 def test_a_batch_decodes_each_request_as_it_would_alone(
     torch_runner: TorchWhisperRunner, speech_audio: Path
 ) -> None:
@@ -165,6 +167,7 @@ def test_a_batch_decodes_each_request_as_it_would_alone(
         assert (got.words == ()) == (request.priority == PRIORITY_PARTIAL)  # partials carry no words
 
 
+@pytest.mark.slow
 def test_a_padded_reused_bucket_decodes_as_a_batch_of_its_own_size(
     torch_runner: TorchWhisperRunner, speech_audio: Path
 ) -> None:

@@ -55,14 +55,14 @@ def models() -> None:
 def _speak(q: object) -> None:
     import hashlib
 
-    from worker import forkserver_models as fm
+    from worker import forkserver_shared as fm
 
     voice = fm.shared_voice("heart")
     pcm = voice.synthesize("Hello there, how can I help?") if voice is not None else b""
     q.put(  # type: ignore[attr-defined]
         {
             "shared": voice is not None,
-            "vads": len(fm._vads),
+            "vads": len(fm.vads),
             "digest": hashlib.sha1(bytes(pcm)).hexdigest(),
         }
     )

@@ -113,6 +113,7 @@ def _busy_slots(base_url: str) -> set[int]:
         return {s["id"] for s in json.loads(r.read()) if s.get("id_task") is not None}
 
 
+@pytest.mark.slow
 async def test_each_call_gets_its_own_slot_of_the_real_embedded_llm(tmp_path: Path) -> None:
     from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
 
@@ -135,6 +136,7 @@ async def test_each_call_gets_its_own_slot_of_the_real_embedded_llm(tmp_path: Pa
         assert call_llm(settings, comp, again) is not comp.llm and len(again) == 1
 
 
+@pytest.mark.slow
 async def test_warm_slots_hold_the_conversation_prefix_before_the_first_call() -> None:
     from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
 

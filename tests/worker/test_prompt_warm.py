@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from livekit.agents import llm, stt
 
 from worker.llm_slots import SlotPool
@@ -83,6 +84,7 @@ async def test_a_reply_joining_the_context_is_read_ahead_once() -> None:
     assert warmer.texts == [""]
 
 
+@pytest.mark.slow
 async def test_the_turn_that_folds_the_context_finds_it_cached(tmp_path: Path) -> None:
     """The reply after a fold (worker/context.py) re-reads the whole history after the instructions;
     the read-ahead after the previous reply does it in the idle time instead."""
@@ -133,6 +135,7 @@ async def test_the_turn_that_folds_the_context_finds_it_cached(tmp_path: Path) -
     assert cached_ahead >= cached_behind + 40, (cached_ahead, cached_behind)
 
 
+@pytest.mark.slow
 async def test_the_reply_finds_the_interim_words_cached_in_its_slot(tmp_path: Path) -> None:
     from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
 

@@ -84,6 +84,7 @@ def _run_worker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("env", "needle"),
     [

@@ -291,7 +291,7 @@ class OrpheusLlama(nn.Module):
         """Inductor-fuse the admission pass one layer at a time: every layer runs the same compiled code
         with its own weights, so the compile is one layer's graph (and its shape specialisations), not
         the whole model unrolled (CPU, Inductor's caches off: 24 admission shapes of a 28-layer model warm
-        in 31.6 s this way, 177.6 s compiled whole; `python -m benchmarks.prefill_compile`)."""
+        in 31.6 s this way, 177.6 s compiled whole; benchmarks/prefill_compile.py as of commit 31c8477)."""
         self._prefill_layer = torch.compile(_prefill_layer, dynamic=True) if on else _prefill_layer
 
     # -- construction ---------------------------------------------------------------------------------
