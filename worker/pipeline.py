@@ -27,6 +27,7 @@ from turn_detection.lm_eot import LmEotOptions, LmEotScorer
 from . import livekit_patches
 from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
+from .flows.clock import with_date
 from .forkserver_models import shared_vad, shared_voice
 from .idle_caller import IdleCallerWatch, IdleOptions, end_room_call
 from .llm_slots import SlotPool
@@ -520,7 +521,11 @@ def agent_options(settings: Settings) -> AgentOptions:
     settings = _served(settings)
     spec = served_spec(settings)
     return AgentOptions(
-        instructions=spec.instructions if spec else None,
+        instructions=with_date(
+            (spec.instructions if spec else None)
+            or AgentOptions(language=settings.language).spoken_instructions,
+            spec.timezone if spec else "UTC",
+        ),
         greeting=spec.greeting_text if spec else None,
         language=settings.language,
         max_sentences=settings.llm_max_sentences,
