@@ -217,8 +217,8 @@ def make_agent(settings: Settings, options: AgentOptions, tools: Sequence[llm.To
             raise SettingsError(f"PARLEY_AGENT: {e}") from None
     spec = served.spec if served is not None else None
     if spec is not None and spec.flow is not None:
-        _HTTP.env_prefix = settings.tool_env_prefix
-        return make_flow_agent(spec.flow, spec.timezone, spec.http_tools, _HTTP, options, tools)
+        runtime = HttpToolRuntime(env_prefix=settings.tool_env_prefix)  # per call: closed with it
+        return make_flow_agent(spec.flow, spec.timezone, spec.http_tools, runtime, options, tools)
     return ParleyAgent(options, tools=list(tools))
 
 

@@ -40,9 +40,16 @@ def http_caller(specs: Sequence[HttpToolSpec], runtime: HttpToolRuntime) -> Tool
 class FlowAgent(ParleyAgent):
     """A Parley agent whose replies come from its flow (worker/flows/engine.py)."""
 
-    def __init__(self, options: AgentOptions, flow: Flow, **kwargs: object) -> None:
+    def __init__(
+        self, options: AgentOptions, flow: Flow, runtime: HttpToolRuntime | None = None, **kwargs: object
+    ) -> None:
         super().__init__(options, **kwargs)
         self.flow = flow
+        self.runtime = runtime  # the call's own HTTP pool, closed with the call
+
+    async def on_exit(self) -> None:
+        if self.runtime is not None:
+            await self.runtime.aclose()
 
     async def llm_node(  # type: ignore[override]
         self, chat_ctx: llm.ChatContext, tools: list[llm.Tool], model_settings: ModelSettings
@@ -69,4 +76,4 @@ def make_flow_agent(
     tools: Sequence[llm.Tool] = (),
 ) -> FlowAgent:
     flow = Flow(flow_spec, http_caller(http_specs, runtime), today=today_in(timezone))
-    return FlowAgent(options, flow, tools=list(tools))
+    return FlowAgent(options, flow, runtime, tools=list(tools))

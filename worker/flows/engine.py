@@ -98,8 +98,9 @@ class Flow:
         self.confirming = False
         self.asking = missing[0]
         ask = self._render(task.slots[missing[0]].ask, task)
-        heard = [self._said(task, n) for n in task.slots if n in filled]
-        return f"Okay, {' '.join(heard)}. {ask}" if heard else ask
+        # everything heard so far, not just this turn's: a reply cut off by the caller never said the rest
+        heard = [self._said(task, n) for n in task.slots if filled and self.values.get(n) is not None]
+        return f"Okay, {' '.join(heard).rstrip('.')}. {ask}" if heard else ask
 
     async def _run(self, task: TaskSpec, closing: bool) -> str:
         args = {k: self._render(v, task, for_tool=True) for k, v in task.arguments.items()}
@@ -108,9 +109,9 @@ class Flow:
         except Exception as e:  # the tool said no (a taken slot, an unknown booking) or could not be reached
             log.warning("flow tool failed", extra={"tool": task.tool, "error": type(e).__name__})
             self.confirming = False
+            line = self._render(task.failure, task)
             for name in task.retry:
                 self.values.pop(name, None)
-            line = self._render(task.failure, task)
             if not task.retry:
                 self._finish()
                 return f"{line} {self.spec.anything_else}"
