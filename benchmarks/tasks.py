@@ -1,5 +1,5 @@
-"""Task benchmark: does the agent get the caller's job done? Call scripts with an expected outcome (the booking
-service's bookings afterwards, or facts a reply must say) run against the example booking service.
+"""Task benchmark: does the agent get the caller's job done? Call scripts with an expected outcome (the
+booking service's bookings afterwards, or facts a reply must say) run against the example booking service.
 
     python -m benchmarks.tasks [--split dev|test|all] [--agent examples/dental_clinic.yaml] [--json OUT]
     python -m benchmarks.tasks --audio [--livekit]   # each task through benchmarks.call (voice, STT, TTS)
@@ -77,7 +77,13 @@ def _key(b: dict[str, Any]) -> tuple[str, str, int, int, str]:
 def _wanted(e: dict[str, Any]) -> tuple[str, str, int, int, str]:
     from examples.booking_service import WEEKDAYS
 
-    return (e["name"].lower(), e["dentist"], WEEKDAYS.index(e["weekday"]), int(e["hour"]), e.get("service", ""))
+    return (
+        e["name"].lower(),
+        e["dentist"],
+        WEEKDAYS.index(e["weekday"]),
+        int(e["hour"]),
+        e.get("service", ""),
+    )
 
 
 def _matches(state: list[dict[str, Any]], outcome: dict[str, Any]) -> tuple[bool, int]:
@@ -151,11 +157,15 @@ def _agent(agent_file: Path, base_url: str, llm_url: str | None, runtime: Any) -
             fail=True
         )
     assert llm_url, "a free-talk agent needs the embedded LLM"
-    model = openai.LLM(base_url=llm_url, api_key="none", model="local", temperature=spec.llm.temperature or 0.3)
+    model = openai.LLM(
+        base_url=llm_url, api_key="none", model="local", temperature=spec.llm.temperature or 0.3
+    )
     return ParleyAgent(opts, tools=tools), model
 
 
-async def run_text(task: dict[str, Any], name: str, agent_file: Path, port: int, llm_url: str | None) -> TaskResult:
+async def run_text(
+    task: dict[str, Any], name: str, agent_file: Path, port: int, llm_url: str | None
+) -> TaskResult:
     from livekit.agents import AgentSession
 
     from examples.booking_service import Calendar, state_of
@@ -171,7 +181,7 @@ async def run_text(task: dict[str, Any], name: str, agent_file: Path, port: int,
         async with AgentSession(llm=model) as session:
             await session.start(agent)
             for i, line in enumerate(_lines(task), 1):
-                result = await asyncio.wait_for(session.run(user_input=line), 60)
+                result: Any = await asyncio.wait_for(session.run(user_input=line), 60)
                 res.replies += [
                     e.item.text_content or ""
                     for e in result.events
@@ -192,7 +202,7 @@ async def run_text(task: dict[str, Any], name: str, agent_file: Path, port: int,
 
 
 def _tool_refusal(line: str) -> bool:
-    """A flow's failure line ("Sorry, Dr. Morgan isn't free ...") reports a fact; it is not an apology loop."""
+    """A flow's failure line ("Sorry, Dr. Morgan isn't free ...") reports a fact, not an apology loop."""
     return bool(re.search(r"isn't free|can't find|couldn't move", line))
 
 
@@ -217,7 +227,9 @@ async def run_audio(
         cmd = [sys.executable, "-m", "benchmarks.call", "--agent", str(agent_file), "--script", str(script)]
         cmd += ["--pipeline", "parley", "--out", str(out / name), "--json", str(report)]
         cmd += ["--livekit", "auto" if livekit else "off"]
-        proc = await asyncio.create_subprocess_exec(*cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         await proc.wait()
     await runner.cleanup()
     try:
@@ -288,7 +300,10 @@ async def main_async(args: argparse.Namespace) -> int:
             r.task = name
             results.append(r)
             mark = "ok " if r.right else "BAD"
-            print(f"{mark} {name}: turns {r.turns}, wrong {r.wrong_bookings}, apologies {r.apologies} {r.problem}")
+            print(
+                f"{mark} {name}: turns {r.turns}, wrong {r.wrong_bookings}, apologies {r.apologies}",
+                r.problem,
+            )
             if not r.right and args.verbose:
                 for line in r.replies:
                     print(f"      agent: {line}")

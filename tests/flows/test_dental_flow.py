@@ -98,3 +98,14 @@ async def test_nothing_is_booked_without_a_yes(dental_flow: Flow, calendar: Cale
         dental_flow, "This is Alex Kim, a cleaning with Dr. Morgan on Tuesday at nine.", "Hmm, let me think."
     )
     assert booked(calendar) == []
+
+
+async def test_a_slot_said_before_the_task_is_clear_counts(dental_flow: Flow, calendar: Calendar) -> None:
+    first = await dental_flow.respond(
+        "Hello, conductor Morgan C. Me."
+    )  # a recogniser's "could Doctor Morgan see me"
+    assert "Dr. Morgan" in first
+    line = await dental_flow.respond("For a teeth cleaning in the coming days.")
+    assert "a cleaning with Dr. Morgan" in line and "Which day" in line
+    await talk(dental_flow, "Tuesday at nine, I'm Alex Kim.", "Yes.")
+    assert booked(calendar) == [("Alex Kim", "Dr. Morgan", "2026-12-08 09:00", "cleaning")]

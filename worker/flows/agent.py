@@ -61,10 +61,16 @@ class FlowAgent(ParleyAgent):
 
 
 def last_caller_text(chat_ctx: llm.ChatContext) -> str | None:
+    """What the caller said since the agent last spoke: a turn the caller paused in can arrive as two
+    messages ("could Doctor Morgan see me" ... "for a cleaning"), and the flow reads them as one."""
+    parts: list[str] = []
     for item in reversed(chat_ctx.items):
-        if item.type == "message":
-            return item.text_content if item.role == "user" else None
-    return None
+        if item.type != "message":
+            continue
+        if item.role != "user":
+            break
+        parts.append(item.text_content or "")
+    return " ".join(reversed(parts)).strip() or None
 
 
 def make_flow_agent(

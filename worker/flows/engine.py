@@ -48,6 +48,7 @@ class Flow:
     asking: str | None = None  # the slot the last line asked for
     confirming: bool = False
     done: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (tool, arguments) that succeeded
+    earlier: list[str] = field(default_factory=list)  # caller lines said while no task was under way
 
     async def respond(self, text: str) -> str:
         text = text.strip()
@@ -59,6 +60,15 @@ class Flow:
             # "how much is a cleaning?" names a service but asks for no booking
             if wanted not in (None, self.task) and (answer is None or _has_verb_intent(text)):
                 self._start(wanted)  # type: ignore[arg-type]
+        if self.task is None and answer is None and (inferred := self._infer(text)) is not None:
+            self._start(inferred)  # "could Doctor Morgan see me" names no task, but a slot of one
+        if self.task is None:
+            self.earlier.append(text)
+            del self.earlier[:-3]
+        elif self.earlier:  # what the caller said before the task was clear counts too
+            earlier, self.earlier = self.earlier, []
+            for line in earlier:
+                await self._fill(self.spec.tasks[self.task], line)
         if self.task is None:
             if answer is not None:
                 return f"{answer} {self.spec.anything_else}"
@@ -140,6 +150,20 @@ class Flow:
         for name, task in self.spec.tasks.items():
             n = sum(1 for w in task.when if f" {' '.join(parse.words(w))} " in said)
             if n and n >= score:
+                best, score = name, n
+        return best
+
+    def _infer(self, text: str) -> str | None:
+        """The task with most slots in the text (a dentist, a day, a service: not a name, which any task
+        has); on a tie the first listed, the agent's main task."""
+        best, score = None, 0
+        for name, task in self.spec.tasks.items():
+            n = sum(
+                1
+                for slot in task.slots.values()
+                if slot.type not in ("name", "text") and self._parse(slot, text, asked=False) is not None
+            )
+            if n > score:
                 best, score = name, n
         return best
 
