@@ -393,6 +393,7 @@ def build_call(
         _log_transcripts(session)
     agent = build_agent(settings, tools)
     agent.turns = turns
+    attach_flow_extractor(settings, comp, agent)
     attach_fillers(settings, comp, session, agent)
     attach_idle_watch(settings, comp, session, agent, on_call_end)
     if settings.llm_prompt_warm and slot and type(agent) is ParleyAgent:  # a developer's llm_node may differ
@@ -434,6 +435,17 @@ def call_llm(
     if slot is not None:
         slot.append(lease.id)
     return load_llm(settings, comp.llm_base_url, client=comp.llm_client, slot=lease.id)
+
+
+def attach_flow_extractor(settings: Settings, comp: Components, agent: ParleyAgent) -> None:
+    """A flow agent reads a slot its parsers missed through the call's LLM, under a JSON schema."""
+    from .agent_file import served_spec
+    from .flows.agent import FlowAgent
+    from .flows.extract import llm_extractor
+
+    spec = served_spec(settings)
+    if isinstance(agent, FlowAgent) and comp.llm_client is not None and spec is not None:
+        agent.flow.extract = llm_extractor(comp.llm_client, settings.llm_model, spec.timezone)
 
 
 def attach_fillers(settings: Settings, comp: Components, session: AgentSession, agent: ParleyAgent) -> None:
