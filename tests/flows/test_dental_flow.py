@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from examples.booking_service import Calendar
 from worker.flows import Flow
 
@@ -108,4 +110,17 @@ async def test_a_slot_said_before_the_task_is_clear_counts(dental_flow: Flow, ca
     line = await dental_flow.respond("For a teeth cleaning in the coming days.")
     assert "a cleaning with Dr. Morgan" in line and "Which day" in line
     await talk(dental_flow, "Tuesday at nine, I'm Alex Kim.", "Yes.")
+    assert booked(calendar) == [("Alex Kim", "Dr. Morgan", "2026-12-08 09:00", "cleaning")]
+
+
+async def test_a_booking_outlives_a_dropped_reply(dental_flow: Flow, calendar: Calendar) -> None:
+    """A preemptive reply the framework cancels mid-call: the booking stands, is made once, and the next
+    turn says it was made."""
+    await talk(dental_flow, "This is Alex Kim, a cleaning with Dr. Morgan on Tuesday at nine.")
+    reply = asyncio.ensure_future(dental_flow.respond("Perfect, thank you."))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    reply.cancel()
+    line = await dental_flow.respond("Perfect, thank you. That's all.")
+    assert "You're booked with Dr. Morgan on Tuesday December 8 at 9 a.m." in line and ".." not in line
     assert booked(calendar) == [("Alex Kim", "Dr. Morgan", "2026-12-08 09:00", "cleaning")]

@@ -10,6 +10,7 @@ Questions off the path are answered from the agent file's facts and the pending 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import re
@@ -49,8 +50,22 @@ class Flow:
     confirming: bool = False
     done: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (tool, arguments) that succeeded
     earlier: list[str] = field(default_factory=list)  # caller lines said while no task was under way
+    _inflight: asyncio.Future[tuple[str, bool]] | None = field(default=None, repr=False)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     async def respond(self, text: str) -> str:
+        """The line to say to this caller turn (turns are read one at a time, in order)."""
+        async with self._lock:
+            if self._inflight is not None:  # the last turn's tool call outlived its reply: say how it went
+                line, ok = await asyncio.shield(self._inflight)
+                self._inflight = None
+                closing = bool(_CLOSING.search(text))
+                return _tidy(
+                    f"{line} {self.spec.goodbye if closing else self.spec.anything_else}" if ok else line
+                )
+            return _tidy(await self._respond(text))
+
+    async def _respond(self, text: str) -> str:
         text = text.strip()
         question = bool(_QUESTION.search(text))
         answer = self._answer(text) if question else None
@@ -113,6 +128,17 @@ class Flow:
         return f"Okay, {' '.join(heard).rstrip('.')}. {ask}" if heard else ask
 
     async def _run(self, task: TaskSpec, closing: bool) -> str:
+        """Call the task's tool. The call is shielded: a reply the framework drops (a preemptive one, or
+        one the caller talked over) must not drop a booking the service already made, so the next turn
+        collects the outcome instead of calling again."""
+        if self._inflight is None:
+            self._inflight = asyncio.ensure_future(self._call(task))
+        line, ok = await asyncio.shield(self._inflight)
+        self._inflight = None
+        return f"{line} {self.spec.goodbye if closing else self.spec.anything_else}" if ok else line
+
+    async def _call(self, task: TaskSpec) -> tuple[str, bool]:
+        """(the line saying how it went, whether the tool succeeded); the flow's state is settled here."""
         args = {k: self._render(v, task, for_tool=True) for k, v in task.arguments.items()}
         try:
             await self.call_tool(task.tool, args)
@@ -124,12 +150,12 @@ class Flow:
                 self.values.pop(name, None)
             if not task.retry:
                 self._finish()
-                return f"{line} {self.spec.anything_else}"
-            return f"{line} {self._next(task, [])}"
+                return f"{line} {self.spec.anything_else}", False
+            return f"{line} {self._next(task, [])}", False
         self.done.append((task.tool, args))
         line = self._render(task.done, task)
         self._finish()
-        return f"{line} {self.spec.goodbye if closing else self.spec.anything_else}"
+        return line, True
 
     def _finish(self) -> None:
         """The task is over: forget its slots except who the caller is."""
@@ -216,6 +242,11 @@ class Flow:
         fmt = machine if for_tool else spoken
         values = {n: fmt(self.values.get(n)) for n in task.slots}
         return template.format_map(values)
+
+
+def _tidy(line: str) -> str:
+    """One full stop after "a.m." at a sentence's end, single spaces."""
+    return re.sub(r"\s+", " ", re.sub(r"\.\.(?=\s|$)", ".", line)).strip()
 
 
 def _has_verb_intent(text: str) -> bool:
