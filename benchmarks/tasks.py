@@ -202,8 +202,8 @@ async def run_text(
 
 
 def _tool_refusal(line: str) -> bool:
-    """A flow's failure line ("Sorry, Dr. Morgan isn't free ...") reports a fact, not an apology loop."""
-    return bool(re.search(r"isn't free|can't find|couldn't move", line))
+    """A tool's failure line ("Sorry, I can't reach our calendar") reports a fact, not an apology loop."""
+    return bool(re.search(r"can't reach|couldn't (save|move|cancel)", line))
 
 
 # --- audio mode -------------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ async def test_a_taken_slot_is_refused_and_asked_again(dental_flow: Flow, calend
     calendar.book("Someone", "Dr. Morgan", "2026-12-08 09:00", "checkup")
     await talk(dental_flow, "This is Alex Kim, a cleaning with Dr. Morgan on Tuesday at nine.")
     line = await dental_flow.respond("Yes.")
-    assert "isn't free on Tuesday December 8 at 9 a.m." in line and "what time" in line
+    assert "is already booked on Tuesday December 8 at 9 a.m." in line and "what time" in line
     await talk(dental_flow, "Ten then.", "Yes.")
     assert ("Alex Kim", "Dr. Morgan", "2026-12-08 10:00", "cleaning") in booked(calendar)
 
