@@ -438,12 +438,17 @@ def call_llm(
 
 
 def attach_flow_extractor(settings: Settings, comp: Components, agent: ParleyAgent) -> None:
-    """A flow agent reads a slot its parsers missed through the call's LLM, under a JSON schema."""
+    """A flow agent reads a slot its parsers missed through the call's LLM, under a JSON schema. Not with
+    the embedded SmolLM2-135M: under the schema it answered today's date for "the day after Christmas" and
+    for "my wife" (2026-12-07), a wrong value where asking again is right."""
     from .agent_file import served_spec
     from .flows.agent import FlowAgent
     from .flows.extract import llm_extractor
+    from .llm_server import MODEL_ALIAS
 
     spec = served_spec(settings)
+    if settings.llm_model == MODEL_ALIAS:
+        return
     if isinstance(agent, FlowAgent) and comp.llm_client is not None and spec is not None:
         agent.flow.extract = llm_extractor(comp.llm_client, settings.llm_model, spec.timezone)
 
