@@ -86,20 +86,26 @@ def _wanted(e: dict[str, Any]) -> tuple[str, str, int, int, str]:
     )
 
 
-def _matches(state: list[dict[str, Any]], outcome: dict[str, Any]) -> tuple[bool, int]:
-    """(the bookings are exactly the expected ones, how many bookings are wrong). A service left out of the
-    expectation matches any."""
+def _matches(
+    state: list[dict[str, Any]], outcome: dict[str, Any], start: list[dict[str, Any]]
+) -> tuple[bool, int]:
+    """(the bookings are exactly the expected ones, how many changes were wrong: a booking made or moved that
+    the task did not ask for, or one there at the start that should have stayed and is gone). A service
+    left out of the expectation matches any; a booking the agent failed to cancel is a failed task, not a
+    wrong booking."""
     have = [_key(b) for b in state]
-    want = [_wanted(e) for e in outcome.get("bookings", [])]
+    before = [_key(b) for b in start]
     unmatched = list(have)
-    missing = 0
-    for w in want:
+    missing = []
+    for w in (_wanted(e) for e in outcome.get("bookings", [])):
         hit = next((h for h in unmatched if h[:4] == w[:4] and (not w[4] or h[4] == w[4])), None)
         if hit is None:
-            missing += 1
+            missing.append(w)
         else:
             unmatched.remove(hit)
-    return missing == 0 and not unmatched, len(unmatched)
+    made = [h for h in unmatched if h not in before]
+    lost = [w for w in missing if any(b[:4] == w[:4] for b in before)]
+    return not missing and not unmatched, len(made) + len(lost)
 
 
 def _said(replies: list[str], outcome: dict[str, Any]) -> bool:
@@ -173,6 +179,7 @@ async def run_text(
 
     calendar = Calendar(start=dt.date.today())
     _seed(calendar, task)
+    start = state_of(calendar)["bookings"]
     runner = await _serve(calendar, port)
     runtime = HttpToolRuntime()
     res = TaskResult(name, False, 0, 0, 0)
@@ -187,7 +194,7 @@ async def run_text(
                     for e in result.events
                     if e.type == "message" and e.item.role == "assistant"
                 ]
-                ok, _ = _matches(state_of(calendar)["bookings"], task["outcome"])
+                ok, _ = _matches(state_of(calendar)["bookings"], task["outcome"], start)
                 if ok and _said(res.replies, task["outcome"]) and not res.turns:
                     res.turns = i
     except Exception as e:  # a broken task is a failed task, reported, not a crashed benchmark
@@ -195,7 +202,7 @@ async def run_text(
     finally:
         await runtime.aclose()
         await runner.cleanup()
-    ok, res.wrong_bookings = _matches(state_of(calendar)["bookings"], task["outcome"])
+    ok, res.wrong_bookings = _matches(state_of(calendar)["bookings"], task["outcome"], start)
     res.right = ok and _said(res.replies, task["outcome"]) and not res.problem
     res.apologies = sum(1 for r in res.replies if APOLOGY.search(r) and not _tool_refusal(r))
     return res
@@ -217,6 +224,7 @@ async def run_audio(
 
     calendar = Calendar(start=dt.date.today())
     _seed(calendar, task)
+    start = state_of(calendar)["bookings"]
     runner = await _serve(calendar, port)
     res = TaskResult(name, False, 0, 0, 0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -226,7 +234,8 @@ async def run_audio(
         report = out / f"{name}.json"
         cmd = [sys.executable, "-m", "benchmarks.call", "--agent", str(agent_file), "--script", str(script)]
         cmd += ["--pipeline", "parley", "--out", str(out / name), "--json", str(report)]
-        cmd += ["--livekit", "auto" if livekit else "off"]
+        if livekit:  # on loopback: the worker must reach the booking service on this host
+            cmd += ["--livekit", "on", "--isolation", "loopback"]
         proc = await asyncio.create_subprocess_exec(
             *cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -238,7 +247,7 @@ async def run_audio(
         res.v2v_ms = [float(t["v2v_ms"]) for t in _turn_rows(data) if t.get("v2v_ms") is not None]
     except (OSError, ValueError, KeyError) as e:
         res.problem = f"no call report ({type(e).__name__})"
-    ok, res.wrong_bookings = _matches(state_of(calendar)["bookings"], task["outcome"])
+    ok, res.wrong_bookings = _matches(state_of(calendar)["bookings"], task["outcome"], start)
     res.right = ok and _said(res.replies, task["outcome"]) and not res.problem
     res.turns = len(_lines(task)) if res.right else 0
     res.apologies = sum(1 for r in res.replies if APOLOGY.search(r) and not _tool_refusal(r))
@@ -273,7 +282,7 @@ async def main_async(args: argparse.Namespace) -> int:
     splits = ["dev", "test"] if args.split == "all" else [args.split]
     files = sorted(p for s in splits for p in (TASKS / s).glob("*.yaml"))
     if args.only:
-        files = [p for p in files if args.only in p.stem]
+        files = [p for p in files if any(o in p.stem for o in args.only.split(","))]
     if not files:
         print(f"error: no task files under {TASKS} for split {args.split}", file=sys.stderr)
         return 2
@@ -321,10 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tasks", description=__doc__.splitlines()[0])
     ap.add_argument("--split", choices=["dev", "test", "all"], default="dev")
     ap.add_argument("--agent", default=str(ROOT / "examples" / "dental_clinic.yaml"))
-    ap.add_argument("--only", help="run the tasks whose file name contains this")
+    ap.add_argument("--only", help="run the tasks whose file name contains this (a,b: either)")
     ap.add_argument("--audio", action="store_true", help="through benchmarks.call (voice, STT, TTS)")
     ap.add_argument("--livekit", action="store_true", help="with --audio: through a local LiveKit room")
-    ap.add_argument("--port", type=int, default=8765, help="the booking service's port")
+    ap.add_argument(
+        "--port", type=int, default=8765, help="the booking service's port (--audio: the agent file's)"
+    )
     ap.add_argument("--out", default="out/tasks")
     ap.add_argument("--json", help="write the report here")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the replies of failed tasks")
