@@ -65,11 +65,13 @@ phrases: setup-python-demo
 	$(PY) -m worker.agent_file phrases $(DEMO_AGENT) --dir out/phrase-cache
 
 # The dental-clinic agent answers a scripted caller; the booking service it books into runs for the call and
-# prints its bookings at the end.
+# prints its bookings at the end. The room runs on loopback (not a sealed namespace): the worker must reach
+# the booking service on this host's 127.0.0.1.
 demo: setup-demo phrases
 	$(PY) -m worker.agent_file check $(DEMO_AGENT)
 	$(PY) -m examples.booking_service --port 8765 -- \
-	$(PY) -m benchmarks.call --agent $(DEMO_AGENT) --script $(DEMO_SCRIPT) --pipeline parley --out out/demo --demo --livekit auto --json out/demo/call.json
+	$(PY) -m benchmarks.call --agent $(DEMO_AGENT) --script $(DEMO_SCRIPT) --pipeline parley --out out/demo --demo --livekit auto \
+	  --isolation loopback --json out/demo/call.json
 
 dev: setup phrases
 	@bash scripts/dev.sh

@@ -5,7 +5,8 @@
                                                                     # the bookings (what `make demo` does)
 
 Every endpoint takes and returns JSON: POST /slots {dentist?, day?}, POST /book {name, dentist, slot,
-service?}, POST /move {booking_id, slot}, POST /cancel {booking_id}, GET /state. A slot is written
+service?}, POST /move {booking_id or name, slot}, POST /cancel {booking_id or name}, GET /state (a caller
+on the phone knows their name, not a booking id). A slot is written
 "YYYY-MM-DD HH:MM" (the clinic's local time); a bad request gets HTTP 400 and {"error": "..."}.
 """
 
@@ -102,6 +103,16 @@ class Calendar:
             raise ValueError(f"no booking {booking_id!r}")
         return b
 
+    def find(self, body: dict[str, Any]) -> str:
+        """The booking a request names: its booking_id, else the (only) booking under `name`."""
+        if body.get("booking_id"):
+            return _req(body, "booking_id")
+        name = " ".join(_req(body, "name").lower().split())
+        ids = [b.booking_id for b in self.bookings.values() if " ".join(b.name.lower().split()) == name]
+        if len(ids) != 1:
+            raise ValueError(f"{'no' if not ids else 'more than one'} booking under that name")
+        return ids[0]
+
 
 def _dentist(name: str) -> str:
     """'morgan', 'Dr Morgan', 'doctor morgan' → 'Dr. Morgan'."""
@@ -154,9 +165,9 @@ def make_app(calendar: Calendar) -> web.Application:
                 )
                 result = {"booked": asdict(b)}
             elif route == "move":
-                result = {"moved": asdict(calendar.move(_req(body, "booking_id"), _req(body, "slot")))}
+                result = {"moved": asdict(calendar.move(calendar.find(body), _req(body, "slot")))}
             elif route == "cancel":
-                result = {"cancelled": asdict(calendar.cancel(_req(body, "booking_id")))}
+                result = {"cancelled": asdict(calendar.cancel(calendar.find(body)))}
             else:
                 raise web.HTTPNotFound()
         except (ValueError, json.JSONDecodeError) as e:

@@ -20,6 +20,7 @@ from caches import FillerAgent
 from turn_detection import TurnHandling
 
 from .context import ContextOptions, bound_context
+from .tool_text import tool_calls_from_text, tool_names
 
 log = logging.getLogger("parley.agent")
 
@@ -196,7 +197,9 @@ class ParleyAgent(FillerAgent):
         bounded = self.reply_context(chat_ctx)
         spoke = acted = False
         try:
-            stream = Agent.default.llm_node(self, bounded, tools, model_settings)
+            stream = tool_calls_from_text(
+                Agent.default.llm_node(self, bounded, tools, model_settings), tool_names(tools)
+            )
             async for out in limit_reply(stream, self.options.max_sentences, self.options.max_words):
                 if isinstance(out, str):
                     spoke = spoke or bool(out.strip())

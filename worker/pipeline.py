@@ -27,6 +27,7 @@ from turn_detection.lm_eot import LmEotOptions, LmEotScorer
 from . import livekit_patches
 from .agent import AgentOptions, ParleyAgent
 from .context import ContextOptions
+from .flows.clock import with_date
 from .forkserver_shared import shared_vad, shared_voice
 from .idle_caller import IdleCallerWatch, IdleOptions, end_room_call
 from .llm_slots import SlotPool
@@ -392,6 +393,7 @@ def build_call(
         _log_transcripts(session)
     agent = build_agent(settings, tools)
     agent.turns = turns
+    attach_flow_extractor(settings, comp, agent)
     attach_fillers(settings, comp, session, agent)
     attach_idle_watch(settings, comp, session, agent, on_call_end)
     if settings.llm_prompt_warm and slot and type(agent) is ParleyAgent:  # a developer's llm_node may differ
@@ -433,6 +435,22 @@ def call_llm(
     if slot is not None:
         slot.append(lease.id)
     return load_llm(settings, comp.llm_base_url, client=comp.llm_client, slot=lease.id)
+
+
+def attach_flow_extractor(settings: Settings, comp: Components, agent: ParleyAgent) -> None:
+    """A flow agent reads a slot its parsers missed through the call's LLM, under a JSON schema. Not with
+    the embedded SmolLM2-135M: under the schema it answered today's date for "the day after Christmas" and
+    for "my wife" (2026-12-07), a wrong value where asking again is right."""
+    from .agent_file import served_spec
+    from .flows.agent import FlowAgent
+    from .flows.extract import llm_extractor
+    from .llm_server import MODEL_ALIAS
+
+    spec = served_spec(settings)
+    if settings.llm_model == MODEL_ALIAS:
+        return
+    if isinstance(agent, FlowAgent) and comp.llm_client is not None and spec is not None:
+        agent.flow.extract = llm_extractor(comp.llm_client, settings.llm_model, spec.timezone)
 
 
 def attach_fillers(settings: Settings, comp: Components, session: AgentSession, agent: ParleyAgent) -> None:
@@ -520,7 +538,11 @@ def agent_options(settings: Settings) -> AgentOptions:
     settings = _served(settings)
     spec = served_spec(settings)
     return AgentOptions(
-        instructions=spec.instructions if spec else None,
+        instructions=with_date(
+            (spec.instructions if spec else None)
+            or AgentOptions(language=settings.language).spoken_instructions,
+            spec.timezone if spec else "UTC",
+        ),
         greeting=spec.greeting_text if spec else None,
         language=settings.language,
         max_sentences=settings.llm_max_sentences,

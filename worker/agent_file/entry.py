@@ -16,6 +16,7 @@ from livekit.agents import llm
 from livekit.agents.voice import Agent, ModelSettings
 
 from ..agent import AgentOptions, limit_reply, say_line
+from ..tool_text import tool_calls_from_text, tool_names
 
 
 class AgentEntryError(ValueError):
@@ -79,6 +80,7 @@ class ParleyServed:
     ) -> Any:
         out = super().llm_node(chat_ctx, tools, model_settings)  # type: ignore[misc]
         if isinstance(out, AsyncIterable):  # a streamed reply keeps to the sentence budget
+            out = tool_calls_from_text(out, tool_names(tools))  # a call written as text is not spoken
             return limit_reply(out, self.options.max_sentences, self.options.max_words)
         return out
 

@@ -27,6 +27,7 @@ from plugins.whisper.options import WhisperConfigError
 from plugins.whisper.vocabulary import check_vocabulary
 
 from ..agent import AgentOptions, ParleyAgent
+from ..flows.agent import make_flow_agent
 from ..settings import Settings, SettingsError, get_settings
 from ..sip import TelephonyToolOptions, end_call_tool, send_dtmf_tool, telephony_tools, transfer_call_tool
 from .entry import AgentEntryError, is_entry, load_factory, make_user_agent, served_agent
@@ -214,6 +215,10 @@ def make_agent(settings: Settings, options: AgentOptions, tools: Sequence[llm.To
             return served_agent(make_user_agent(served.entry), options, tools)
         except AgentEntryError as e:
             raise SettingsError(f"PARLEY_AGENT: {e}") from None
+    spec = served.spec if served is not None else None
+    if spec is not None and spec.flow is not None:
+        runtime = HttpToolRuntime(env_prefix=settings.tool_env_prefix)  # per call: closed with it
+        return make_flow_agent(spec.flow, spec.timezone, spec.http_tools, runtime, options, tools)
     return ParleyAgent(options, tools=list(tools))
 
 

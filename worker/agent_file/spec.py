@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from caches.phrases import KINDS
 
+from ..flows.spec import FlowSpec, check_flow
+
 ORPHEUS_VOICES = ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")
 _NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 _TOOL_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
@@ -215,6 +217,8 @@ class AgentSpec(_Strict):
     vocabulary: list[str] = Field(default_factory=list)  # names, brands, streets the recogniser should spell
     pronunciations: dict[str, str] = Field(default_factory=dict)  # how the voice says them: {Nguyen: win}
     tools: list[ToolSpec] = Field(default_factory=list)
+    timezone: str = "UTC"  # the clinic's: today's date in every LLM request and a flow's "tomorrow"
+    flow: FlowSpec | None = None  # tasks the agent finishes step by step (worker/flows); None = free talk
     source: Path | None = Field(default=None, exclude=True)  # the file it came from (set by the loader)
 
     @field_validator("name")
@@ -261,7 +265,20 @@ class AgentSpec(_Strict):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"tools: duplicate tool {dup[0]!r}")
+        if self.flow is not None:
+            check_flow(self.flow, {t.name for t in self.http_tools})
         return self
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r} (an IANA name such as Europe/London)") from None
+        return v
 
     # --- what the rest of Parley reads --------------------------------------------------------------
     @property
@@ -350,7 +367,7 @@ def _first_error(err: ValidationError) -> str:
         msg = "type must be one of http, end_call, transfer, dtmf"
     elif e.get("type") == "union_tag_not_found":
         msg = "each tool needs a type: http, end_call, transfer or dtmf"
-    if msg.startswith("tools: "):  # a model-level check naming its own field
+    if msg.startswith(("tools: ", "flow.")):  # a model-level check naming its own field
         return msg
     return f"{_loc(loc)}: {msg}"
 
