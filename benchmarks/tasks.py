@@ -86,7 +86,7 @@ def _wanted(e: dict[str, Any]) -> tuple[str, str, int, int, str]:
     )
 
 
-def _matches(
+def booking_matches(
     state: list[dict[str, Any]], outcome: dict[str, Any], start: list[dict[str, Any]]
 ) -> tuple[bool, int]:
     """(the bookings are exactly the expected ones, how many changes were wrong: a booking made or moved that
@@ -194,7 +194,7 @@ async def run_text(
                     for e in result.events
                     if e.type == "message" and e.item.role == "assistant"
                 ]
-                ok, _ = _matches(state_of(calendar)["bookings"], task["outcome"], start)
+                ok, _ = booking_matches(state_of(calendar)["bookings"], task["outcome"], start)
                 if ok and _said(res.replies, task["outcome"]) and not res.turns:
                     res.turns = i
     except Exception as e:  # a broken task is a failed task, reported, not a crashed benchmark
@@ -202,7 +202,7 @@ async def run_text(
     finally:
         await runtime.aclose()
         await runner.cleanup()
-    ok, res.wrong_bookings = _matches(state_of(calendar)["bookings"], task["outcome"], start)
+    ok, res.wrong_bookings = booking_matches(state_of(calendar)["bookings"], task["outcome"], start)
     res.right = ok and _said(res.replies, task["outcome"]) and not res.problem
     res.apologies = sum(1 for r in res.replies if APOLOGY.search(r) and not _tool_refusal(r))
     return res
@@ -247,7 +247,7 @@ async def run_audio(
         res.v2v_ms = [float(t["v2v_ms"]) for t in _turn_rows(data) if t.get("v2v_ms") is not None]
     except (OSError, ValueError, KeyError) as e:
         res.problem = f"no call report ({type(e).__name__})"
-    ok, res.wrong_bookings = _matches(state_of(calendar)["bookings"], task["outcome"], start)
+    ok, res.wrong_bookings = booking_matches(state_of(calendar)["bookings"], task["outcome"], start)
     res.right = ok and _said(res.replies, task["outcome"]) and not res.problem
     res.turns = len(_lines(task)) if res.right else 0
     res.apologies = sum(1 for r in res.replies if APOLOGY.search(r) and not _tool_refusal(r))
