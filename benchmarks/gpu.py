@@ -780,9 +780,9 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
     reply_ms, reply_p90 = measure_steps(gen, replace(o, mix="reply"), capacity_batches, gen_host)
     kernels = kernels_per_step(gen, 64, device)
     snac_ms = measure_snac(decoder, o)
-    host_us = float(np.median(gen_host)) + o.engine_us_per_id
-    capacity, detail = capacity_rule(step_p90, snac_ms, host_us)
-    capacity_reply, detail_reply = capacity_rule(reply_p90, snac_ms, host_us)
+    rule_host_us = float(np.median(gen_host)) + o.engine_us_per_id
+    capacity, detail = capacity_rule(step_p90, snac_ms, rule_host_us)
+    capacity_reply, detail_reply = capacity_rule(reply_p90, snac_ms, rule_host_us)
     first_ids = first_audio_tokens()
     ttfb: dict[str, Any] = {}
     host_us: list[float] = []
@@ -813,7 +813,7 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
         "capacity_rule": CAPACITY_RULE,
         "capacity": detail,
         "capacity_reply": detail_reply,
-        "host_us_per_id_in_rule": round(host_us, 3),
+        "host_us_per_id_in_rule": round(rule_host_us, 3),
         "mean_position": {m: round(mean_position(o, m), 1) for m in MIXES},
         "realtime_step_budget_ms": round(REALTIME_STEP_MS / HEADROOM, 3),
         "step_ms": {str(b): round(v, 3) for b, v in step_ms.items()},

@@ -191,6 +191,17 @@ def main(argv: list[str] | None = None) -> int:
     def snac() -> None:
         res["snac_ms"] = {str(b): round(v, 3) for b, v in gpu.measure_snac(st["dec"], o).items()}
         res["snac_window_frames"] = gpu.STEADY_WINDOW_FRAMES
+        if device == "cuda":  # the bf16 option (DecoderOptions.dtype), same weights, for the next choice
+            import copy
+
+            from plugins.orpheus.engine.snac_decoder import DecoderOptions, SnacDecoder
+
+            half = SnacDecoder(
+                copy.deepcopy(st["dec"].model),
+                DecoderOptions(device=device, max_batch=max(o.snac_batches), dtype="bfloat16"),
+            )
+            res["snac_ms_bf16"] = {str(b): round(v, 3) for b, v in gpu.measure_snac(half, o).items()}
+            del half
 
     def capacity() -> None:
         """The honest rule (gpu.capacity_rule) on each mix: p90 step + SNAC batch + host, 20 % margin."""

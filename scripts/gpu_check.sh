@@ -168,7 +168,8 @@ if r:
             print(f"{'':11}{b:>6} {mean.get(b, '-'):>8} {c['step_p90_ms']:>8} {c['snac_ms']:>7} {c['host_ms']:>7} "
                   f"{c['total_ms']:>8}  {'yes' if c['fits'] else 'no'}")
         print(f"  {cap}: {r.get(cap)}")
-    print("snac_ms (windows: ms, 8-frame windows):", r.get("snac_ms"), "| sdpa:", r.get("step_ms_sdpa") or "-")
+    print("snac_ms (windows: ms, 8-frame windows):", r.get("snac_ms"), "| bf16:", r.get("snac_ms_bf16"),
+          "| sdpa:", r.get("step_ms_sdpa") or "-")
     att = r.get("attention_compare") or {}
     if att:
         print("decode attention, step ms [mean, p90] by rows:")

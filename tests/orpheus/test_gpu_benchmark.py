@@ -74,6 +74,8 @@ def test_tiny_cpu_run_writes_every_key(tmp_path: Path, monkeypatch: pytest.Monke
     for stats in r["ttfb_ms"].values():
         assert stats["utterances"] >= 1 and 0 < stats["p50"] <= stats["p90"] <= stats["p99"]
     assert 0 <= r["streams_realtime"] <= 8 and r["cpu_us_per_token"] > 0
+    assert set(r["step_ms_reply_p90"]) == set(r["capacity_reply"]) == {"1", "2", "4", "8"}
+    assert r["host_us_per_id_in_rule"] >= 10.0  # the engine's own 10 µs per id at least
     assert r["first_audio_ids"] == 21
     assert r["gpu_memory_gb"]["kv_cache"] > 0
     assert r["kernels_per_step"]["kernels"] > 0 and r["graphs_captured_after_ready"] == 0
