@@ -1,7 +1,7 @@
 """Orpheus TTS under concurrency (DESIGN §6): TTFB, real-time factor, underruns, errors, engine CPU.
 
     python -m benchmarks.tts --concurrency 4 [--rounds 2] [--via engine|plugin] [--address ADDR] [--json F]
-    python -m benchmarks.tts --overhead --concurrency 128 [--seconds 10] [--json F]
+    python -m benchmarks.tts --overhead --concurrency 128 [--seconds 10] [--standin-speed 1.0] [--json F]
 
 `--via engine` (default): N concurrent streams, each a few sentences, through the engine client; with no
 `--address` an engine server (`python -m plugins.orpheus serve`, tiny random model on CPU unless model flags
@@ -10,8 +10,11 @@ to the last audio / audio duration (median over streams); underruns = gaps a rea
 the first audio. `--via plugin` runs the same measurement through the LiveKit plugin (benchmarks.tts_plugin).
 
 `--overhead` replaces both model stages with zero-cost stand-ins (`--backend standin --snac-dir standin`,
-named as such and used only here) feeding valid token streams at 82 tokens/s per stream, and reports the
-engine process's own CPU time (user + system, all threads) per audio token over a steady window.
+named as such and used only here) feeding valid token streams at 82 tokens/s per stream (× `--standin-speed`),
+and reports the engine process's own CPU time (user + system, all threads) per audio token over a steady
+window. At speed 1.0 a stream's audio can never get ahead of playback (a frame leaves only once the two after
+it exist), so any stall of the host is an underrun; 1.2 is the rate a backend held to the capacity rule's
+20 % margin delivers.
 On a GPU host point `--address` at the real engine to measure real TTFB at scale.
 """
 
