@@ -50,15 +50,34 @@ from plugins.orpheus.engine import ids
 
 REALTIME_STEP_MS = 1000.0 / ids.TOKENS_PER_SECOND  # 12.19 ms: one id per stream per step
 HEADROOM = 1.2
-STEADY_WINDOW_FRAMES = 6  # 2 frames of left context + 4 new frames
+STEADY_WINDOW_FRAMES = 8  # the engine's window: 2 frames of left context + 4 emitted + 2 of look-ahead
 IDS_PER_WINDOW = 4 * ids.FRAME_TOKENS
+# the realistic mix: a reply is spoken as sentence pieces, each its own utterance starting fresh after its
+# prompt; piece lengths are the engine's own chunker (ChunkerOptions of plugins/orpheus/engine/text.py) over
+# agent replies of the kind the worker speaks, at Orpheus's ~2.7 words/s (~30 ids per word)
+REPLY_TEXTS = (
+    "Sure, I can help with that. Your table for two is booked at seven. Anything else?",
+    "Let me check. The store opens at nine tomorrow, and closes at six in the evening.",
+    "Thanks for waiting. Your order shipped this morning, so it should arrive on Friday.",
+    "Of course. I have moved your appointment to Tuesday afternoon. See you then!",
+    "I'm sorry to hear that. I can send a replacement today at no cost, or refund the full amount to "
+    "your card, whichever you prefer.",
+    "Your balance is forty two dollars and ten cents, due on the fifteenth. Would you like to pay it now?",
+    "Got it. I'll transfer you to billing now; it may take a minute.",
+    "The clinic has openings on Monday at ten thirty and on Wednesday at two. Which works better for you, "
+    "and should I book it under the same phone number?",
+)
+IDS_PER_WORD = ids.TOKENS_PER_SECOND / 2.7
+PIECE_PROMPT_IDS = 30  # a piece's prompt: voice, its text, the framing ids
+MIXES = ("stress", "reply")
+CAPACITY_RULE = "1.2 × (p90 step + SNAC batch of ⌈b/28⌉ 8-frame windows + b × host µs/id) ≤ 12.19 ms"
 
 
 @dataclass(frozen=True)
 class GpuBenchOptions:
     tiny: bool = False
     batches: tuple[int, ...] = (1, 16, 64, 128, 192, 256)
-    snac_batches: tuple[int, ...] = (1, 8, 32, 64, 128)
+    snac_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 64)  # the batcher's ⌈b/28⌉ at b ≤ 448, and 64
     rows: int = 256
     max_seq: int = 1664  # 13 KV blocks: positions up to 1500 + a 6-s utterance's headroom; 256 rows ≈ 49 GB
     prompt_len: int = 32
@@ -69,6 +88,9 @@ class GpuBenchOptions:
     loads: tuple[float, ...] = (0.5, 0.9)
     prefill_tokens: int = 1024
     attention: str = "flex"
+    kv_fp8: bool = False  # FP8 KV cache (attention "triton" only)
+    mix: str = "stress"  # "stress": positions uniform 0..max_position; "reply": sentence pieces of replies
+    engine_us_per_id: float = 10.0  # the engine's own host work per id (benchmarks.tts --overhead), added
     compile: str = "auto"  # the generator's Inductor-compiled step ("off": the eager step in graphs)
     compile_batch: str = "dynamic"  # "static": one compile per batch bucket
     prefill_graphs: bool = True
@@ -122,6 +144,7 @@ def build_generator(model: Any, o: GpuBenchOptions, attention: str) -> Any:
         rows=o.rows,
         max_seq=o.max_seq,
         attention=attention,
+        kv_fp8=o.kv_fp8 and attention == "triton",
         compile=o.compile,
         compile_batch=o.compile_batch,
         prefill_graphs=o.prefill_graphs,
@@ -169,6 +192,46 @@ def _admissions(rng: np.random.Generator, o: GpuBenchOptions, n: int) -> list[An
     return [Admission(_prompt(rng, o.prompt_len), 8, 0.6, 0.9, 1.1) for _ in range(n)]
 
 
+def piece_ids(seed: int = 0) -> np.ndarray:
+    """Ids each sentence piece of REPLY_TEXTS speaks (the engine's chunker, IDS_PER_WORD)."""
+    from plugins.orpheus.engine.text import TextOptions
+    from plugins.text_chunker import split_text
+
+    words = [len(p.split()) for t in REPLY_TEXTS for p in split_text(t, TextOptions().chunker)]
+    return np.maximum(ids.FRAME_TOKENS, np.round(np.asarray(words) * IDS_PER_WORD)).astype(np.int64)
+
+
+def draw_rows(
+    rng: np.random.Generator, o: GpuBenchOptions, b: int, mix: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(position, ids left) of `b` rows in the steady state of a mix. "stress": positions uniform over
+    0..max_position, each row with a uniform share of an `utterance_ids` utterance left. "reply": each row
+    inside one sentence piece (drawn in proportion to its length, as a busy row is), at a uniform point of
+    it: position = prompt + ids spoken so far."""
+    top = min(o.max_position, o.max_seq - 2)
+    if mix == "stress":
+        pos = rng.integers(0, top + 1, b)
+        left = np.minimum(rng.integers(1, o.utterance_ids + 1, b), o.max_seq - 1 - pos)
+        return pos, np.maximum(1, left)
+    if mix != "reply":
+        raise ValueError(f"mix {mix!r}: one of {', '.join(MIXES)}")
+    pieces = np.minimum(piece_ids(), o.max_seq - 2 - PIECE_PROMPT_IDS)
+    length = rng.choice(pieces, size=b, p=pieces / pieces.sum())
+    spoken = (rng.random(b) * length).astype(np.int64)
+    return PIECE_PROMPT_IDS + spoken, np.maximum(1, length - spoken)
+
+
+def new_utterance_ids(rng: np.random.Generator, o: GpuBenchOptions, mix: str) -> int:
+    """Ids a newly admitted utterance of the mix generates."""
+    if mix == "reply":
+        return int(rng.choice(np.minimum(piece_ids(), o.max_seq - 2 - PIECE_PROMPT_IDS)))
+    return o.utterance_ids
+
+
+def mean_position(o: GpuBenchOptions, mix: str, b: int = 4096, seed: int = 0) -> float:
+    return float(draw_rows(np.random.default_rng(seed), o, b, mix)[0].mean())
+
+
 def _release_all(gen: Any) -> None:
     for row in np.flatnonzero(gen.busy).tolist():
         gen.release(int(row))
@@ -180,27 +243,32 @@ def steady_step_ms(
     b: int,
     rng: np.random.Generator,
     on_step: Callable[[], None] | None = None,
+    stats: dict[str, float] | None = None,
 ) -> tuple[float, float]:
-    """Mean and p90 wall ms per step with `b` streams: rows at positions spread over 0..max_position, each
-    ending after a random share of an utterance and replaced at once by a new one (batched prefill), the
-    host one step ahead as in serving. `on_step` is told of every launched step. Returns (mean, p90 of the
-    per-step intervals)."""
+    """Mean and p90 wall ms per step with `b` streams of `o.mix` (`draw_rows`), each row ending after its
+    share of an utterance and replaced at once by a new one (batched prefill), the host one step ahead as in
+    serving. `on_step` is told of every launched step; `stats` gets the generator's host µs per id. Returns
+    (mean, p90 of the per-step intervals)."""
     from plugins.orpheus.engine.cuda.generator import Admission
 
-    top = min(o.max_position, o.max_seq - 2)
-    pos = rng.integers(0, top + 1, b)
-    # residual lengths uniform over one utterance: the equilibrium of fixed-length utterances, so rows end
-    # (and new ones are admitted) at b / utterance_ids per step from the first step
-    left = np.minimum(rng.integers(1, o.utterance_ids + 1, b), o.max_seq - 1 - pos)
-    gen.occupy(b, pos.tolist(), np.maximum(1, left).tolist())  # rows end at the rate b / utterance_ids
+    pos, left = draw_rows(rng, o, b, o.mix)
+    # residual lengths uniform over an utterance: the equilibrium, so rows end (and new ones are admitted)
+    # at the mix's rate from the first step
+    gen.occupy(b, pos.tolist(), left.tolist())
+    prompt = PIECE_PROMPT_IDS if o.mix == "reply" else o.prompt_len
     ticket, marks = None, []
+    host0, made = gen.host_s, 0
     for _ in range(o.steady_steps + 6):
         marks.append(time.perf_counter())
         ended = b - gen.active_rows
         if ended > 0:
             gen.admit_many(
-                [Admission(_prompt(rng, o.prompt_len), o.utterance_ids, 0.6, 0.9, 1.1) for _ in range(ended)]
+                [
+                    Admission(_prompt(rng, prompt), new_utterance_ids(rng, o, o.mix), 0.6, 0.9, 1.1)
+                    for _ in range(ended)
+                ]
             )
+        made += gen.active_rows
         nxt = gen.launch()
         if on_step is not None:
             on_step()
@@ -209,6 +277,8 @@ def steady_step_ms(
         ticket = nxt
     times = np.diff(marks)[5:]  # one interval per step, pipeline filled
     gen.collect(ticket)
+    if stats is not None:
+        stats["host_us_per_id"] = (gen.host_s - host0) / max(1, made) * 1e6
     _release_all(gen)
     a = np.asarray(times) * 1000
     return float(a.mean()), float(np.percentile(a, 90))
@@ -285,6 +355,43 @@ def admission_profile(gen: Any, o: GpuBenchOptions, n: int = 1, top: int = 8) ->
     }
 
 
+def step_profile(gen: Any, o: GpuBenchOptions, b: int, mix: str, top: int = 10) -> dict[str, Any]:
+    """One decode step of `b` rows of `mix` (a graph replay where graphs are on) under the profiler: device
+    time and the `top` costliest kernels with their share (CPU: the aten ops' own time, a dry run)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = gen.device.type == "cuda"
+    b = min(b, gen.options.rows)
+    pos, _ = draw_rows(np.random.default_rng(o.seed), o, b, mix)
+    gen.occupy(b, pos.tolist(), 1 << 20)
+    try:
+        for _ in range(2):
+            gen.step()  # warm outside the trace
+        with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+            gen.step()
+            if cuda:
+                torch.cuda.synchronize()
+    finally:
+        _release_all(gen)
+    attr = "device_time_total" if cuda else "self_cpu_time_total"
+    skip = ("cudaLaunch", "cudaStream", "cudaGraph", "Memset", "ProfilerStep")
+    kernels = [e for e in prof.key_averages() if getattr(e, attr, 0) and not e.key.startswith(skip)]
+    kernels.sort(key=lambda e: -getattr(e, attr))
+    total = sum(getattr(e, attr) for e in kernels) or 1.0
+    return {
+        "batch": b,
+        "mix": mix,
+        "mean_position": round(float(pos.mean()), 1),
+        "device_ms" if cuda else "cpu_ms": round(total / 1000, 3),
+        "kernels": int(sum(e.count for e in kernels)),
+        "top": [
+            [e.key[:90], e.count, round(getattr(e, attr) / 1000, 3), round(100 * getattr(e, attr) / total, 1)]
+            for e in kernels[:top]
+        ],
+    }
+
+
 def kv_ids_read(o: GpuBenchOptions, b: int, seed: int = 0, draws: int = 200) -> dict[str, float]:
     """Mean KV ids one decode step reads at `b` streams spread over positions 0..max_position: length-aware
     (each row its own 128-id blocks) against padded (every row up to the batch's KV bucket). Arithmetic on
@@ -312,15 +419,19 @@ def kv_ids_read(o: GpuBenchOptions, b: int, seed: int = 0, draws: int = 200) -> 
 
 
 def measure_steps(
-    gen: Any, o: GpuBenchOptions, batches: tuple[int, ...]
+    gen: Any, o: GpuBenchOptions, batches: tuple[int, ...], host: list[float] | None = None
 ) -> tuple[dict[int, float], dict[int, float]]:
+    """Mean and p90 step ms per batch; `host` collects the generator's host µs per id at each batch."""
     rng = np.random.default_rng(o.seed)
     mean: dict[int, float] = {}
     p90: dict[int, float] = {}
     for b in batches:
         if b > o.rows:
             continue
-        mean[b], p90[b] = steady_step_ms(gen, o, b, rng)
+        stats: dict[str, float] = {}
+        mean[b], p90[b] = steady_step_ms(gen, o, b, rng, stats=stats)
+        if host is not None:
+            host.append(stats["host_us_per_id"])
     return mean, p90
 
 
@@ -512,14 +623,40 @@ def interpolate(table: dict[int, float], x: float) -> float:
     return table[b] + (table[b] - table[a]) * (x - b) / (b - a) if len(xs) > 1 else table[b] * x / b
 
 
-def streams_realtime(step_ms: dict[int, float], snac_ms: dict[int, float]) -> int:
-    """Largest measured batch b with 1.2 × (step(b) + SNAC(b windows) / 28) ≤ 12.19 ms."""
-    best = 0
-    for b, ms in sorted(step_ms.items()):
-        per_step = ms + interpolate(snac_ms, b) / IDS_PER_WINDOW
-        if HEADROOM * per_step <= REALTIME_STEP_MS:
+def snac_batch(b: int) -> int:
+    """Windows one SNAC batch holds at `b` streams: each stream's 4-frame window falls due every 28 ids, one
+    id per step, and the batcher fires as windows fall due, so ~b / 28 windows per step, once a step."""
+    return max(1, math.ceil(b / IDS_PER_WINDOW))
+
+
+def capacity_rule(
+    step_p90_ms: dict[int, float], snac_ms: dict[int, float], host_us_per_id: float
+) -> tuple[int, dict[str, dict[str, float | bool]]]:
+    """The honest real-time rule: the largest measured batch b whose p90 step, plus one SNAC batch of the
+    windows falling due per step (`snac_batch(b)`, timed at the engine's 8-frame windows), plus the host's
+    work for b ids, fits the step budget with 20 % margin: 1.2 × (p90(b) + SNAC(⌈b/28⌉) + b · host) ≤
+    12.19 ms. Returns (capacity, per batch {step_p90, snac, host, total, fits})."""
+    best, detail = 0, {}
+    for b, p90 in sorted(step_p90_ms.items()):
+        snac = interpolate(snac_ms, snac_batch(b)) if snac_ms else 0.0
+        host = b * host_us_per_id / 1000.0
+        total = p90 + snac + host
+        fits = HEADROOM * total <= REALTIME_STEP_MS
+        detail[str(b)] = {
+            "step_p90_ms": round(p90, 3),
+            "snac_ms": round(snac, 3),
+            "host_ms": round(host, 3),
+            "total_ms": round(total, 3),
+            "fits": fits,
+        }
+        if fits:
             best = b
-    return best
+    return best, detail
+
+
+def streams_realtime(step_p90_ms: dict[int, float], snac_ms: dict[int, float], host_us_per_id: float) -> int:
+    """`capacity_rule`'s capacity alone."""
+    return capacity_rule(step_p90_ms, snac_ms, host_us_per_id)[0]
 
 
 def measure_ttfb(
@@ -554,7 +691,9 @@ def measure_ttfb(
             waiting.append(float(arrivals[nxt_arrival]))
             nxt_arrival += 1
         idle = not waiting and not gen.active_rows and ticket is None
-        if now > horizon + 2 * utterance_s or (nxt_arrival == arrivals.size and idle):
+        # past the window (a slow CPU dry run goes on, up to a minute, until one first audio is timed)
+        late = now > horizon + 2 * utterance_s and (ttfb or now > horizon + 2 * utterance_s + 60)
+        if late or (nxt_arrival == arrivals.size and idle):
             break
         budget, batch, starts = o.prefill_tokens, list[Any](), list[float]()
         while waiting and len(batch) < gen.free_rows and budget > 0:
@@ -581,8 +720,7 @@ def measure_ttfb(
         first = np.unique(res.rows[row_count[res.rows] == first_ids])
         if first.size:
             now = time.perf_counter() - t0
-            windows = max(1, math.ceil(gen.active_rows / 4))  # ~¼ of streams have a window due at once
-            snac = interpolate(snac_ms, windows)
+            snac = interpolate(snac_ms, snac_batch(gen.active_rows))  # the batch in flight then
             ttfb.extend(((now - row_start[first]) * 1000 + snac).tolist())
             row_count[first] += 1  # counted once
         for row in res.rows[res.finished].tolist():
@@ -639,16 +777,20 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
     gen, decoder, mem = build(o, device)
     capacity_batches = tuple(b for b in o.batches if b <= o.rows)
     warmed = warm(gen, capacity_batches)
-    step_ms, step_p90 = measure_steps(gen, o, capacity_batches)
+    gen_host: list[float] = []
+    step_ms, step_p90 = measure_steps(gen, replace(o, mix="stress"), capacity_batches, gen_host)
+    reply_ms, reply_p90 = measure_steps(gen, replace(o, mix="reply"), capacity_batches, gen_host)
     kernels = kernels_per_step(gen, 64, device)
     snac_ms = measure_snac(decoder, o)
-    capacity = streams_realtime(step_ms, snac_ms)
+    rule_host_us = float(np.median(gen_host)) + o.engine_us_per_id
+    capacity, detail = capacity_rule(step_p90, snac_ms, rule_host_us)
+    capacity_reply, detail_reply = capacity_rule(reply_p90, snac_ms, rule_host_us)
     first_ids = first_audio_tokens()
     ttfb: dict[str, Any] = {}
     host_us: list[float] = []
     for load in o.loads:
         # a CPU run has no real-time capacity; it drives the same loop at the largest batch it measured
-        stats, us = measure_ttfb(gen, o, capacity or max(capacity_batches), load, snac_ms, first_ids)
+        stats, us = measure_ttfb(gen, o, capacity_reply or max(capacity_batches), load, snac_ms, first_ids)
         ttfb[f"{round(load * 100)}%"] = stats
         host_us.append(us)
     after_ready = gen.captures_after_ready
@@ -664,14 +806,22 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
     return {
         "device": label,
         "shape": "tiny" if o.tiny else "orpheus-3b (Llama-3.2-3B, vocab 156 940), random weights",
-        "dtype": ("fp8 weights" if o.fp8 else "bf16") if device == "cuda" else "float32",
+        "dtype": dtype_label(o, device),
         "attention_backend": o.attention,
         "compiled": gen.compiled,
         "compile_error": gen.compile_error,
         "streams_realtime": capacity,
+        "streams_realtime_reply": capacity_reply,
+        "capacity_rule": CAPACITY_RULE,
+        "capacity": detail,
+        "capacity_reply": detail_reply,
+        "host_us_per_id_in_rule": round(rule_host_us, 3),
+        "mean_position": {m: round(mean_position(o, m), 1) for m in MIXES},
         "realtime_step_budget_ms": round(REALTIME_STEP_MS / HEADROOM, 3),
         "step_ms": {str(b): round(v, 3) for b, v in step_ms.items()},
         "step_ms_p90": {str(b): round(v, 3) for b, v in step_p90.items()},
+        "step_ms_reply": {str(b): round(v, 3) for b, v in reply_ms.items()},
+        "step_ms_reply_p90": {str(b): round(v, 3) for b, v in reply_p90.items()},
         f"step_ms_{'sdpa' if o.attention == 'flex' else 'flex'}": {
             str(b): round(v, 3) for b, v in sdpa_ms.items()
         },
@@ -691,6 +841,15 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
     }
 
 
+def dtype_label(o: GpuBenchOptions, device: str) -> str:
+    """What the run's weights and KV cache were (an FP8 run is not labelled bf16)."""
+    if device != "cuda":
+        return "float32"
+    weights = "fp8 weights" if o.fp8 else "bf16 weights"
+    cache = "fp8 KV cache" if o.kv_fp8 and o.attention == "triton" else "bf16 KV cache"
+    return f"{weights}, {cache}"
+
+
 def print_table(r: dict[str, Any]) -> None:
     print(f"device: {r['device']}  ({r['shape']}, {r['dtype']}, attention {r['attention_backend']})")
     budget = r["realtime_step_budget_ms"]
@@ -704,7 +863,17 @@ def print_table(r: dict[str, Any]) -> None:
     print(f"{'windows':>7} {'SNAC ms':>9}")
     for b, ms in r["snac_ms"].items():
         print(f"{b:>7} {ms:>9.3f}")
-    print(f"streams_realtime: {r['streams_realtime']}   kernels per step: {r['kernels_per_step']}")
+    print(f"capacity rule: {r['capacity_rule']} (host {r['host_us_per_id_in_rule']} µs/id)")
+    for name, key in (("stress", "capacity"), ("reply", "capacity_reply")):
+        for b, c in r[key].items():
+            print(
+                f"  {name:>6} b={b:>4}: p90 {c['step_p90_ms']} + SNAC {c['snac_ms']} + host {c['host_ms']}"
+                f" = {c['total_ms']} ms  {'yes' if c['fits'] else 'no'}"
+            )
+    print(
+        f"streams_realtime: {r['streams_realtime']} (stress), {r['streams_realtime_reply']} (reply mix, mean "
+        f"position {r['mean_position']['reply']})   kernels per step: {r['kernels_per_step']}"
+    )
     print(f"graphs warmed: {r['graphs_warmed']}, captured after ready: {r['graphs_captured_after_ready']}")
     for load, s in r["ttfb_ms"].items():
         print(
@@ -726,7 +895,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny", action="store_true", help="tiny shapes on CPU even where CUDA exists")
     p.add_argument("--seconds", type=float, default=0.0, help="arrival window per load (default 20 s GPU)")
     p.add_argument("--fp8", action="store_true", help="FP8 weights (torch._scaled_mm); Hopper only")
-    p.add_argument("--attention", default="flex", choices=["flex", "sdpa"])
+    p.add_argument("--attention", default="flex", choices=["flex", "sdpa", "triton"])
+    p.add_argument("--kv-fp8", action="store_true", help="FP8 KV cache (with --attention triton)")
     p.add_argument("--compile", default="auto", choices=["auto", "on", "off"], help="Inductor-compiled step")
     p.add_argument("--no-prefill-graphs", action="store_true", help="eager admission passes")
     p.add_argument("--batches", default="", help="comma-separated decode batches to measure")
@@ -737,6 +907,7 @@ def main(argv: list[str] | None = None) -> int:
         o,
         fp8=args.fp8 or o.fp8,
         attention=args.attention,
+        kv_fp8=args.kv_fp8,
         compile=args.compile,
         prefill_graphs=not args.no_prefill_graphs,
     )

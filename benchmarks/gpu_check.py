@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.decoder import first_audio_tokens
 
     device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
+    if device == "cpu":  # the Triton attention's dry run: its kernels through Triton's interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     ph = Phases(Path(args.out), args.budget_s)
     res = ph.res
     if device == "cuda":
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             batches=_ints("BATCHES", "1,16,64,128,256"),
             loads=tuple(float(x) for x in os.environ.get("LOADS", "0.5,0.9").split(",") if x.strip()),
             seconds_per_load=float(os.environ.get("SECONDS_PER_LOAD", "8")),
-            compare_sdpa=_ints("COMPARE_SDPA", "64,256"),
+            compare_sdpa=_ints("COMPARE_SDPA", ""),
             steady_steps=40,
             fp8=os.environ.get("FP8", "0") == "1",
             compile=os.environ.get("COMPILE", "auto"),
@@ -117,15 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         o = replace(gpu.GpuBenchOptions.cpu_tiny(), seconds_per_load=1.0, steady_steps=3, loads=(0.5, 0.9))
     st: dict[str, Any] = {}
-    COMPARE_STATIC = tuple(b for b in _ints("COMPARE_STATIC", "256") if b <= o.rows)
+    COMPARE_STATIC = tuple(b for b in _ints("COMPARE_STATIC", "") if b <= o.rows)
+    COMPARE_TRITON = tuple(
+        b for b in _ints("COMPARE_TRITON", "64,128,256" if device == "cuda" else "2") if b <= o.rows
+    )
+    PROFILE_BATCH = int(os.environ.get("PROFILE_BATCH", "256" if device == "cuda" else "4"))
     SNAC_COALESCE_MS = float(os.environ.get("SNAC_COALESCE_MS", "0"))  # > 0: also with SNAC batches pooled
     SNAC_ALONGSIDE = tuple(
         b for b in _ints("SNAC_ALONGSIDE", "64,96,128,192,256" if device == "cuda" else "2,8") if b <= o.rows
     )
     BESIDE = os.environ.get("BESIDE", "")
-    COMPARE_EAGER = tuple(
-        b for b in _ints("COMPARE_EAGER", "64,256" if device == "cuda" else "4") if b <= o.rows
-    )
+    COMPARE_EAGER = tuple(b for b in _ints("COMPARE_EAGER", "" if device == "cuda" else "4") if b <= o.rows)
 
     def env() -> None:
         res["torch"] = torch.__version__
@@ -138,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         res["shape"] = (
             "tiny" if device == "cpu" else "orpheus-3b (Llama-3.2-3B, vocab 156 940), random weights"
         )
-        res["dtype"] = "bf16" if device == "cuda" else "float32"
+        res["dtype"] = gpu.dtype_label(o, device)
         res["attention_backend"] = o.attention
         res["realtime_step_budget_ms"] = round(gpu.REALTIME_STEP_MS / gpu.HEADROOM, 3)
+        res["capacity_rule"] = gpu.CAPACITY_RULE
+        res["mean_position"] = {m: round(gpu.mean_position(o, m), 1) for m in gpu.MIXES}
         res["options"] = {k: v for k, v in asdict(o).items() if k not in ("shape", "snac")}
 
     def build() -> None:
@@ -159,17 +165,24 @@ def main(argv: list[str] | None = None) -> int:
         res["prefill_graphs"] = len(gen.prefill_shapes())
 
     def steps() -> None:
+        """Both position mixes: `step_ms*` the stress mix (uniform 0..1500), `step_ms_reply*` sentence pieces
+        of replies; the generator's host µs per id from the same steps (for the capacity rule)."""
         rng = np.random.default_rng(o.seed)
-        res.setdefault("step_ms", {})
-        res.setdefault("step_ms_p90", {})
-        for b in o.batches:
-            if ph.left() < 20:
-                res["skipped"][f"steps_{b}"] = "time"
-                break
-            mean, p90 = gpu.steady_step_ms(st["gen"], o, b, rng)
-            res["step_ms"][str(b)], res["step_ms_p90"][str(b)] = round(mean, 3), round(p90, 3)
-            print(f"  step b={b}: {mean:.3f} ms (p90 {p90:.3f})", flush=True)
-            ph.dump()
+        host = st.setdefault("host", [])
+        for mix, key in (("stress", "step_ms"), ("reply", "step_ms_reply")):
+            res.setdefault(key, {})
+            res.setdefault(f"{key}_p90", {})
+            for b in o.batches:
+                if ph.left() < 20:
+                    res["skipped"][f"{key}_{b}"] = "time"
+                    break
+                stats: dict[str, float] = {}
+                mean, p90 = gpu.steady_step_ms(st["gen"], replace(o, mix=mix), b, rng, stats=stats)
+                host.append(stats["host_us_per_id"])
+                res[key][str(b)], res[f"{key}_p90"][str(b)] = round(mean, 3), round(p90, 3)
+                print(f"  step b={b} ({mix}): {mean:.3f} ms (p90 {p90:.3f})", flush=True)
+                ph.dump()
+        res["generator_host_us_per_id"] = round(float(np.median(host)), 3) if host else None
 
     def kernels() -> None:
         res["kernels_per_step"] = gpu.kernels_per_step(st["gen"], 64, device)
@@ -178,11 +191,27 @@ def main(argv: list[str] | None = None) -> int:
     def snac() -> None:
         res["snac_ms"] = {str(b): round(v, 3) for b, v in gpu.measure_snac(st["dec"], o).items()}
         res["snac_window_frames"] = gpu.STEADY_WINDOW_FRAMES
+        if device == "cuda":  # the bf16 option (DecoderOptions.dtype), same weights, for the next choice
+            import copy
+
+            from plugins.orpheus.engine.snac_decoder import DecoderOptions, SnacDecoder
+
+            half = SnacDecoder(
+                copy.deepcopy(st["dec"].model),
+                DecoderOptions(device=device, max_batch=max(o.snac_batches), dtype="bfloat16"),
+            )
+            res["snac_ms_bf16"] = {str(b): round(v, 3) for b, v in gpu.measure_snac(half, o).items()}
+            del half
 
     def capacity() -> None:
-        step_ms = {int(k): float(v) for k, v in res.get("step_ms", {}).items()}
+        """The honest rule (gpu.capacity_rule) on each mix: p90 step + SNAC batch + host, 20 % margin."""
         snac_ms = {int(k): float(v) for k, v in res.get("snac_ms", {}).items()} or {1: 0.0}
-        res["streams_realtime"] = gpu.streams_realtime(step_ms, snac_ms) if step_ms else None
+        host = (res.get("generator_host_us_per_id") or 0.0) + o.engine_us_per_id
+        res["host_us_per_id_in_rule"] = round(host, 3)
+        for key, out in (("step_ms", "streams_realtime"), ("step_ms_reply", "streams_realtime_reply")):
+            p90 = {int(k): float(v) for k, v in res.get(f"{key}_p90", {}).items()}
+            cap, detail = gpu.capacity_rule(p90, snac_ms, host) if p90 else (None, {})
+            res[out], res["capacity" if key == "step_ms" else "capacity_reply"] = cap, detail
 
     def alongside() -> None:
         """Steps with SNAC decoding beside them at the rate the streams' windows fall due (the engine's
@@ -214,8 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         # the engine's shape (SNAC beside the steps) when it was measured, else the serial rule's figure
         cap = st.setdefault(  # kept for a second pass (BESIDE), so both measure the same number of streams
             "ttfb_cap",
-            max(res.get("streams_realtime") or 0, res.get("streams_realtime_alongside") or 0)
-            or max(o.batches),
+            res.get("streams_realtime_reply") or res.get("streams_realtime") or max(o.batches),
         )
         res["first_audio_ids"] = first = first_audio_tokens()
         res.setdefault("ttfb_ms", {})
@@ -241,10 +269,48 @@ def main(argv: list[str] | None = None) -> int:
             for b in sorted({min(64, max(o.batches)), max(o.batches)})
         }
 
+    def profile() -> None:
+        """One PROFILE_BATCH-row step's kernels, both mixes (torch.profiler)."""
+        res["step_profile"] = {m: gpu.step_profile(st["gen"], o, PROFILE_BATCH, m) for m in gpu.MIXES}
+
+    def attention() -> None:
+        """The Triton split-KV decode attention against the configured one (flex) at COMPARE_TRITON rows,
+        both mixes: bf16 KV cache, then the FP8 KV cache (TRITON_FP8=0 leaves it out). Same weights."""
+        out = res.setdefault("attention_compare", {})
+        out[o.attention] = {
+            mix: {
+                str(b): [res.get(key, {}).get(str(b)), res.get(f"{key}_p90", {}).get(str(b))]
+                for b in COMPARE_TRITON
+            }
+            for mix, key in (("stress", "step_ms"), ("reply", "step_ms_reply"))
+        }
+        kinds = [("triton", False)] + (
+            [("triton_fp8_kv", True)] if os.environ.get("TRITON_FP8", "1") == "1" else []
+        )
+        for name, fp8 in kinds:
+            ot = replace(o, attention="triton", kv_fp8=fp8)
+            g2 = swap(ot, "triton")
+            out[f"{name}_warm"] = gpu.warm(g2, COMPARE_TRITON)
+            out[f"{name}_compiled"], out[f"{name}_compile_error"] = g2.compiled, g2.compile_error
+            rng = np.random.default_rng(o.seed)
+            out[name] = {}
+            for mix in gpu.MIXES:
+                out[name][mix] = {}
+                for b in COMPARE_TRITON:
+                    if ph.left() < 15:
+                        res["skipped"][f"attention_{name}_{mix}_{b}"] = "time"
+                        break
+                    mean, p90 = gpu.steady_step_ms(g2, replace(ot, mix=mix), b, rng)
+                    out[name][mix][str(b)] = [round(mean, 3), round(p90, 3)]
+                    print(f"  {name} b={b} ({mix}): {mean:.3f} ms (p90 {p90:.3f})", flush=True)
+                    ph.dump()
+            if not fp8:
+                out["triton_profile"] = gpu.step_profile(g2, ot, PROFILE_BATCH, "stress")
+
     def admission() -> None:
         res["admission_profile"] = gpu.admission_profile(st["gen"], o)
 
-    def swap(opts: gpu.GpuBenchOptions) -> Any:
+    def swap(opts: gpu.GpuBenchOptions, attention: str = "") -> Any:
         """Free the generator in use (graphs, KV cache) and build one with `opts` on the same model."""
         gen = st.pop("gen")
         model = gen.model
@@ -253,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
-        st["gen"] = gpu.build_generator(model, opts, o.attention)
+        st["gen"] = gpu.build_generator(model, opts, attention or o.attention)
         return st["gen"]
 
     def eager() -> None:
@@ -333,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     ph.run("warm_graphs", warm, 30)
     ph.run("steps", steps, 30)
     ph.run("kernels", kernels, 10)
+    ph.run("step_profile", profile, 10)
     ph.run("snac", snac, 10)
     ph.run("capacity", capacity)
     if SNAC_ALONGSIDE:
@@ -341,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     if BESIDE:
         ph.run("beside", beside, 60)
     ph.run("step_parts", parts, 15)
+    if COMPARE_TRITON:
+        ph.run("attention_compare", attention, 60)
     if device == "cuda":
         ph.run("admission_profile", admission, 10)
     if COMPARE_EAGER:

@@ -1,7 +1,7 @@
 """Orpheus TTS under concurrency (DESIGN §6): TTFB, real-time factor, underruns, errors, engine CPU.
 
     python -m benchmarks.tts --concurrency 4 [--rounds 2] [--via engine|plugin] [--address ADDR] [--json F]
-    python -m benchmarks.tts --overhead --concurrency 128 [--seconds 10] [--json F]
+    python -m benchmarks.tts --overhead --concurrency 128 [--seconds 10] [--standin-speed 1.0] [--json F]
 
 `--via engine` (default): N concurrent streams, each a few sentences, through the engine client; with no
 `--address` an engine server (`python -m plugins.orpheus serve`, tiny random model on CPU unless model flags
@@ -14,8 +14,11 @@ difference is what the plugin costs. It also closes a reply once its audio plays
 times until the engine confirms the stream stopped.
 
 `--overhead` replaces both model stages with zero-cost stand-ins (`--backend standin --snac-dir standin`,
-named as such and used only here) feeding valid token streams at 82 tokens/s per stream, and reports the
-engine process's own CPU time (user + system, all threads) per audio token over a steady window.
+named as such and used only here) feeding valid token streams at 82 tokens/s per stream (× `--standin-speed`),
+and reports the engine process's own CPU time (user + system, all threads) per audio token over a steady
+window. At speed 1.0 a stream's audio can never get ahead of playback (a frame leaves only once the two after
+it exist), so any stall of the host is an underrun; 1.2 is the rate a backend held to the capacity rule's
+20 % margin delivers.
 On a GPU host point `--address` at the real engine to measure real TTFB at scale.
 """
 
@@ -52,6 +55,7 @@ LONG_REPLY = " ".join(
     [
         "This is a long sentence that keeps the stream talking for a good while so that we can measure it.",
         "Here is another sentence that is nearly as long, and it keeps going for quite some time as well.",
+        "Then a fourth one follows, so that a faster stand-in still talks past the end of the window.",
         "And one more that closes the reply after a long and steady stretch of speech from this voice.",
     ]
 )
@@ -182,10 +186,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def read_tokens(port: int) -> float:
-    import aiohttp
-
-    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as r:
+async def read_tokens(http: Any, port: int) -> float:
+    async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
         for line in (await r.text()).splitlines():
             if line.startswith("orpheus_audio_tokens_total "):
                 return float(line.split()[1])
@@ -207,17 +209,23 @@ async def bench_engine(args: argparse.Namespace, address: str) -> dict[str, Any]
 
 async def bench_overhead(args: argparse.Namespace, engine: LocalEngine) -> dict[str, Any]:
     """All streams running on stand-ins; CPU seconds and audio tokens over a steady window."""
+    import aiohttp
+
     client = EngineClient(engine.address, args.secret, pool_size=args.pool)
     await client.connect()
+    # made before any stream starts: a session's first SSL context takes ~0.2 s of this loop, which would
+    # stall every stream's reading at once and count as an underrun on all of them
+    http = aiohttp.ClientSession()
     tasks = []
     for _ in range(args.concurrency):
         tasks.append(asyncio.create_task(one_stream(client, LONG_REPLY, args.voice, args.timeout)))
         await asyncio.sleep(0.085 / max(1, args.concurrency) * 4)  # staggered starts, like real calls
     await asyncio.sleep(2.0)  # let every stream reach steady state
-    cpu0, tok0, t0 = engine.cpu_seconds(), await read_tokens(engine.http_port), time.perf_counter()
+    cpu0, tok0, t0 = engine.cpu_seconds(), await read_tokens(http, engine.http_port), time.perf_counter()
     await asyncio.sleep(args.seconds)
-    cpu1, tok1, t1 = engine.cpu_seconds(), await read_tokens(engine.http_port), time.perf_counter()
+    cpu1, tok1, t1 = engine.cpu_seconds(), await read_tokens(http, engine.http_port), time.perf_counter()
     results = await asyncio.gather(*tasks)
+    await http.close()
     await client.close()
     report = summarize(list(results), args.concurrency, "engine (stand-in models)")
     tokens = tok1 - tok0
@@ -228,7 +236,8 @@ async def bench_overhead(args: argparse.Namespace, engine: LocalEngine) -> dict[
             "tokens_per_s": round(tokens / (t1 - t0), 1),
             "tokens_per_s_per_stream": round(tokens / (t1 - t0) / args.concurrency, 2),
             "window_s": round(t1 - t0, 2),
-            "stand_ins": "StandInTokenBackend (82 tokens/s/stream) + StandInDecoder (precomputed PCM)",
+            "standin_speed": args.standin_speed,
+            "stand_ins": "StandInTokenBackend (82 ids/s/stream × speed) + StandInDecoder (precomputed PCM)",
         }
     )
     return report
@@ -372,6 +381,12 @@ def main(argv: list[str] | None = None) -> int:
         "--overhead", action="store_true", help="zero-cost stand-in models; report engine CPU per token"
     )
     p.add_argument("--seconds", type=float, default=10.0, help="--overhead: measuring window")
+    p.add_argument(
+        "--standin-speed",
+        type=float,
+        default=1.0,
+        help="--overhead: the stand-in generates at this multiple of real time",
+    )
     p.add_argument("--address", default="", help="a running engine (default: start one on CPU)")
     p.add_argument("--secret", default="")
     p.add_argument("--voice", default="tara")
@@ -393,7 +408,16 @@ def main(argv: list[str] | None = None) -> int:
         serve = ["--max-streams", str(max(2, args.concurrency)), *args.serve_arg]
         if args.overhead:
             engine = LocalEngine(
-                ["--backend", "standin", "--snac-dir", "standin", *serve], http_port=free_port()
+                [
+                    "--backend",
+                    "standin",
+                    "--snac-dir",
+                    "standin",
+                    "--standin-speed",
+                    str(args.standin_speed),
+                    *serve,
+                ],
+                http_port=free_port(),
             )
             engine.wait_ready()
             coro: Awaitable[dict[str, Any]] = bench_overhead(args, engine)

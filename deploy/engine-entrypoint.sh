@@ -2,8 +2,9 @@
 # Engine image entrypoint.
 #   prepare  fetch weights into the cache volume and build the FP8 engine for this GPU (idempotent)
 #   serve    prepare (a no-op when the pod's init container already did it), then run the engine with the
-#            backend PARLEY_ORPHEUS_BACKEND names: trtllm (default; builds/loads the FP8 engine), cuda (plain
-#            PyTorch + CUDA graphs on the fetched checkpoint, no build) or torch (eager, any device)
+#            backend PARLEY_ORPHEUS_BACKEND names: cuda (default, the measured one: PyTorch + CUDA graphs on
+#            the fetched checkpoint, no build), trtllm (builds/loads the FP8 engine; not yet run on a GPU) or
+#            torch (eager, any device)
 # Anything else runs `python -m plugins.orpheus <args>` (synth, make-test-model, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."  # /app in the image, the repository root elsewhere
@@ -14,7 +15,7 @@ max_batch="${PARLEY_ENGINE_MAX_STREAMS:-32}"
 socket="${PARLEY_ENGINE_SOCKET:-/run/parley/engine/orpheus.sock}"
 http_port="${PARLEY_ENGINE_HTTP_PORT:-9101}"
 runtime="${PARLEY_TRTLLM_RUNTIME:-pytorch}"
-backend="${PARLEY_ORPHEUS_BACKEND:-trtllm}"
+backend="${PARLEY_ORPHEUS_BACKEND:-cuda}"
 device="${PARLEY_ORPHEUS_DEVICE:-cuda}"
 
 prepare() {

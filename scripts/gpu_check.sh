@@ -8,10 +8,11 @@
 #
 # 1. installs the carried wheels (snac, pydantic(-settings), pytest-asyncio, ...) into a private dir, no index;
 # 2. `python -m benchmarks.gpu_check`: the full Orpheus 3B shape with random weights, graphs warmed first,
-#    steady-state steps at BATCHES (positions 0..1500, admissions with prefill), kernels per step, SNAC,
-#    capacity, TTFB at 50/90 % of it, the step split (decode alone, one admission pass), the same batches
-#    with the step uncompiled and admissions eager, the step compiled per batch bucket (256), the padded-SDPA
-#    comparison; $OUT/gpu.json is rewritten
+#    steady-state steps at BATCHES on two position mixes (stress: uniform 0..1500; reply: sentence pieces
+#    starting fresh), admissions with prefill, kernels per step, the kernel profile of one 256-row step,
+#    SNAC at the engine's 8-frame windows, capacity by the p90 rule (step + SNAC batch + host, 20 % margin),
+#    steps with SNAC beside them, TTFB at 50/90 % of capacity, the step split, and the Triton split-KV
+#    attention (bf16 and FP8 KV cache) against flex at COMPARE_TRITON rows; $OUT/gpu.json is rewritten
 #    after every phase;
 # 2b. the host speech engine on the GPU (PyTorch Whisper, `--backend torch`): the packaged tiny.en, carried
 #    as an int8 copy, decoded on the GPU and the CPU over the carried speech (do the texts agree?), then
@@ -21,8 +22,9 @@
 # Files in $OUT (at most eight, what a device call returns): gpu.json, bench.log, stt_engine.json, stt.log,
 # pytest-gpu.log, pytest-gpu.xml, env.txt, summary.txt.
 # Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
-# tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_SDPA=64,256
-#   COMPARE_EAGER=64,256  COMPARE_STATIC=256  FP8=0 (1: FP8 weights)  COMPILE=auto (the step: auto/on/off)
+# tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_TRITON=64,128,256
+#   TRITON_FP8=1  PROFILE_BATCH=256  COMPARE_SDPA= COMPARE_EAGER= COMPARE_STATIC= (off; e.g. 64,256 to
+#   rerun those decided comparisons)  FP8=0 (1: FP8 weights)  COMPILE=auto (the step: auto/on/off)
 #   COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256
 #   SNAC_COALESCE_MS=0 (40: also with SNAC batches pooled)  TESTS=1 (0: no pytest step); an empty list
 #   skips its phase.  ORPHEUS=1 (0: no engine benchmark)  STT=1 (0: no speech engine step)
@@ -152,17 +154,38 @@ except Exception as e:  # noqa: BLE001
     r = {}
     print("gpu.json: none (", type(e).__name__, e, ")")
 if r:
-    print("device:", r.get("device"), "| attention:", r.get("attention_backend"), "| partial:", r.get("partial"))
+    print("device:", r.get("device"), "| dtype:", r.get("dtype"), "| attention:", r.get("attention_backend"),
+          "| partial:", r.get("partial"))
     print("compiled step:", r.get("compiled"), "| compile error:", r.get("compile_error") or "-",
           "| prefill graphs:", r.get("prefill_graphs"))
-    budget = r.get("realtime_step_budget_ms")
-    sm, p90, sd = r.get("step_ms", {}), r.get("step_ms_p90", {}), r.get("step_ms_sdpa", {})
-    print(f"{'batch':>6} {'step ms':>9} {'p90':>8} {'sdpa ms':>8}  <= {budget} ms budget")
-    for b in sorted({*map(int, sm), *map(int, sd)}):
-        k = str(b)
-        ok = "yes" if k in sm and budget and sm[k] <= budget else "no"
-        print(f"{b:>6} {sm.get(k, '-'):>9} {p90.get(k, '-'):>8} {sd.get(k, '-'):>8}  {ok}")
-    print("snac_ms:", r.get("snac_ms"), "| streams_realtime:", r.get("streams_realtime"))
+    print("capacity rule:", r.get("capacity_rule"), "| host in it:", r.get("host_us_per_id_in_rule"), "µs/id",
+          "| mean positions:", r.get("mean_position"))
+    for mix, key, cap in (("stress", "capacity", "streams_realtime"), ("reply", "capacity_reply",
+                                                                      "streams_realtime_reply")):
+        print(f"{mix} mix: {'batch':>6} {'mean ms':>8} {'p90':>8} {'+SNAC':>7} {'+host':>7} {'total':>8}  fits")
+        mean = r.get("step_ms" if mix == "stress" else "step_ms_reply", {})
+        for b, c in (r.get(key) or {}).items():
+            print(f"{'':11}{b:>6} {mean.get(b, '-'):>8} {c['step_p90_ms']:>8} {c['snac_ms']:>7} {c['host_ms']:>7} "
+                  f"{c['total_ms']:>8}  {'yes' if c['fits'] else 'no'}")
+        print(f"  {cap}: {r.get(cap)}")
+    print("snac_ms (windows: ms, 8-frame windows):", r.get("snac_ms"), "| bf16:", r.get("snac_ms_bf16"),
+          "| sdpa:", r.get("step_ms_sdpa") or "-")
+    att = r.get("attention_compare") or {}
+    if att:
+        print("decode attention, step ms [mean, p90] by rows:")
+        for name in (r.get("attention_backend"), "triton", "triton_fp8_kv"):
+            for mix, row in (att.get(name) or {}).items():
+                print(f"  {name:>14} {mix:>6}: {row}")
+        print("  triton compiled:", att.get("triton_compiled"), att.get("triton_compile_error") or "",
+              "| fp8 KV compiled:", att.get("triton_fp8_kv_compiled"), att.get("triton_fp8_kv_compile_error") or "")
+    profiles = dict(r.get("step_profile") or {})
+    if att.get("triton_profile"):
+        profiles["triton, stress"] = att["triton_profile"]
+    for name, pr in profiles.items():
+        print(f"kernel profile, one {pr.get('batch')}-row step ({name}, mean position {pr.get('mean_position')}):",
+              pr.get("device_ms", pr.get("cpu_ms")), "ms,", pr.get("kernels"), "kernels")
+        for k, n, ms, share in pr.get("top", []):
+            print(f"  {share:>5} % {ms:>8} ms x{n:<4} {k}")
     for key in ("steps_with_snac", "steps_with_snac_coalesced"):
         for b, m in (r.get(key) or {}).items():
             print(f"  {key}, b={b}: {m}")

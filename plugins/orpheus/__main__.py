@@ -73,6 +73,12 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-memory-fraction", type=float, default=0.85, help="trtllm KV cache share")
     g.add_argument("--cuda-max-seq", type=int, default=2048, help="cuda backend: ids per utterance")
     g.add_argument("--cuda-fp8", default="off", choices=["on", "off"], help="cuda backend: FP8 weights")
+    g.add_argument(
+        "--standin-speed",
+        type=float,
+        default=1.0,
+        help="standin backend (benchmarks.tts --overhead): generation rate as a multiple of real time",
+    )
     g.add_argument("--temperature", type=float, default=s.orpheus_temperature)
     g.add_argument("--top-p", type=float, default=s.orpheus_top_p)
     g.add_argument("--repetition-penalty", type=float, default=s.orpheus_repetition_penalty)
@@ -112,6 +118,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         trtllm_free_gpu_memory_fraction=args.gpu_memory_fraction,
         cuda_max_seq=args.cuda_max_seq,
         cuda_fp8=args.cuda_fp8 == "on",
+        standin_speed=args.standin_speed,
         engine=opts,
     )
     return cfg

@@ -71,6 +71,16 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+def test_the_image_starts_the_measured_backend_unless_asked() -> None:
+    """The GPU checks measured `cuda`; `trtllm` has never run on a GPU, so the operator must ask for it."""
+    import re
+
+    docker = (ROOT / "deploy" / "Dockerfile.engine").read_text()
+    assert re.findall(r"^\s+PARLEY_ORPHEUS_BACKEND=(\w+)\s*$", docker, re.M) == ["cuda"]  # the ENV line
+    entry = (ROOT / "deploy" / "engine-entrypoint.sh").read_text()
+    assert 'backend="${PARLEY_ORPHEUS_BACKEND:-cuda}"' in entry
+
+
 def test_no_plugin_module_imports_the_worker() -> None:
     """Plugins take explicit options; the engine image has no worker/ to import (lazy imports included)."""
     offenders = [

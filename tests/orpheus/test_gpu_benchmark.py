@@ -13,12 +13,48 @@ import pytest
 from benchmarks import gpu
 
 
-def test_streams_realtime_rule() -> None:
+def test_capacity_rule_counts_the_p90_step_snac_at_its_batch_and_the_host() -> None:
+    """Synthetic timings: the budget is 12.19 / 1.2 = 10.16 ms per step."""
     budget = gpu.REALTIME_STEP_MS / gpu.HEADROOM
-    steps = {1: 2.0, 64: budget - 1.0, 128: budget - 0.01, 256: budget + 1.0}
-    assert gpu.streams_realtime(steps, {1: 0.0, 256: 0.0}) == 128
-    assert gpu.streams_realtime(steps, {1: 28.0, 256: 28.0}) == 64  # SNAC's share counts too
+    p90 = {1: 2.0, 64: budget - 1.0, 128: budget - 0.01, 256: budget + 1.0}
+    free = {1: 0.0, 64: 0.0}
+    assert gpu.streams_realtime(p90, free, 0.0) == 128
+    # SNAC: one batch of ⌈b/28⌉ windows per step (64 streams: 3 windows, 128: 5), not b windows / 28
+    assert [gpu.snac_batch(b) for b in (1, 28, 29, 64, 128, 256)] == [1, 1, 2, 3, 5, 10]
+    snac = {1: 0.5, 2: 0.6, 4: 0.8, 8: 1.2}
+    cap, detail = gpu.capacity_rule(p90, snac, 0.0)
+    assert cap == 64  # 128 streams fit without SNAC; one 5-window SNAC batch per step takes it over
+    assert detail["64"]["snac_ms"] == 0.7 and detail["128"]["snac_ms"] == 0.9
+    assert detail["64"]["total_ms"] == round(budget - 1.0 + 0.7, 3) and detail["64"]["fits"] is True
+    assert detail["128"]["fits"] is False
+    # the host: b ids × µs per id; 10 µs/id at 64 streams is 0.64 ms
+    cap, detail = gpu.capacity_rule({1: 2.0, 64: budget - 0.5}, free, 10.0)
+    assert detail["64"]["host_ms"] == 0.64 and cap == 1
+    cap, detail = gpu.capacity_rule({1: 2.0, 64: budget - 0.5}, free, 2.0)
+    assert detail["64"]["host_ms"] == 0.128 and cap == 64
     assert gpu.interpolate({1: 1.0, 3: 3.0}, 2) == 2.0 and gpu.interpolate({1: 1.0, 3: 3.0}, 5) == 5.0
+
+
+def test_reply_mix_starts_fresh_and_stays_near_the_start() -> None:
+    import numpy as np
+
+    o = gpu.GpuBenchOptions()
+    pieces = gpu.piece_ids()
+    assert pieces.min() >= 7 and len(pieces) > len(gpu.REPLY_TEXTS)  # several pieces per reply
+    pos, left = gpu.draw_rows(np.random.default_rng(0), o, 4096, "reply")
+    assert pos.min() >= gpu.PIECE_PROMPT_IDS and (pos + left <= gpu.PIECE_PROMPT_IDS + pieces.max()).all()
+    reply, stress = gpu.mean_position(o, "reply"), gpu.mean_position(o, "stress")
+    assert 100 < reply < 400 and 700 < stress < 800  # the stress mix is uniform over 0..1500
+    with pytest.raises(ValueError, match="mix"):
+        gpu.draw_rows(np.random.default_rng(0), o, 4, "uniform")
+
+
+def test_dtype_label_says_fp8() -> None:
+    o = gpu.GpuBenchOptions()
+    assert gpu.dtype_label(o, "cuda") == "bf16 weights, bf16 KV cache"
+    assert gpu.dtype_label(replace(o, fp8=True), "cuda").startswith("fp8 weights")
+    assert gpu.dtype_label(replace(o, attention="triton", kv_fp8=True), "cuda").endswith("fp8 KV cache")
+    assert gpu.dtype_label(o, "cpu") == "float32"
 
 
 @pytest.mark.slow
@@ -38,6 +74,8 @@ def test_tiny_cpu_run_writes_every_key(tmp_path: Path, monkeypatch: pytest.Monke
     for stats in r["ttfb_ms"].values():
         assert stats["utterances"] >= 1 and 0 < stats["p50"] <= stats["p90"] <= stats["p99"]
     assert 0 <= r["streams_realtime"] <= 8 and r["cpu_us_per_token"] > 0
+    assert set(r["step_ms_reply_p90"]) == set(r["capacity_reply"]) == {"1", "2", "4", "8"}
+    assert r["host_us_per_id_in_rule"] >= 10.0  # the engine's own 10 µs per id at least
     assert r["first_audio_ids"] == 21
     assert r["gpu_memory_gb"]["kv_cache"] > 0
     assert r["kernels_per_step"]["kernels"] > 0 and r["graphs_captured_after_ready"] == 0
@@ -83,11 +121,22 @@ def test_gpu_check_driver_writes_every_phase_on_cpu(tmp_path: Path) -> None:
     assert gpu_check.main(["--tiny", "--out", str(tmp_path)]) == 0
     r = json.loads((tmp_path / "gpu.json").read_text())
     assert r["phases_done"] == [
-        *("env", "build", "warm_graphs", "steps", "kernels", "snac", "capacity", "steps_with_snac"),
-        *("ttfb", "step_parts", "compare_eager"),
+        *("env", "build", "warm_graphs", "steps", "kernels", "step_profile", "snac", "capacity"),
+        *("steps_with_snac", "ttfb", "step_parts", "attention_compare", "compare_eager"),
     ]
     assert r["partial"] is False and r["errors"] == {}
     assert set(r["step_ms"]) == {"1", "2", "4", "8"} and set(r["ttfb_ms"]) == {"50%", "90%"}
+    assert set(r["step_ms_reply_p90"]) == {"1", "2", "4", "8"} and r["dtype"] == "float32"
+    for key in ("capacity", "capacity_reply"):  # the rule's parts per batch, as summary.txt prints them
+        assert set(r[key]) == {"1", "2", "4", "8"} and all(
+            isinstance(c["fits"], bool) for c in r[key].values()
+        )
+    prof = r["step_profile"]["stress"]
+    assert prof["batch"] == 4 and prof["top"] and prof["kernels"] > 0
+    att = r["attention_compare"]
+    for name in ("flex", "triton", "triton_fp8_kv"):
+        assert set(att[name]) == {"stress", "reply"} and set(att[name]["reply"]) == {"2"}, name
+    assert all(v > 0 for v in att["triton_fp8_kv"]["stress"]["2"]) and att["triton_profile"]["top"]
     parts = r["step_parts"]["8"]
     assert set(parts) == {"decode_ms", "admit_1_ms", "admit_1_host_ms", "admit_8_ms", "admit_8_host_ms"}
     assert all(v > 0 for v in parts.values()) and parts["admit_1_host_ms"] <= parts["admit_1_ms"]

@@ -130,3 +130,21 @@ def load_snac_copy(model):  # type: ignore[no-untyped-def]
     import copy
 
     return copy.deepcopy(model)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_snac_tracks_float32(snac, dtype: str) -> None:  # type: ignore[no-untyped-def]
+    """SNAC at its share: the 8-frame window decoded in bf16/fp16 against fp32 (random weights), RMS error
+    relative to the fp32 PCM's RMS under 5 %."""
+    from plugins.orpheus.engine.snac_decoder import DecoderOptions
+
+    rng = np.random.default_rng(4)
+    windows = [rng.integers(0, 4096, (8, 7)).astype(np.int16) for _ in range(3)]
+    ref = SnacDecoder(load_snac_copy(snac)).decode(windows)
+    low = SnacDecoder(load_snac_copy(snac), DecoderOptions(dtype=dtype)).decode(windows)
+    for a, b in zip(ref, low, strict=True):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+        err = np.sqrt(np.mean((a.astype(np.float64) - b) ** 2)) / np.sqrt(np.mean(a.astype(np.float64) ** 2))
+        assert err < 0.05, err
+    with pytest.raises(ValueError, match="dtype"):
+        SnacDecoder(load_snac_copy(snac), DecoderOptions(dtype="int8"))

@@ -119,8 +119,10 @@ class DecodeBatcher:
                     self._observe(len(items), took, wait)
                 self.source.deliver(items, results)
                 continue  # decoder idle again: fire at once if more is due
-            timeout = None if next_due == float("inf") else max(0.0, next_due - self.clock())
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except TimeoutError:
-                pass
+            # a timer that sets the wake event, not asyncio.wait_for (a task and a timer per idle wait)
+            timer = None
+            if next_due != float("inf"):
+                timer = loop.call_later(max(0.0, next_due - self.clock()), self._wake.set)
+            await self._wake.wait()
+            if timer is not None:
+                timer.cancel()

@@ -318,9 +318,10 @@ class OrpheusEngine:
             return [], float(due_at[has].min())
         picked = cand[due]
         order = np.argsort(due_at[due], kind="stable")[:max_items]
-        # a stream whose client buffer is low gets 1-frame windows (smallest decode, soonest audio);
-        # one that is ahead gets up to 4 frames per window (fewer, larger decodes)
-        low = (~self._started[cand] | (due_at <= now))[due][order]
+        # a stream's first window is 1 frame (smallest decode, soonest first audio); after that a window
+        # takes everything decodable up to 4 frames, so a stream that fell behind catches up in one decode
+        # (1-frame windows for every low stream left it one frame per batch behind, and cost a window each)
+        low = (~self._started[cand])[due][order]
         items = []
         for slot, d_at, is_low in zip(
             picked[order].tolist(), due_at[due][order].tolist(), low.tolist(), strict=True

@@ -31,6 +31,7 @@ class EngineConfig:
     cuda_max_seq: int = 2048  # cuda backend: prompt + audio ids per utterance (KV cache length)
     cuda_graphs: bool = True
     cuda_fp8: bool = False  # cuda backend: FP8 weights (torch._scaled_mm), Hopper
+    standin_speed: float = 1.0  # standin backend: its generation rate as a multiple of real time
     engine: EngineOptions = field(default_factory=EngineOptions)
 
     @classmethod
@@ -91,9 +92,12 @@ def build_engine(config: EngineConfig) -> OrpheusEngine:
             )
         )
     elif config.backend == "standin":
+        from plugins.orpheus.engine import ids
         from plugins.orpheus.engine.standins import StandInTokenBackend
 
-        backend = StandInTokenBackend(slots=2 * config.engine.max_streams + 2)
+        backend = StandInTokenBackend(
+            config.standin_speed * ids.TOKENS_PER_SECOND, slots=2 * config.engine.max_streams + 2
+        )
     else:
         raise ValueError(f"unknown backend {config.backend!r}; one of torch, cuda, trtllm, openai, standin")
 

@@ -47,6 +47,9 @@ class DecoderOptions:
     cuda_graphs: bool = True  # GPU only
     threads: int = 1  # CPU intra-op threads for SNAC
     max_batch: int = 64
+    # "bfloat16"/"float16" halve SNAC's weight and activation bytes on a GPU (its convolutions and Snake
+    # activations in that dtype; the PCM is rounded from it); "float32" is the reference
+    dtype: str = "float32"
 
 
 def load_snac(snac_dir: str | Path):  # type: ignore[no-untyped-def]
@@ -72,7 +75,9 @@ class SnacDecoder:
         self._torch = torch
         self.options = options
         self.device = torch.device(options.device)
-        self.model = model.to(self.device).eval()
+        if options.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"SNAC dtype {options.dtype!r}: float32, bfloat16 or float16")
+        self.model = model.to(self.device, dtype=getattr(torch, options.dtype)).eval()
         self._lock = threading.Lock()
         self._graphs: dict[tuple[int, int], tuple[object, list, object]] = {}
         self._pool: object | None = None  # one CUDA graph memory pool shared by every captured shape
@@ -127,7 +132,7 @@ class SnacDecoder:
         l0, l1, l2 = ids.frames_to_codes(frames.astype(np.int64))
         with torch.inference_mode():
             codes = [torch.from_numpy(np.ascontiguousarray(c)).to(self.device) for c in (l0, l1, l2)]
-            audio = self.model.decode(codes)[:, 0]
+            audio = self.model.decode(codes)[:, 0].float()
             pcm = (audio.clamp(-1.0, 1.0) * 32767.0).round().to(torch.int16)
             return pcm.cpu().numpy()
 
@@ -169,7 +174,7 @@ class SnacDecoder:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with torch.inference_mode(), torch.cuda.graph(graph, pool=self._pool):
-            audio = self.model.decode(inputs)[:, 0]
+            audio = self.model.decode(inputs)[:, 0].float()
             output = (audio.clamp(-1.0, 1.0) * 32767.0).round().to(torch.int16)
         return graph, inputs, output
 

@@ -9,6 +9,7 @@ never a traceback.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -60,7 +61,9 @@ def validate_voice(voice: str, language: str = "en") -> str:
     return voice
 
 
+@functools.lru_cache(maxsize=8192)
 def _allowed_char(ch: str, scripts: tuple[str, ...]) -> bool:
+    """Cached: a reply repeats a few dozen characters, and 128 streams opening at once each check ~500."""
     cat = unicodedata.category(ch)
     if cat.startswith("L"):
         name = unicodedata.name(ch, "")

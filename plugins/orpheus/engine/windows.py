@@ -10,6 +10,7 @@ exactly once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,8 +21,7 @@ MAX_TAIL_EMIT = MAX_EMIT + LOOKAHEAD  # a final window may emit up to this many 
 MAX_WINDOW = LEFT_CONTEXT + MAX_TAIL_EMIT
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(NamedTuple):  # a tuple, not a frozen dataclass: one is made per decoded window
     start: int  # first frame decoded
     end: int  # one past the last frame decoded
     emit_from: int  # first frame whose samples are kept

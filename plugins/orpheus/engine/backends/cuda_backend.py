@@ -40,7 +40,10 @@ class CudaBackendOptions:
     fp8: bool = False  # FP8 weights via torch._scaled_mm (Hopper)
     threads: int = 1  # CPU intra-op threads
     seed: int | None = None
-    attention: str = "flex"  # decode attention: "flex" (length-aware) or "sdpa" (padded reference)
+    attention: str = (
+        "flex"  # decode attention: "flex", "triton" (split-KV kernel) or "sdpa" (padded reference)
+    )
+    kv_fp8: bool = False  # FP8 (e4m3) KV cache: needs attention="triton"
     graph_mode: str = "auto"  # "record": eager stand-in graphs on CPU (tests of the warm-up path)
 
 
@@ -95,7 +98,13 @@ class CudaBackend(TokenBackend):
         gen = BatchGenerator(
             model,
             GeneratorOptions(
-                o.rows, o.max_seq, o.history, o.cuda_graphs, attention=o.attention, graph_mode=o.graph_mode
+                o.rows,
+                o.max_seq,
+                o.history,
+                o.cuda_graphs,
+                attention=o.attention,
+                kv_fp8=o.kv_fp8,
+                graph_mode=o.graph_mode,
             ),
         )
         graphs = gen.warm_graphs()  # every (batch, KV) graph now: none is captured under live traffic

@@ -62,7 +62,8 @@ class GeneratorOptions:
     history: int = 128  # repetition-penalty window, in tokens
     cuda_graphs: bool = True  # on CUDA only
     min_kv_bucket: int = 128  # the padded SDPA path's smallest KV bucket
-    attention: str = "flex"  # "flex" (length-aware) or "sdpa" (padded reference)
+    attention: str = "flex"  # "flex" (length-aware), "triton" (split-KV kernel) or "sdpa" (padded reference)
+    kv_fp8: bool = False  # FP8 (e4m3) KV cache, per-KV-head scales; read by attention="triton" only
     prefill_pad: int = 32  # prompts of one admission pass pad to a multiple of this (few prefill shapes)
     graph_mode: str = "auto"  # "auto": CUDA graphs on CUDA; "record": eager stand-in graphs (CPU tests)
     compile: str = "auto"  # Inductor-fused step: "auto" (CUDA, flex), "on" (any device/attention), "off"
@@ -131,7 +132,7 @@ class BatchGenerator:
         if o.compile not in COMPILE_MODES:
             raise ValueError(f"compile {o.compile!r}: one of {', '.join(COMPILE_MODES)}")
         self.scratch = o.rows  # one cache row past the requests' rows: admission padding writes there
-        model.allocate(o.rows + 1, o.max_seq)
+        model.allocate(o.rows + 1, o.max_seq, o.kv_fp8)
         model.set_attention(o.attention)
         n, i64, f32 = o.rows + 1, torch.int64, torch.float32
         self.tok = torch.full((n,), ids.PAD, dtype=i64, device=dev)  # next input id per row
@@ -165,13 +166,14 @@ class BatchGenerator:
         # "auto" leaves the padded SDPA reference eager: compiled with a dynamic KV length it tripped an
         # index bounds assertion on the H200 (2026-11-26), which kills the CUDA context
         self.compiled = o.compile == "on" or (
-            o.compile == "auto" and dev.type == "cuda" and o.attention == "flex"
+            o.compile == "auto" and dev.type == "cuda" and o.attention in ("flex", "triton")
         )
         self.compile_error = ""
         if o.compile_batch not in ("dynamic", "static"):
             raise ValueError(f"compile_batch {o.compile_batch!r}: dynamic or static")
         dynamic = o.compile_batch == "dynamic"
-        buckets: tuple[int, ...] = FLEX_BATCH_BUCKETS if o.attention == "flex" else BATCH_BUCKETS
+        length_aware = o.attention in ("flex", "triton")
+        buckets: tuple[int, ...] = FLEX_BATCH_BUCKETS if length_aware else BATCH_BUCKETS
         if self.compiled and dynamic and o.rows > 1:
             buckets = tuple(b for b in buckets if b > 1)  # a batch of 1 would be one more (static) compile
         self.batch_buckets = (*(b for b in buckets if b < o.rows), o.rows)
@@ -188,8 +190,10 @@ class BatchGenerator:
         self.prefill_lengths = tuple(
             t for t in (pad << k for k in range(12)) if t <= min(o.max_seq, PREFILL_GRAPH_TOKENS)
         )
-        if o.attention == "flex":
-            self.kv_buckets: tuple[int, ...] = (o.max_seq,)  # the block mask bounds the reads, not a bucket
+        if length_aware:
+            self.kv_buckets: tuple[int, ...] = (
+                o.max_seq,
+            )  # each row's length bounds the reads, not a bucket
         else:
             kv, k = [], o.min_kv_bucket
             while k < o.max_seq:

@@ -4,9 +4,10 @@ gpt-fast-shaped: plain modules, no framework. The KV cache holds one row per con
 (`rows × kv_heads × max_seq × head_dim` per layer); a decode step runs rows 0..B-1 at once, each at its own
 position, so a batch is a prefix view of the cache and needs no gather. Decode attention is length-aware by
 default: FlexAttention with a block mask built on the device from each row's position, so a row reads only
-its own KV blocks (`attention="sdpa"` keeps the padded reference: every row reads up to `kv_len`). q/k/v and
-gate/up are single fused GEMMs; RoPE frequencies stay float32 whatever the weights' dtype. The LM head
-keeps only the rows the engine can ever sample (7 × 4096 audio codes + the stop id: 28 673 of 156 940).
+its own KV blocks (`attention="sdpa"` keeps the padded reference: every row reads up to `kv_len`;
+`attention="triton"` is the split-KV kernel of decode_attention.py, the only one that reads an FP8 cache).
+q/k/v and gate/up are single fused GEMMs; RoPE frequencies stay float32 whatever the weights' dtype. The LM
+head keeps only the rows the engine can ever sample (7 × 4096 audio codes + the stop id: 28 673 of 156 940).
 Same code on CPU (eager, tests) and CUDA (the generator captures it in graphs). Weights load from a Hugging
 Face Llama checkpoint (safetensors) or start random at any shape (benchmarks).
 """
@@ -30,7 +31,7 @@ from plugins.orpheus.engine import ids
 HEAD_ROWS = ids.AUDIO_END - ids.AUDIO_BASE + 1  # 28 673: audio codes, then the stop id last
 STOP_COLUMN = HEAD_ROWS - 1
 KV_BLOCK = 128  # FlexAttention's KV block: a row reads ceil((pos + 1) / 128) blocks
-ATTENTION_BACKENDS = ("flex", "sdpa")
+ATTENTION_BACKENDS = ("flex", "sdpa", "triton")  # triton: decode_attention.py (split-KV, FP8 cache option)
 PREFILL_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
@@ -149,6 +150,7 @@ class Attention(nn.Module):
         self.qkv_proj = nn.Linear(h, (shape.heads + 2 * shape.kv_heads) * d, bias=False)  # one GEMM
         self.o_proj = nn.Linear(shape.heads * d, h, bias=False)
         self.kv_head_index: torch.Tensor | None = None
+        self.kv_scale: torch.Tensor | None = None  # (2, kv_heads) float32 when the cache is FP8
 
     def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         lead = x.shape[:-1]
@@ -167,8 +169,9 @@ class Attention(nn.Module):
         pos: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        mask: torch.Tensor | BlockMask,  # SDPA: (B, 1, 1, L) bool, key position <= the row's; or flex's
+        mask: torch.Tensor | BlockMask,  # SDPA: (B, 1, 1, L) bool; flex: its BlockMask; triton: (B,) lengths
         flex: Any = None,  # the (compiled on CUDA) flex_attention to call with a BlockMask
+        kernel: str = "flex",  # the model's attention backend
     ) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, heads, d)
         b, rep = x.shape[0], self.heads // self.kv_heads
@@ -183,9 +186,15 @@ class Attention(nn.Module):
         heads = self.kv_head_index
         assert heads is not None
         where = (rows[:, None], heads[None, :], pos[:, None])  # (B, kv_heads) cells at each row's position
-        kc.index_put_(where, k)
-        vc.index_put_(where, v)
-        if isinstance(mask, BlockMask):  # length-aware: every row reads only its own blocks
+        kc.index_put_(where, self._store(k, 0))
+        vc.index_put_(where, self._store(v, 1))
+        if kernel == "triton":  # split-KV over each row's own length (mask: the lengths)
+            from plugins.orpheus.engine.cuda.decode_attention import decode_attention
+
+            sc = self.kv_scale
+            ks, vs = (sc[0], sc[1]) if sc is not None else (None, None)
+            out = decode_attention(q, kc, vc, mask, ks, vs)  # type: ignore[arg-type]
+        elif isinstance(mask, BlockMask):  # length-aware: every row reads only its own blocks
             out = flex(q, kc[:b], vc[:b], block_mask=mask)  # (B, kv_heads, rep, d)
         else:
             kv_len = mask.shape[-1]
@@ -193,6 +202,14 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(q, keys, vals, attn_mask=mask)  # every query row: one key
         # (B, kv_heads, rep, d) → heads in Llama's order: query head h reads KV head h // rep
         return self.o_proj(out.reshape(b, self.heads * self.head_dim))
+
+    def _store(self, x: torch.Tensor, which: int) -> torch.Tensor:
+        """Keys (0) or values (1), (..., kv_heads, head_dim), as the cache holds them (FP8: ÷ its scale)."""
+        if self.kv_scale is None:
+            return x
+        from plugins.orpheus.engine.cuda.decode_attention import to_fp8
+
+        return to_fp8(x, self.kv_scale[which])
 
     def prefill(
         self,
@@ -205,11 +222,14 @@ class Attention(nn.Module):
         n, t = x.shape[:2]
         q, k, v = self._qkv(x)  # (N, T, heads, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        k, v = k.transpose(1, 2), v.transpose(1, 2)  # (N, kv_heads, T, d)
         kc, vc = cache
         # the padding past a prompt's end is written too: decode overwrites position p before any row reads it
-        kc[rows, :, :t] = k
-        vc[rows, :, :t] = v
+        kc[rows, :, :t] = self._store(k, 0).transpose(1, 2)
+        vc[rows, :, :t] = self._store(v, 1).transpose(1, 2)
+        k, v = (
+            k.transpose(1, 2),
+            v.transpose(1, 2),
+        )  # (N, kv_heads, T, d): the prompt attends at full precision
         # flash (or math) only: cuDNN attention would build a new plan for every new prompt shape
         with sdpa_kernel(PREFILL_SDPA):
             out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=True, enable_gqa=True)
@@ -267,7 +287,9 @@ class OrpheusLlama(nn.Module):
         self.register_buffer("inv_freq", rope_inv_freq(shape), persistent=False)
         self.caches: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.max_seq = self.cache_len = 0
-        self.attention = "flex"  # or "sdpa": the padded reference path
+        self.attention = "flex"  # or "sdpa": the padded reference path; or "triton": split-KV kernel
+        self.kv_fp8 = False
+        self.kv_scales = torch.ones(0)  # (layers, 2, kv_heads) once `allocate` ran
         self._flex: Any = flex_attention
         self._kv_limit = torch.zeros(0, dtype=torch.int64)  # per cache row: the last key position it reads
         self._prefill_layer: Any = _prefill_layer
@@ -277,6 +299,8 @@ class OrpheusLlama(nn.Module):
         (a dense reference implementation) elsewhere unless `compile_flex` says otherwise."""
         if backend not in ATTENTION_BACKENDS:
             raise ValueError(f"attention backend {backend!r}: one of {', '.join(ATTENTION_BACKENDS)}")
+        if self.kv_fp8 and backend != "triton":
+            raise ValueError("an FP8 KV cache is read by attention='triton' only")
         self.attention = backend
         on_cuda = self.head.weight.device.type == "cuda"
         if backend == "flex" and (compile_flex if compile_flex is not None else on_cuda):
@@ -357,29 +381,39 @@ class OrpheusLlama(nn.Module):
                 for n in names:
                     setattr(mod, n, Fp8Linear(getattr(mod, n).weight.data))
 
-    def allocate(self, rows: int, max_seq: int) -> None:
-        """The static KV cache: `rows` concurrent sequences of up to `max_seq` tokens."""
+    def allocate(self, rows: int, max_seq: int, kv_fp8: bool = False) -> None:
+        """The static KV cache: `rows` concurrent sequences of up to `max_seq` tokens. `kv_fp8`: entries in
+        float8_e4m3fn ÷ a per-KV-head scale (1.0 until `set_kv_scales`), half the bytes a step reads."""
         s, p = self.shape, self.head.weight
         self.max_seq = max_seq
+        self.kv_fp8 = kv_fp8
+        dtype = torch.float8_e4m3fn if kv_fp8 else p.dtype
         self.cache_len = -(-max_seq // KV_BLOCK) * KV_BLOCK  # whole KV blocks (the tail is never read)
         self.caches = [
             tuple(  # type: ignore[misc]
-                torch.zeros(rows, s.kv_heads, self.cache_len, s.head_dim, dtype=p.dtype, device=p.device)
+                torch.zeros(rows, s.kv_heads, self.cache_len, s.head_dim, dtype=dtype, device=p.device)
                 for _ in range(2)
             )
             for _ in range(s.layers)
         ]
         self._kv_limit = torch.zeros(rows, dtype=torch.int64, device=p.device)
         heads = torch.arange(s.kv_heads, device=p.device)
-        for block in self.layers:
+        self.kv_scales = torch.ones(s.layers, 2, s.kv_heads, dtype=torch.float32, device=p.device)
+        for i, block in enumerate(self.layers):
             assert isinstance(block, Block)
             block.self_attn.kv_head_index = heads
+            block.self_attn.kv_scale = self.kv_scales[i] if kv_fp8 else None
         limit = self._kv_limit
 
         def within(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
             return kv <= limit[b]
 
         self._mask_mod = within  # one function object for the model's life: compiled code is reused
+
+    def set_kv_scales(self, scales: torch.Tensor) -> None:
+        """Per-layer, per-KV-head FP8 scales (layers, 2 = keys/values, kv_heads), e.g. max |k| / 448 from a
+        calibration prompt; a per-tensor scale is one value repeated. Set before any prompt is admitted."""
+        self.kv_scales.copy_(scales.to(self.kv_scales))
 
     def kv_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for pair in self.caches for t in pair)
@@ -419,6 +453,8 @@ class OrpheusLlama(nn.Module):
         Built outside any compiled region (Inductor's CPU flex lowering rejects a traced block mask)."""
         if self.attention == "flex":
             return self.block_mask(pos)
+        if self.attention == "triton":
+            return pos + 1  # each row's key count
         b, kv_len = pos.shape[0], kv_len or self.max_seq
         return (torch.arange(kv_len, device=pos.device)[None] <= pos[:, None]).view(b, 1, 1, kv_len)
 
@@ -436,7 +472,9 @@ class OrpheusLlama(nn.Module):
         x = self.embed_tokens(tokens)
         for block, cache in zip(self.layers, self.caches, strict=True):
             assert isinstance(block, Block)
-            h = block.self_attn.decode(block.input_layernorm(x), cache, rows, pos, cos, sin, mask, self._flex)
+            h = block.self_attn.decode(
+                block.input_layernorm(x), cache, rows, pos, cos, sin, mask, self._flex, self.attention
+            )
             x = x + h
             x = x + block.mlp(block.post_attention_layernorm(x))
         return self.head(self.norm(x)).float()
