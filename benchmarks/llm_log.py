@@ -1,6 +1,6 @@
 """Where the embedded LLM's time goes, read from llama.cpp's own log.
 
-    PARLEY_LLM_EMBEDDED_LOG=out/llm.log python -m benchmarks.load --livekit --calls 4 --minutes 2
+    python -m benchmarks.load --livekit --calls 4 --minutes 2   # with the worker option llm_embedded_log
     python -m benchmarks.llm_log out/llm.log [--skip-s 10] [--json F]
 
 One LLM thread serves every call on the host: the replies and the end-of-turn scorer's reads (one generated
@@ -129,7 +129,7 @@ def print_table(report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("log", help="llama.cpp's log (PARLEY_LLM_EMBEDDED_LOG)")
+    ap.add_argument("log", help="llama.cpp's log (the worker option llm_embedded_log)")
     ap.add_argument(
         "--skip-s", type=float, default=10.0, help="ignore requests started before this (warm-up)"
     )

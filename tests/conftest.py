@@ -14,12 +14,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Replies of 16 tokens (about 12 words) instead of 96: the tests check what a call does, not how long the
-# 135M model talks, and every call waits for its replies to play out in real time (measured: 96 -> 32 took
-# 36 s off the four slowest call tests; 32 -> 16 took 121 s -> 99 s off five others). `PARLEY_LLM_MAX_TOKENS`
-# set outside wins.
-os.environ.setdefault("PARLEY_LLM_MAX_TOKENS", "16")
-
 
 def _has_cuda() -> bool:
     try:

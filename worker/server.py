@@ -1,13 +1,15 @@
 """The LiveKit AgentServer: prewarm loads the models once per job process, each call gets an AgentSession.
 
 One host process runs the embedded LLM (when no LLM URL is configured) and LiveKit's job processes; every
-job process inherits the LLM URL through the environment. The load reported to LiveKit is the larger of the
-CPU load and the TTS engine's fill, so LiveKit stops sending calls to a host whose engine is full.
+job process is handed the composed settings (with that URL) by its entrypoint, never through the
+environment. The load reported to LiveKit is the larger of the CPU load and the TTS engine's fill, so LiveKit
+stops sending calls to a host whose engine is full.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -18,7 +20,7 @@ from livekit.agents import AgentServer, JobContext, JobProcess, cli
 from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers for download-files)
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
-from .agent_file import call_tools, effective_settings, pop_agent_flag
+from .agent_file import call_tools, effective_settings, pop_worker_flags
 from .call_report import CallEndMetrics, CallIdentity, CallReporter, CallReportOptions
 from .memory import release_free_memory, tune_allocator
 from .outbound import (
@@ -33,7 +35,7 @@ from .outbound import (
     prefetch,
     prepare_lines,
 )
-from .settings import Settings, SettingsError, get_settings
+from .settings import Settings, SettingsError, get_settings, load_settings, use_settings
 from .sip import (
     ATTR_PHONE_NUMBER,
     DtmfHandler,
@@ -60,15 +62,20 @@ FORKSERVER_PRELOAD = ["worker.forkserver_signals", "worker.forkserver_models"]
 not 255, at shutdown), and builds the per-process models every job then inherits warm (no prewarm cost)."""
 
 
-def prewarm(proc: JobProcess) -> None:
-    """Runs once per job process before any call: VAD, STT, TTS (and its engine connection), phrase cache."""
+INPUT_FRAME_MS = 20
+"""Room audio handed to VAD and STT in frames this long (LiveKit's default 50 ms holds speech back)."""
+
+
+def prewarm(settings: Settings, proc: JobProcess) -> None:
+    """Runs once per job process before any call: VAD, STT, TTS (and its engine connection), phrase cache.
+    `settings` are the worker's, composed once in `main` and handed to every job process."""
     from .forkserver_signals import exit_cleanly_until_started, started
     from .pipeline import load_components
 
     exit_cleanly_until_started()  # a worker shutting down now kills this process: it held no call
     try:
         tune_allocator()  # before the models load: their buffers then go back to the kernel when freed
-        settings = get_settings()
+        use_settings(settings)
         logging.getLogger("parley").setLevel(settings.log_level)  # LiveKit's CLI sets only the root level
         if settings.pipeline != "parley":  # a baseline for the benchmarks (worker/stock_pipeline.py)
             from .stock_pipeline import load_stock_components, stock_options
@@ -82,10 +89,10 @@ def prewarm(proc: JobProcess) -> None:
         started()
 
 
-async def entrypoint(ctx: JobContext) -> None:
+async def entrypoint(settings: Settings, ctx: JobContext) -> None:
     from .pipeline import build_call, load_components
 
-    settings = get_settings()
+    use_settings(settings)  # for the code that asks get_settings() in this job process
     if settings.pipeline != "parley":
         await stock_entrypoint(ctx, settings)
         return
@@ -274,7 +281,7 @@ def _room_options(settings: Settings, identity: str | None = None) -> Any:
 
     extra: dict[str, Any] = {"participant_identity": identity} if identity else {}
     return room_io.RoomOptions(
-        audio_input=room_io.AudioInputOptions(sample_rate=16_000, frame_size_ms=settings.input_frame_ms),
+        audio_input=room_io.AudioInputOptions(sample_rate=16_000, frame_size_ms=INPUT_FRAME_MS),
         delete_room_on_close=settings.delete_room_on_hangup,
         **extra,
     )
@@ -292,7 +299,7 @@ def turn_marks(ctx: JobContext, settings: Settings, session: Any, agent: Any, tt
 
 
 async def stock_entrypoint(ctx: JobContext, settings: Settings) -> None:
-    """A baseline call (PARLEY_PIPELINE=stock|stock-tuned): the same models, LiveKit's own wiring."""
+    """A baseline call (`--set pipeline=stock|stock-tuned`): the same models, LiveKit's own wiring."""
     from .stock_pipeline import build_stock_call, load_stock_components, stock_options
 
     opts = stock_options(settings.pipeline)
@@ -380,7 +387,7 @@ def compute_load(server: AgentServer) -> float:
 
 def build_server(settings: Settings) -> AgentServer:
     server = AgentServer(
-        setup_fnc=prewarm,
+        setup_fnc=functools.partial(prewarm, settings),
         load_fnc=compute_load,
         load_threshold=settings.livekit_target_load,  # compute_load reports full as exactly this
         num_idle_processes=settings.idle_processes,
@@ -394,7 +401,7 @@ def build_server(settings: Settings) -> AgentServer:
         # job processes write their turn-stage histograms here so the worker's /metrics serves them
         prometheus_multiproc_dir=_prometheus_dir() if settings.prometheus_port else None,
     )
-    server.rtc_session(entrypoint, agent_name=settings.agent_name)
+    server.rtc_session(functools.partial(entrypoint, settings), agent_name=settings.agent_name)
     return server
 
 
@@ -404,7 +411,8 @@ def _prometheus_dir() -> str:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.mkdtemp(prefix="parley-prometheus-")
 
 
-def _start_embedded_llm(settings: Settings) -> Any:
+def _start_embedded_llm(settings: Settings) -> tuple[Any, str]:
+    """The embedded LLM server and its URL (the job processes' LLM base URL)."""
     from .llm_server import EmbeddedLLM, EmbeddedLLMError, EmbeddedLLMOptions
     from .pipeline import conversation_prefix
 
@@ -423,9 +431,7 @@ def _start_embedded_llm(settings: Settings) -> Any:
     except EmbeddedLLMError as e:
         raise SettingsError(f"embedded LLM: {e}") from None
     llm.warm(conversation_prefix(settings))
-    os.environ["PARLEY_LLM_BASE_URL"] = url  # inherited by LiveKit's job processes
-    get_settings.cache_clear()
-    return llm
+    return llm, url
 
 
 def live_line(settings: Settings) -> str:
@@ -519,41 +525,47 @@ def quiet_loop_monitor() -> None:
     os.environ.setdefault("LIVEKIT_AGENTS_LOOP_BLOCK_WARN_MS", LOOP_MONITOR_WARN_MS)
 
 
+def compose(argv: list[str]) -> tuple[list[str], Settings]:
+    """The composition root: deployment variables, `--agent` / `--set` flags, then the agent file on top.
+    Returns LiveKit's own arguments and the settings every process of this worker runs with."""
+    argv, options = pop_worker_flags(argv)
+    return argv, effective_settings(load_settings(**options))
+
+
 def main(argv: list[str] | None = None) -> None:
-    argv = pop_agent_flag(list(sys.argv if argv is None else argv))  # --agent FILE = PARLEY_AGENT
     quiet_loop_monitor()
-    command = argv[1] if len(argv) > 1 else ""
+    llm = speech = None
     try:
-        settings = effective_settings(get_settings())
+        argv, settings = compose(list(sys.argv if argv is None else argv))
+        command = argv[1] if len(argv) > 1 else ""
         logging.getLogger("parley").setLevel(settings.log_level)
         if not settings.log_room_names:
             from .log_privacy import install_with_livekit_logging
 
             install_with_livekit_logging()  # callers' numbers in room names stay out of the logs
-        llm = speech = None
         if command == "console":
             check_audio_devices()
         if command in _RUN_COMMANDS:
             preflight(settings)
         if command in _RUN_COMMANDS and not settings.llm_base_url:
-            if effective_settings(settings).language != "en":
+            if settings.language != "en":
                 log.warning(  # the call still runs: turn-taking, recognition and voice are the language's
                     "the embedded LLM (SmolLM2-135M) writes English only; "
                     "set PARLEY_LLM_BASE_URL to an LLM that writes this agent's language"
                 )
-            llm = _start_embedded_llm(settings)
-            settings = effective_settings(get_settings())
+            llm, url = _start_embedded_llm(settings)
+            settings = settings.model_copy(update={"llm_base_url": url})
         if command in _RUN_COMMANDS:
-            speech = start_host_engine(
-                settings
-            )  # one Whisper for every job process (worker/speech_engine.py)
-            settings = effective_settings(get_settings())
+            speech, address = start_host_engine(settings)  # one Whisper for every job process
+            if address:
+                settings = settings.model_copy(update={"stt_engine_address": address})
         if command == "download-files":
             from .downloads import register
 
             register()
         if command in _RUN_COMMANDS:
             print(live_line(settings), flush=True)
+        use_settings(settings)
         server = build_server(settings)
     except SettingsError as e:
         print(str(e), file=sys.stderr)

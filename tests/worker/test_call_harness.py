@@ -46,8 +46,8 @@ async def test_dead_llm_gets_a_spoken_apology_and_the_call_goes_on(speech_audio:
 
 
 async def test_a_listed_word_reaches_the_agent_spelled_as_listed(llm_url: str, tmp_path: Path) -> None:
-    """PARLEY_STT_VOCABULARY through the worker's own pipeline and a real AgentSession: the caller's turn, as
-    the LLM reads it, spells the drug as listed (without the list tiny.en writes "listen-op role")."""
+    """The `stt_vocabulary` option through the worker's own pipeline and a real AgentSession: the caller's
+    turn, as the LLM reads it, spells the drug as listed (without it tiny.en writes "listen-op role")."""
     import numpy as np
     import soundfile as sf
 
