@@ -130,10 +130,11 @@ async def gate_cost(root: Path, voice: str, language: str, turns: int) -> dict[s
     from livekit.agents.voice import AgentSession, SpeechHandle
     from livekit.agents.voice.audio_recognition import _EndOfTurnInfo, _EndOfTurnMetrics
 
-    from caches import FillerAgent, FillerController, FillerControllerOptions, FillerOptions, FillerPolicy
+    from caches import FillerController, FillerControllerOptions, FillerOptions, FillerPolicy
     from plugins.cpu_voice import CpuVoiceTTS
     from simulator.audio_io import Loudspeaker
     from simulator.fakes import ScriptedLLM
+    from worker.speak import FillerAgent
 
     cache = PhraseCache.load(root, voice=voice, language=language, sample_rates=[48_000])
     out: dict[str, dict[str, float]] = {}

@@ -76,10 +76,10 @@ def _part(name: str) -> Callable[[], Any]:
     def prewarm() -> Any:
         from livekit.agents import JobExecutorType, JobProcess
 
-        from worker.server import prewarm as worker_prewarm
+        from worker.call import prewarm as worker_prewarm
 
         proc = JobProcess(executor_type=JobExecutorType.PROCESS, user_arguments=None, http_proxy=None)
-        worker_prewarm(proc)
+        worker_prewarm(settings, proc)
         return proc
 
     return {"vads": vads, "stt": stt, "tts": tts, "eot": eot, "llm_client": llm_client, "prewarm": prewarm}[

@@ -370,7 +370,7 @@ def run_room_load(
 
 
 def stream_audits(worker_log: str) -> list[dict[str, int]]:
-    """The open-stream counts every job process logs when its call ends (worker/server.py
+    """The open-stream counts every job process logs when its call ends (worker/call.py
     `audit_open_streams`)."""
     audits = []
     for line in worker_log.splitlines():

@@ -7,7 +7,7 @@ Build once per voice (`python -m caches build`), load once per process (`PhraseC
 from plugins.spoken_words import phrase_key as normalise_text
 
 from .builder import BuildOptions, BuildReport, build_cache, tts_fingerprint
-from .controller import FillerAgent, FillerController, FillerControllerOptions
+from .controller import FillerController, FillerControllerOptions
 from .filler_policy import Decision, FillerOptions, FillerPolicy, Plan
 from .frames import FRAME_MS, iter_frames, resample_pcm
 from .metrics import CacheMetrics, FillerMetrics, TurnRecord
@@ -26,7 +26,6 @@ __all__ = [
     "CacheStoreError",
     "CachedPhrase",
     "Decision",
-    "FillerAgent",
     "FillerController",
     "FillerControllerOptions",
     "FillerMetrics",

@@ -145,7 +145,7 @@ def test_autoscaler_follows_the_worker_load_below_the_dispatch_threshold() -> No
     from worker.settings import Settings
 
     full = Settings().livekit_target_load  # livekit-server's agents.target_load, left at its default
-    assert 0 < value < full  # a full host reports exactly the target load (worker.server.compute_load)
+    assert 0 < value < full  # a full host reports exactly the target load (worker.load.compute_load)
     assert hpa["minReplicas"] >= 2
 
 

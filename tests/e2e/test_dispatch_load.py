@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.e2e.harness import API_KEY, API_SECRET, ComponentMissing, E2EStack, StackOptions
-from worker.server import compute_load
+from worker.load import compute_load
 from worker.settings import get_settings, use_settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

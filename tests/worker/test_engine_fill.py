@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from plugins.orpheus import tts as orpheus_tts
-from worker import server
+from worker import load as server
 from worker.settings import use_settings
 
 

@@ -243,7 +243,7 @@ class _Job:
 async def test_a_busy_line_ends_the_job_with_a_report_saying_so(tmp_path: Path) -> None:
     from tests.worker.test_call_report import serve
     from worker.call_report_receiver import make_app
-    from worker.server import outbound_dial
+    from worker.outbound_call import outbound_dial
     from worker.settings import load_settings
 
     out = tmp_path / "reports.jsonl"
@@ -257,7 +257,7 @@ async def test_a_busy_line_ends_the_job_with_a_report_saying_so(tmp_path: Path) 
 
 
 async def test_the_dialling_step_goes_on_only_for_an_answered_or_inbound_call() -> None:
-    from worker.server import outbound_dial
+    from worker.outbound_call import outbound_dial
     from worker.settings import load_settings
 
     settings = load_settings()

@@ -239,3 +239,18 @@ def test_worker_set_flag_refuses_an_unknown_option() -> None:
     proc = _run_worker({}, "download-files", "--set", "bogus_knob=1")
     assert proc.returncode == 2
     assert proc.stderr.strip() == "invalid setting: unknown option bogus_knob", proc.stderr
+
+
+def test_unknown_agent_file_field_stops_check_with_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("name: a\ninstructions: Be brief.\nvoicee: tara\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "worker.agent_file", "check", str(agent)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    out = (proc.stdout + proc.stderr).strip()
+    assert out.endswith("voicee: unknown field") and len(out.splitlines()) == 1, out
