@@ -37,7 +37,6 @@ from livekit import rtc
 from livekit.agents import stt as lkstt
 
 from benchmarks.cli import emit, fail
-from plugins.spoken_words import cer, compare_form, wer
 from plugins.whisper.model import (
     PRIORITY_PARTIAL,
     SAMPLE_RATE,
@@ -49,6 +48,7 @@ from plugins.whisper.model import (
 )
 from plugins.whisper.stream import turn_text
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
+from plugins.word_error import cer, compare_form, wer
 from worker.measurement import VOICED_AMPLITUDE
 from worker.pipeline import WHOLE_TURN_GAP_S
 from worker.settings import ENGLISH_STYLE_PROMPT

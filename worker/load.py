@@ -15,7 +15,7 @@ def engine_load() -> float:
     """The TTS engine's fill (0..1), or 0 when there is no engine."""
     global _engine_fill_configured
     try:
-        from plugins.orpheus.tts import engine_fill  # type: ignore[import-not-found]
+        from plugins.orpheus.capacity import engine_fill  # type: ignore[import-not-found]
     except ImportError:
         return 0.0
     if not _engine_fill_configured:

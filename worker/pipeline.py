@@ -108,7 +108,7 @@ def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
 def configure_orpheus_fill(settings: Settings) -> None:
     """Point the Orpheus plugin's fill probe (the worker's load report) at the engine, from explicit values:
     the plugin never reads the worker's settings itself."""
-    from plugins.orpheus.tts import configure_engine_fill  # type: ignore[import-not-found]
+    from plugins.orpheus.capacity import configure_engine_fill  # type: ignore[import-not-found]
 
     if not settings.engine_address or settings.tts_backend == "cpu":
         configure_engine_fill("")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from plugins.orpheus import tts as orpheus_tts
+from plugins.orpheus import capacity as orpheus_tts
 from worker import load as server
 from worker.settings import use_settings
 

@@ -13,6 +13,7 @@ from typing import Any
 from livekit.agents import llm
 from livekit.agents.voice import Agent
 
+from caches.keys import phrase_key as normalise_text
 from caches.phrase_cache import PhraseCache
 from caches.phrases import Phrase, PhraseKind, load_phrases
 from plugins.pronunciation import (
@@ -21,7 +22,6 @@ from plugins.pronunciation import (
     format_pronunciations,
     merge_pronunciations,
 )
-from plugins.spoken_words import phrase_key as normalise_text
 from plugins.whisper.options import WhisperConfigError
 from plugins.whisper.vocabulary import check_vocabulary
 
