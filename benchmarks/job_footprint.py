@@ -87,15 +87,11 @@ def _part(name: str) -> Callable[[], Any]:
     ]
 
 
-def _job(name: str, env: dict[str, str], out: Any) -> None:
-    """Runs in a forked job process: load `name`, report what it cost."""
-    os.environ.update(env)  # a forked job has the forkserver's environment, not the benchmark's latest
-    for key in ("PARLEY_STT_ENGINE_ADDRESS",):
-        if key not in env:
-            os.environ.pop(key, None)
-    from worker.settings import get_settings
+def _job(name: str, options: dict[str, str], out: Any) -> None:
+    """Runs in a forked job process: load `name` with these settings options, report what it cost."""
+    from worker.settings import load_settings, use_settings
 
-    get_settings.cache_clear()
+    use_settings(load_settings(**options))  # as the worker hands its job processes their settings
     before_mem, before_cpu = _mem(), _cpu_s()
     held = _part(name)()
     cpu = _cpu_s() - before_cpu
@@ -125,10 +121,9 @@ def forkserver_context(preload: list[str]) -> Any:
     return ctx
 
 
-def measure(ctx: Any, name: str) -> dict[str, Any]:
+def measure(ctx: Any, name: str, options: dict[str, str]) -> dict[str, Any]:
     q = ctx.Queue()
-    env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
-    p = ctx.Process(target=_job, args=(name, env, q))
+    p = ctx.Process(target=_job, args=(name, options, q))
     p.start()
     result: dict[str, Any] = q.get(timeout=300)
     p.join(30)
@@ -144,21 +139,19 @@ def run(repeat: int, parts: list[str], preload: list[str] | None = None) -> dict
     from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
 
     report: dict[str, Any] = {"repeat": repeat, "cores": os.cpu_count()}
-    os.environ["PARLEY_STT_ENGINE"] = "process"
-    os.environ.pop("PARLEY_STT_ENGINE_ADDRESS", None)
+    own = {"stt_engine": "process"}
     from worker.server import FORKSERVER_PRELOAD
 
     report["preload"] = FORKSERVER_PRELOAD if preload is None else preload
     ctx = forkserver_context(report["preload"])
-    report["process"] = _median([measure(ctx, "prewarm") for _ in range(repeat)])
-    report["parts_process"] = [_median([measure(ctx, p) for _ in range(repeat)]) for p in parts]
+    report["process"] = _median([measure(ctx, "prewarm", own) for _ in range(repeat)])
+    report["parts_process"] = [_median([measure(ctx, p, own) for _ in range(repeat)]) for p in parts]
     engine = HostSpeechEngine(HostSpeechEngineOptions(workers=1))
     try:
-        os.environ["PARLEY_STT_ENGINE"] = "host"
-        os.environ["PARLEY_STT_ENGINE_ADDRESS"] = engine.start()
-        # one forkserver serves both modes: each job is handed the benchmark's PARLEY_ settings
-        report["host"] = _median([measure(ctx, "prewarm") for _ in range(repeat)])
-        report["parts_host"] = [_median([measure(ctx, "stt") for _ in range(repeat)])]
+        host = {"stt_engine": "host", "stt_engine_address": engine.start()}
+        # one forkserver serves both modes: each job is handed its settings
+        report["host"] = _median([measure(ctx, "prewarm", host) for _ in range(repeat)])
+        report["parts_host"] = [_median([measure(ctx, "stt", host) for _ in range(repeat)])]
         import psutil
 
         pid = engine.pid
