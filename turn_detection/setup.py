@@ -105,4 +105,3 @@ def build_turn_handling(
     return TurnHandling(
         profile=profile, params=params, hooks=hooks, detector=detector, session_kwargs=session_kwargs
     )
-
