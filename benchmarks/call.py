@@ -6,7 +6,7 @@
 
 Each call is a folder of turns (call_plan.py: *.wav in name order, or turns.json with barge-ins). With
 --livekit every pipeline is served by the real worker process (`python worker.py start`, one job process per
-call, `PARLEY_PIPELINE` choosing the wiring) behind one local livekit-server, and the scripted caller measures
+call, `--set pipeline=…` for the wiring) behind one local livekit-server, and the scripted caller measures
 at the track it receives; without it the calls run offline through an AgentSession with scripted devices.
 Runs are interleaved: each round calls every pipeline with every call, the pipeline order rotated. v2v is the
 caller's last voiced sample → the first voiced audio of the agent's answer (found by the speech that made

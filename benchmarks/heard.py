@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from plugins.spoken_words import cer_form, compare_form
+from plugins.word_error import cer_form, compare_form
 
 LISTEN_RATE = 16_000
 TAIL_WORDS = 3

@@ -295,11 +295,15 @@ def run_room_load(
     (benchmarks/heard.py: `replies_heard`); empty = not checked."""
     plan: list[TurnPlan] = load_plan(data)
     env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
-    env.update({"PARLEY_MAX_CALLS": str(max(calls, 4)), "PARLEY_NUM_IDLE_PROCESSES": str(calls)})
+    env["PARLEY_MAX_CALLS"] = str(max(calls, 4))
     # a long call (simulator/calls/long_call.yaml) takes ~15 s a turn on a slow 2-core host
     timeout_s = max(600.0, CALL_S_PER_TURN * len(plan))
     opts = LiveKitCallOptions(
-        out_dir=out / "stack", base_env=env, call_timeout_s=timeout_s, caller_nice=caller_nice
+        out_dir=out / "stack",
+        base_env=env,
+        worker_options={"num_idle_processes": str(calls)},
+        call_timeout_s=timeout_s,
+        caller_nice=caller_nice,
     )
     state = RoomLoad()
     stop = threading.Event()
@@ -366,7 +370,7 @@ def run_room_load(
 
 
 def stream_audits(worker_log: str) -> list[dict[str, int]]:
-    """The open-stream counts every job process logs when its call ends (worker/server.py
+    """The open-stream counts every job process logs when its call ends (worker/call.py
     `audit_open_streams`)."""
     audits = []
     for line in worker_log.splitlines():

@@ -41,8 +41,8 @@ from caches.frames import resample_pcm
 from plugins.cpu_voice import CpuVoiceTTS
 from plugins.cpu_voice.voice import CpuVoiceError, open_voice
 from plugins.pronunciation import PronunciationError, Pronunciations, check_pronunciations
-from plugins.spoken_words import wer
 from plugins.whisper.vocabulary import check_vocabulary, vocabulary_prompt
+from plugins.word_error import wer
 
 CONFIGS = ("written", "respelled")
 DEFAULT_VOICES = ("heart", "espeak-en", "espeak-en+f3")

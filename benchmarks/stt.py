@@ -37,7 +37,6 @@ from livekit import rtc
 from livekit.agents import stt as lkstt
 
 from benchmarks.cli import emit, fail
-from plugins.spoken_words import cer, compare_form, wer
 from plugins.whisper.model import (
     PRIORITY_PARTIAL,
     SAMPLE_RATE,
@@ -49,8 +48,10 @@ from plugins.whisper.model import (
 )
 from plugins.whisper.stream import turn_text
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
+from plugins.word_error import cer, compare_form, wer
 from worker.measurement import VOICED_AMPLITUDE
-from worker.settings import ENGLISH_STYLE_PROMPT, Settings
+from worker.pipeline import WHOLE_TURN_GAP_S
+from worker.settings import ENGLISH_STYLE_PROMPT
 
 
 class BenchmarkInputError(ValueError):
@@ -437,9 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--context-gap",
         type=float,
-        default=Settings.model_fields["stt_whole_turn_gap_s"].default,
+        default=WHOLE_TURN_GAP_S,
         help="an utterance this soon after a FINAL is decoded behind the turn's audio "
-        "(default: the worker's, PARLEY_STT_WHOLE_TURN_GAP_S; 0 = every part alone)",
+        "(default: the worker's, worker/pipeline.py WHOLE_TURN_GAP_S; 0 = every part alone)",
     )
     p.add_argument(
         "--new-words-only",

@@ -30,12 +30,12 @@ from typing import Any
 
 from benchmarks.cli import emit, fail
 from benchmarks.stt import BenchmarkInputError, load_audio, percent_text, percentiles, stream_file
-from plugins.spoken_words import wer
 from plugins.whisper.guard import phrase_key
 from plugins.whisper.model import PRIORITY_PARTIAL, ModelOptions, WhisperModelError, shared_runner
 from plugins.whisper.options import WhisperConfigError
 from plugins.whisper.stt import StreamingOptions, WhisperSTT, WhisperSTTOptions
 from plugins.whisper.vocabulary import check_vocabulary
+from plugins.word_error import wer
 from worker.settings import ENGLISH_STYLE_PROMPT
 
 CONFIGS = ("none", "listed")

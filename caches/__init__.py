@@ -4,12 +4,11 @@ Build once per voice (`python -m caches build`), load once per process (`PhraseC
 (`CachedPhrase.frames`), and let `FillerController` decide when a short cached line hides a late reply.
 """
 
-from plugins.spoken_words import phrase_key as normalise_text
-
 from .builder import BuildOptions, BuildReport, build_cache, tts_fingerprint
-from .controller import FillerAgent, FillerController, FillerControllerOptions
+from .controller import FillerController, FillerControllerOptions
 from .filler_policy import Decision, FillerOptions, FillerPolicy, Plan
 from .frames import FRAME_MS, iter_frames, resample_pcm
+from .keys import phrase_key as normalise_text
 from .metrics import CacheMetrics, FillerMetrics, TurnRecord
 from .phrase_cache import CachedPhrase, PhraseCache
 from .phrases import KINDS, Phrase, PhraseSet, PhraseSetError, load_phrases
@@ -26,7 +25,6 @@ __all__ = [
     "CacheStoreError",
     "CachedPhrase",
     "Decision",
-    "FillerAgent",
     "FillerController",
     "FillerControllerOptions",
     "FillerMetrics",

@@ -16,7 +16,6 @@ import asyncio
 import importlib
 import json
 import logging
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -32,7 +31,6 @@ from .store import CacheStore, CacheStoreError
 
 DEFAULT_DIR = Path("out/phrase-cache")
 DEFAULT_VOICES = {"cpu": "heart", "orpheus": "tara"}
-PRONUNCIATIONS_ENV = "PARLEY_TTS_PRONUNCIATIONS"  # the worker's list, so a plain build matches it
 
 
 class CliError(Exception):
@@ -134,7 +132,7 @@ async def run_build(args: argparse.Namespace) -> BuildReport:
     phrases = load_phrases(args.phrases).for_voice(voice, args.language)
     listed = args.pronunciations
     try:
-        said = parse_pronunciations(os.environ.get(PRONUNCIATIONS_ENV, "") if listed is None else listed)
+        said = parse_pronunciations(listed or "")
     except PronunciationError as e:
         raise CliError(f"--pronunciations: {e}") from None
     return await build_phrases(phrases, voice, args.language, args.dir, args.backend, args.tts, said)
@@ -190,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument(
         "--pronunciations",
         default=None,
-        help="how to say listed words, 'Nguyen=win; Okonkwo=oh-KONK-woh' (default PARLEY_TTS_PRONUNCIATIONS)",
+        help="how to say listed words, 'Nguyen=win; Okonkwo=oh-KONK-woh' (an agent's build takes its file's)",
     )
     b.add_argument("--json", type=Path, default=None, help="write the build report as JSON here")
     s = sub.add_parser("show", help="list what a cache directory holds")

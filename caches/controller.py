@@ -8,7 +8,8 @@ audio iterator decides lazily: it yields a cached acknowledgement if the reply's
 the threshold (or at once when replies are predicted late), and otherwise ends with no audio, costing the
 reply a few milliseconds. The reply's LLM and TTS run while the gate waits. Reply readiness is seen by
 wrapping the agent's `tts_node` output (`watch_reply_audio`) and its input (`watch_reply_text`: once the
-reply's words reach the voice no filler starts); `FillerAgent` does the hooks.
+reply's words reach the voice no filler starts); the speaking agent (worker/speak.py `FillerAgent`) does
+the hooks: speech asks the cache, never the other way round.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from livekit import rtc
-from livekit.agents import Agent, llm
-from livekit.agents.voice import AgentSession, ModelSettings, SpeechHandle
+from livekit.agents import llm
+from livekit.agents.voice import AgentSession, SpeechHandle
 from livekit.agents.voice.events import (
     AgentStateChangedEvent,
     CloseEvent,
@@ -348,7 +349,7 @@ class FillerController:
             if not self._saw_reply_audio and not self._hook_missing:
                 # without the tts_node hook every reply looks late: fillers would delay prompt replies
                 self._hook_missing = True
-                log.warning("late-reply fillers off: the agent's tts_node is not wrapped (use FillerAgent)")
+                log.warning("late-reply fillers off: the agent's tts_node is not wrapped (see FillerAgent)")
             if rec.reply_started_at is None:
                 rec.reply_started_at = float(started)
                 if rec.reply_ms is not None:
@@ -412,21 +413,3 @@ class FillerController:
             self._creating_own = False
         self._own.add(handle.id)
         return handle
-
-
-class FillerAgent(Agent):
-    """An `Agent` with the two hooks a `FillerController` needs; set `agent.fillers` once it exists."""
-
-    def __init__(self, *, fillers: FillerController | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.fillers = fillers
-
-    async def on_user_turn_completed(self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage) -> None:
-        if self.fillers is not None:
-            self.fillers.on_user_turn_completed()
-
-    def tts_node(self, text: AsyncIterable[str], model_settings: ModelSettings) -> Any:
-        if self.fillers is None:
-            return Agent.default.tts_node(self, text, model_settings)
-        frames = Agent.default.tts_node(self, self.fillers.watch_reply_text(text), model_settings)
-        return self.fillers.watch_reply_audio(frames)

@@ -13,9 +13,9 @@ import numpy as np
 from livekit import rtc
 
 from plugins.pronunciation import Pronunciations, tag_of
-from plugins.spoken_words import phrase_key as normalise_text
 
 from .frames import FRAME_MS, iter_frames, resample_pcm
+from .keys import phrase_key as normalise_text
 from .metrics import CacheMetrics
 from .store import CacheStore
 

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import soundfile as sf
 
-from plugins.spoken_words import phrase_key as normalise_text
+from .keys import phrase_key as normalise_text
 
 log = logging.getLogger("parley.caches")
 

@@ -9,12 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."  # /app in the image, the repository root elsewhere
 
-cache="${PARLEY_MODEL_CACHE:-/models}"
+# the same names as the worker's (README, "Configuration"): the engine listens where the worker connects
+cache="${PARLEY_MODEL_CACHE_DIR:-/models}"
 key="${PARLEY_ENGINE_KEY:-default}"
 max_batch="${PARLEY_ENGINE_MAX_STREAMS:-32}"
-socket="${PARLEY_ENGINE_SOCKET:-/run/parley/engine/orpheus.sock}"
+address="${PARLEY_ENGINE_ADDRESS:-unix:///run/parley/engine/orpheus.sock}"
 http_port="${PARLEY_ENGINE_HTTP_PORT:-9101}"
-runtime="${PARLEY_TRTLLM_RUNTIME:-pytorch}"
+runtime=pytorch  # TensorRT-LLM's PyTorch runtime; `prepare --runtime engine` + `--trtllm-runtime engine` to try the other
 backend="${PARLEY_ORPHEUS_BACKEND:-cuda}"
 device="${PARLEY_ORPHEUS_DEVICE:-cuda}"
 
@@ -55,7 +56,7 @@ case "${1:-serve}" in
       --snac-dir "$PARLEY_SNAC_DIR" \
       --device "$device" \
       --max-streams "$max_batch" \
-      --address "unix://$socket" \
+      --address "$address" \
       --http-port "$http_port" \
       "$@"
     ;;

@@ -367,6 +367,8 @@ class StackOptions:
     web_port: int = 8080
     agent_name: str = "parley"
     worker_env: dict[str, str] = field(default_factory=dict)
+    # worker options (`worker.py --set NAME=VALUE`): options are never read from the environment
+    worker_options: dict[str, str] = field(default_factory=dict)
     # given to every process before the stack's own variables (e.g. the caller's PARLEY_* settings)
     base_env: dict[str, str] = field(default_factory=dict)
     # how to run the worker; None = `python worker.py start`
@@ -615,12 +617,15 @@ class E2EStack:
             self.start_worker()
         return self
 
-    def start_worker(self, name: str = "worker", env: dict[str, str] | None = None) -> ManagedProcess:
+    def start_worker(
+        self, name: str = "worker", env: dict[str, str] | None = None, options: dict[str, str] | None = None
+    ) -> ManagedProcess:
         """Start one worker (more than one may run: give each its own name, agent name and wiring)."""
         worker_py = REPO / "worker.py"
         if not worker_py.is_file():
             raise ComponentMissing("worker.py not present yet: the Parley worker is not in this checkout")
         cmd = self.opts.worker_cmd or [str(PYTHON), str(worker_py), "start"]
+        cmd = [*cmd, *(f"--set={k}={v}" for k, v in {**self.opts.worker_options, **(options or {})}.items())]
         worker = self.spawn(name, cmd, env=self.env({**self.opts.worker_env, **(env or {})}))
         self.wait_log(worker, r"(?i)registered worker", self.opts.worker_ready_timeout_s)
         return worker

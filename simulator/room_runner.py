@@ -45,6 +45,7 @@ class LiveKitCallOptions:
     isolation: Literal["auto", "netns", "loopback"] = "auto"  # auto: netns when allowed, else loopback
     base_env: Mapping[str, str] = field(default_factory=dict)  # e.g. the caller's PARLEY_* settings
     worker_env: Mapping[str, str] = field(default_factory=dict)
+    worker_options: Mapping[str, str] = field(default_factory=dict)  # `worker.py --set NAME=VALUE`
     capture: bool = False  # netns only: capture and check that no packet left the namespace
     join_timeout_s: float = 90.0
     reply_timeout_s: float = 30.0
@@ -82,6 +83,7 @@ def stack_options(opts: LiveKitCallOptions, with_worker: bool = True) -> StackOp
         capture=opts.capture and isolation == "netns",
         base_env=dict(opts.base_env),
         worker_env=dict(opts.worker_env),
+        worker_options=dict(opts.worker_options),
         worker_ready_timeout_s=opts.worker_ready_timeout_s,
     )
 
@@ -214,7 +216,7 @@ def run_room_benchmark(
     on_run: Callable[[RoomRun], None] | None = None,
     first_round: int = 0,
 ) -> list[RoomRun]:
-    """Every pipeline served by its own real worker process (`PARLEY_PIPELINE`, one agent name each) behind
+    """Every pipeline served by its own real worker process (`--set pipeline=…`, one agent name each) behind
     one livekit-server; each round calls every pipeline with every call, the pipeline order rotated."""
     from .call_plan import rotated
 
@@ -223,7 +225,7 @@ def run_room_benchmark(
     with stack:
         for name in pipelines:
             log_name = "worker" if name == "parley" else f"worker-{name}"
-            stack.start_worker(name=log_name, env={"PARLEY_PIPELINE": name, "PARLEY_AGENT_NAME": name})
+            stack.start_worker(name=log_name, env={"PARLEY_AGENT_NAME": name}, options={"pipeline": name})
         waited = wait_until_quiet(stack)
         log.info("workers ready", extra={"pipelines": list(pipelines), "waited_s": round(waited, 1)})
         for r in range(first_round, first_round + runs):

@@ -5,7 +5,7 @@ from .endpoint_policy import EndpointDecision, EndpointOptions, decide
 from .interruption_policy import OverlapVerdict, classify_overlap
 from .options import Profile, ProfileParams, TurnOptions, params_for, profile_for_participant
 from .session_hooks import TurnHooks
-from .setup import TurnHandling, build_turn_handling, load_vad, prewarm
+from .setup import TurnHandling, build_turn_handling, load_vad
 from .text_cues import TextCue, text_cue
 
 __all__ = [
@@ -24,7 +24,6 @@ __all__ = [
     "decide",
     "load_vad",
     "params_for",
-    "prewarm",
     "profile_for_participant",
     "text_cue",
 ]

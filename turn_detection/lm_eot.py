@@ -4,7 +4,7 @@ Why: the word tables (text_cues.py) only know closed word classes, and the audio
 hesitation in synthetic or noisy speech. A language model reads any phrasing. LiveKit's own text turn
 detector is a fine-tuned SmolLM2-135M; this is the zero-shot form of the same idea, served by the llama.cpp
 server Parley already embeds (worker/llm_server.py) or by any llama.cpp-compatible `/completion` endpoint
-(`PARLEY_EOT_LM_URL`).
+(the worker's `eot_lm_url` option).
 
 The transcript, lower-cased and without punctuation (the recogniser's full stop is what we want to predict,
 not read), goes after `<|im_start|>user\\n`; the score is the probability that the next token ends the

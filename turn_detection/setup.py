@@ -105,10 +105,3 @@ def build_turn_handling(
     return TurnHandling(
         profile=profile, params=params, hooks=hooks, detector=detector, session_kwargs=session_kwargs
     )
-
-
-def prewarm() -> None:
-    """Load the bundled audio end-of-turn model once per worker process (~108 MB, ~0.2 s)."""
-    from livekit.local_inference import init_eot
-
-    init_eot()

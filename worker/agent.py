@@ -16,10 +16,10 @@ from livekit import rtc
 from livekit.agents import APIError, llm, stt
 from livekit.agents.voice import Agent, ModelSettings
 
-from caches import FillerAgent
 from turn_detection import TurnHandling
 
 from .context import ContextOptions, bound_context
+from .speak import FillerAgent
 from .tool_text import tool_calls_from_text, tool_names
 
 log = logging.getLogger("parley.agent")

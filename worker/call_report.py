@@ -4,7 +4,7 @@ Hosted voice stacks tell the operator's backend how each call went (Vapi's end-o
 `call_ended` webhook); this is Parley's. It carries what a CRM or a dashboard needs without reading logs:
 when the call started and ended, how it ended (the caller hung up, the agent ended it, a transfer, a silent
 line, the time limit, a worker shutdown, an error), how many turns each side took, each reply's latency as
-the agent measured it, and which tools ran and which failed. Only with `PARLEY_CALL_REPORT_TRANSCRIPT=true`
+the agent measured it, and which tools ran and which failed. Only with the file's `report.transcript: true`
 does it carry personal data: what each side said, the room's name and a phone caller's number. Otherwise
 the room name is hashed as in the logs and no words leave the host.
 

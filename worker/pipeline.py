@@ -57,6 +57,11 @@ class Components:
     eot_lm: LmEotScorer | None = None  # the language-model end-of-turn scorer, shared by every call
 
 
+WHOLE_TURN_GAP_S = 3.0
+"""A caller's words this soon after their last FINAL continue the turn: decoded again with the turn's earlier
+audio as one, the whole turn replaces the earlier FINALs (benchmarks/stt.py compares it with 0 = alone)."""
+
+
 def load_stt(settings: Settings) -> stt.STT:
     from plugins.whisper import ModelOptions, StreamingOptions, WhisperSTT, WhisperSTTOptions
 
@@ -73,13 +78,10 @@ def load_stt(settings: Settings) -> stt.STT:
             ),
             language=settings.effective_stt_language,
             streaming=StreamingOptions(
-                partial_interval_s=settings.stt_partial_interval_s,
-                final_beam_size=settings.stt_final_beam_size,
-                settle_s=settings.stt_settle_s,
                 style_prompt=settings.effective_stt_prompt,
                 vocabulary=settings.stt_vocabulary_terms,
-                context_gap_s=settings.stt_whole_turn_gap_s,
-                whole_turn=settings.stt_whole_turn_gap_s > 0,
+                context_gap_s=WHOLE_TURN_GAP_S,
+                whole_turn=True,
             ),
         ),
         transcriber=engine_transcriber(settings),
@@ -107,7 +109,7 @@ def load_tts(settings: Settings) -> tuple[tts.TTS, str]:
 def configure_orpheus_fill(settings: Settings) -> None:
     """Point the Orpheus plugin's fill probe (the worker's load report) at the engine, from explicit values:
     the plugin never reads the worker's settings itself."""
-    from plugins.orpheus.tts import configure_engine_fill  # type: ignore[import-not-found]
+    from plugins.orpheus.capacity import configure_engine_fill  # type: ignore[import-not-found]
 
     if not settings.engine_address or settings.tts_backend == "cpu":
         configure_engine_fill("")
@@ -116,7 +118,6 @@ def configure_orpheus_fill(settings: Settings) -> None:
         settings.engine_address,
         settings.engine_secret.get_secret_value(),
         settings.engine_connect_timeout_s,
-        unreachable_fill=settings.engine_unreachable_load,
     )
 
 
@@ -289,7 +290,7 @@ def load_components(settings: Settings, llm_base_url: str, llm_slots: int | None
 
 
 def load_eot_lm(settings: Settings, llm_base_url: str, slot: int) -> LmEotScorer | None:
-    """The end-of-turn scorer: `PARLEY_EOT_LM_URL`, else the embedded SmolLM2 server when it is the LLM.
+    """The end-of-turn scorer: the `eot_lm_url` option, else the embedded SmolLM2 server when it is the LLM.
 
     On the embedded server the scorer gets a slot of its own, `slot` = the one after the calls' slots
     (whoever starts the server serves one more), so its short prompts never evict a call's conversation."""
@@ -305,8 +306,6 @@ def load_eot_lm(settings: Settings, llm_base_url: str, slot: int) -> LmEotScorer
     opts = LmEotOptions(
         url=url,
         extra_body=extra_body,
-        context_words=LmEotOptions.context_words if settings.turn_lm_agent_line else 0,
-        read_interims=settings.turn_lm_read_interims,
     )
     return LmEotScorer(opts)
 
@@ -316,7 +315,7 @@ def turn_options(settings: Settings) -> TurnOptions:
         language=settings.language,
         use_audio_model=settings.turn_use_audio_model,
         ignore_backchannels=settings.turn_ignore_backchannels,
-        delay_scale=settings.turn_delay_scale,
+        delay_scale=settings.turn_patience,
     )
 
 
@@ -396,7 +395,7 @@ def build_call(
     attach_flow_extractor(settings, comp, agent)
     attach_fillers(settings, comp, session, agent)
     attach_idle_watch(settings, comp, session, agent, on_call_end)
-    if settings.llm_prompt_warm and slot and type(agent) is ParleyAgent:  # a developer's llm_node may differ
+    if slot and type(agent) is ParleyAgent:  # a developer's llm_node may differ
         attach_prompt_warmer(settings, comp, session, agent, slot[0])
     return session, agent
 
@@ -462,9 +461,7 @@ def attach_fillers(settings: Settings, comp: Components, session: AgentSession, 
     policy = FillerPolicy(
         FillerOptions(
             late_threshold_ms=settings.filler_threshold_ms,
-            predict=settings.filler_predict,
             no_repeat_turns=settings.filler_no_repeat_turns,
-            min_turn_gap=settings.filler_min_turn_gap,
             hold_gap_ms=settings.filler_hold_gap_ms,
         )
     )
@@ -551,7 +548,6 @@ def agent_options(settings: Settings) -> AgentOptions:
             recent_turns=settings.context_recent_turns,
             max_chars=settings.context_max_chars,
             drop_step=max(1, settings.context_recent_turns // 2),
-            cut_in_words=settings.context_join_cut_in_words,
         ),
     )
 

@@ -1,19 +1,32 @@
-"""Every Parley setting, in one typed model read from the environment and `.env`.
+"""Parley's configuration: a few deployment variables from the environment, every other setting an option.
 
-Variables are prefixed `PARLEY_`; the three LiveKit ones also accept LiveKit's own names
-(`LIVEKIT_URL`, `LIVEKIT_API_KEY`, `LIVEKIT_API_SECRET`) so existing deployments work unchanged.
-A bad value stops startup with one line naming the variable (see `load_settings`).
+The environment (and `.env`) carries only `DEPLOYMENT_VARIABLES` (LiveKit, LLM, engines, limits, privacy,
+observability, paths; README "Configuration"); an unknown `PARLEY_*` variable stops start-up with one line
+naming it. Everything else is a field of `Settings` with its default: an agent file sets the ones a user sets
+per agent (worker/agent_file), code and `worker.py --set NAME=VALUE` the rest. A bad value stops start-up
+with one line naming the variable or option (see `load_settings`).
 """
 
 from __future__ import annotations
 
-import functools
+import difflib
 import ipaddress
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
@@ -43,7 +56,128 @@ class SettingsError(SystemExit):
     """Raised (as a clean exit) when settings are invalid; the message is one line for the operator."""
 
 
-class Settings(BaseSettings):
+# --- deployment: the only settings read from the environment (README, "Configuration") ------------------
+
+DEPLOYMENT_VARIABLES: dict[str, str] = {
+    "LIVEKIT_URL": "livekit_url",
+    "LIVEKIT_API_KEY": "livekit_api_key",
+    "LIVEKIT_API_SECRET": "livekit_api_secret",
+    "PARLEY_AGENT": "agent",
+    "PARLEY_AGENT_NAME": "agent_name",
+    "PARLEY_LANGUAGE": "language",
+    "PARLEY_LLM_BASE_URL": "llm_base_url",
+    "PARLEY_LLM_API_KEY": "llm_api_key",
+    "PARLEY_LLM_MODEL": "llm_model",
+    "PARLEY_ENGINE_ADDRESS": "engine_address",
+    "PARLEY_ENGINE_SECRET": "engine_secret",
+    "PARLEY_STT_ENGINE_ADDRESS": "stt_engine_address",
+    "PARLEY_STT_ENGINE_SECRET": "stt_engine_secret",
+    "PARLEY_STT_MODEL": "stt_model",
+    "PARLEY_STT_DEVICE": "stt_device",
+    "PARLEY_STT_BACKEND": "stt_backend",
+    "PARLEY_TTS_BACKEND": "tts_backend",
+    "PARLEY_MAX_CALLS": "max_calls",
+    "PARLEY_LOAD_THRESHOLD": "load_threshold",
+    "PARLEY_DRAIN_TIMEOUT_S": "drain_timeout_s",
+    "PARLEY_SIP_OUTBOUND_TRUNK": "sip_outbound_trunk",
+    "PARLEY_LOG_LEVEL": "log_level",
+    "PARLEY_LOG_TRANSCRIPTS": "log_transcripts",
+    "PARLEY_LOG_ROOM_NAMES": "log_room_names",
+    "PARLEY_RECORD_AUDIO": "record_audio",
+    "PARLEY_CALL_REPORT_URL": "call_report_url",
+    "PARLEY_CALL_REPORT_SECRET": "call_report_secret",
+    "PARLEY_HTTP_PORT": "http_port",
+    "PARLEY_PROMETHEUS_PORT": "prometheus_port",
+    "PARLEY_MODEL_CACHE_DIR": "model_cache_dir",
+}
+"""Every variable the worker reads, and its field. LiveKit's three also answer to `PARLEY_LIVEKIT_*`."""
+
+ENGINE_VARIABLES = (
+    "PARLEY_ORPHEUS_BACKEND",
+    "PARLEY_ORPHEUS_DEVICE",
+    "PARLEY_ENGINE_MAX_STREAMS",
+    "PARLEY_ENGINE_HTTP_PORT",
+    "PARLEY_ENGINE_KEY",
+)
+"""Read by the TTS engine image (plugins/orpheus/settings.py, deploy/engine-entrypoint.sh), beside the shared
+PARLEY_ENGINE_ADDRESS, PARLEY_ENGINE_SECRET, PARLEY_MODEL_CACHE_DIR and PARLEY_LANGUAGE."""
+
+OTHER_VARIABLES = ("PARLEY_WEB_KEY", "PARLEY_ENGINE_SECRET_FILE", "PARLEY_ENGINE_BUILD_COMMAND")
+"""Read by the demo web page (web/server.py) and the engine image's health check and build step."""
+
+TOOLING_VARIABLES = (
+    "PARLEY_TEST_AUDIO",
+    "PARLEY_TEST_LOAD_FILE",
+    "PARLEY_E2E_FIGURES",
+    "PARLEY_DEV_LIVEKIT_PORT",
+    "PARLEY_DEV_WEB_PORT",
+    "PARLEY_SMART_TURN_ONNX",
+)
+"""Read by tests, benchmarks and scripts/dev.sh, never by the worker: known, so a shell that sets them for a
+test still starts a worker."""
+
+TOOL_ENV_PREFIX = "PARLEY_TOOL_"
+"""An agent file's HTTP tool headers may read environment variables with this prefix (and no others)."""
+
+_LIVEKIT_ALIASES = {f"PARLEY_{n}": n for n in ("LIVEKIT_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET")}
+KNOWN_VARIABLES = frozenset(
+    [*DEPLOYMENT_VARIABLES, *_LIVEKIT_ALIASES, *ENGINE_VARIABLES, *OTHER_VARIABLES, *TOOLING_VARIABLES]
+)
+
+# what became of a variable the worker no longer reads (release notes, 2026-12-07, issue 62)
+_AGENT_FILE_FIELDS = {
+    "tts_voice": "voice",
+    "cpu_voice": "cpu_voice",
+    "llm_temperature": "llm.temperature",
+    "llm_max_tokens": "llm.max_tokens",
+    "llm_max_sentences": "llm.max_sentences",
+    "llm_max_words": "llm.max_words",
+    "turn_profile": "turn.profile",
+    "turn_delay_scale": "turn.patience",
+    "call_report_transcript": "report.transcript",
+    "outbound_greeting": "outbound.greeting",
+    "voicemail_message": "outbound.voicemail",
+    "stt_vocabulary": "vocabulary",
+    "tts_pronunciations": "pronunciations",
+    "sip_goodbye": "tools: end_call goodbye",
+    "sip_transfer_targets": "tools: transfer targets",
+}
+_RENAMED = {
+    "PARLEY_ORPHEUS_MAX_STREAMS": "PARLEY_ENGINE_MAX_STREAMS",
+    "PARLEY_ORPHEUS_HTTP_PORT": "PARLEY_ENGINE_HTTP_PORT",
+    "PARLEY_ENGINE_SOCKET": "PARLEY_ENGINE_ADDRESS (unix:///path.sock)",
+    "PARLEY_MODEL_CACHE": "PARLEY_MODEL_CACHE_DIR",
+}
+
+
+def _unknown_line(name: str) -> str:
+    if name in _RENAMED:
+        return f"unknown variable {name}: renamed {_RENAMED[name]}"
+    field = name.removeprefix("PARLEY_").lower()
+    if field in _AGENT_FILE_FIELDS:
+        return f"unknown variable {name}: set `{_AGENT_FILE_FIELDS[field]}` in the agent file instead"
+    if field in Settings.model_fields:
+        return f"unknown variable {name}: not a deployment variable; the option `{field}` (--set {field}=…)"
+    close = difflib.get_close_matches(name, sorted(KNOWN_VARIABLES), n=1, cutoff=0.75)
+    return f"unknown variable {name}" + (f" (did you mean {close[0]}?)" if close else "")
+
+
+def check_environment(environ: Mapping[str, str] | None = None, env_file: str | Path | None = ".env") -> None:
+    """Stop with one line naming the first `PARLEY_*` variable (environment or `.env`) nobody reads: a
+    misspelt or retired name must not pass silently."""
+    names = {n for n in (os.environ if environ is None else environ) if n.startswith("PARLEY_")}
+    if env_file is not None and Path(env_file).is_file():
+        from dotenv import dotenv_values
+
+        names |= {n for n in dotenv_values(env_file) if n.startswith("PARLEY_")}
+    unknown = sorted(n for n in names if n not in KNOWN_VARIABLES and not n.startswith(TOOL_ENV_PREFIX))
+    if unknown:
+        raise SettingsError(_unknown_line(unknown[0]))
+
+
+class Deployment(BaseSettings):
+    """The deployment variables, read from the environment and `.env`, and nothing else."""
+
     model_config = SettingsConfigDict(
         env_prefix="PARLEY_",
         env_file=".env",
@@ -52,7 +186,6 @@ class Settings(BaseSettings):
         populate_by_name=True,
     )
 
-    # LiveKit
     livekit_url: str = Field(
         "ws://127.0.0.1:7880", validation_alias=AliasChoices("PARLEY_LIVEKIT_URL", "LIVEKIT_URL")
     )
@@ -63,10 +196,50 @@ class Settings(BaseSettings):
         SecretStr(DEV_API_SECRET),
         validation_alias=AliasChoices("PARLEY_LIVEKIT_API_SECRET", "LIVEKIT_API_SECRET"),
     )
+    agent: str = ""
+    agent_name: str = "parley"
+    language: Language = "en"
+    llm_base_url: str = ""
+    llm_api_key: SecretStr = SecretStr("not-needed")
+    llm_model: str = "smollm2-135m"
+    engine_address: str = ""
+    engine_secret: SecretStr = SecretStr("")
+    stt_engine_address: str = ""
+    stt_engine_secret: SecretStr = SecretStr("")
+    stt_model: str | None = None
+    stt_device: Literal["cpu", "cuda", "auto"] = "cpu"
+    stt_backend: Literal["ctranslate2", "torch", "auto"] = "ctranslate2"
+    tts_backend: TtsBackend = "auto"
+    max_calls: int = 4
+    load_threshold: float = 0.8
+    drain_timeout_s: int = 900
+    sip_outbound_trunk: str = ""
+    log_level: str = "INFO"
+    log_transcripts: bool = False
+    log_room_names: bool = False
+    record_audio: bool = False
+    call_report_url: str = ""
+    call_report_secret: SecretStr = SecretStr("")
+    http_port: int = 0
+    prometheus_port: int = 0
+    model_cache_dir: str = ""
+
+
+class Settings(BaseModel):
+    """What the worker runs with: the deployment variables, the agent file's choices on top, and every other
+    setting an option with its default (set in code, by `worker.py --set NAME=VALUE`, never the environment).
+    Built once by the composition root (`load_settings`, then worker/agent_file `effective_settings`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    # LiveKit (deployment)
+    livekit_url: str = "ws://127.0.0.1:7880"
+    livekit_api_key: str = "devkey"
+    livekit_api_secret: SecretStr = SecretStr(DEV_API_SECRET)
     agent_name: str = "parley"
     agent: str = ""  # the agent to serve: an agent file (YAML) or package.module:callable; empty = built-in
     # HTTP tool headers may read only environment variables with this prefix (never LIVEKIT_API_SECRET)
-    tool_env_prefix: str = Field("PARLEY_TOOL_", pattern=r"^[A-Z_][A-Z0-9_]{2,}$")
+    tool_env_prefix: str = Field(TOOL_ENV_PREFIX, pattern=r"^PARLEY_TOOL_[A-Z0-9_]*$")
     language: Language = "en"
 
     # LLM (any OpenAI-compatible chat endpoint). Empty base URL = embedded SmolLM2 server.
@@ -79,16 +252,11 @@ class Settings(BaseSettings):
     llm_max_words: int = Field(45, ge=5, le=1000)  # a spoken reply ends here even without a full stop
     llm_timeout_s: float = Field(8.0, gt=0)
     llm_embedded_port: int = Field(0, ge=0, le=65535)  # 0 = pick a free port
-    llm_embedded_ctx: int = Field(4096, ge=512)
     llm_embedded_threads: int = Field(0, ge=0)  # 0 = auto (worker/llm_server.py: auto_threads)
     llm_embedded_batch_threads: int = Field(0, ge=0)  # prompt reading; 0 = auto (auto_batch_threads)
-    llm_prompt_warm: bool = True  # embedded LLM: read the caller's interim words into its cache early
     llm_embedded_log: str = ""  # a file for llama.cpp's own log (per-request prompt/eval timings)
     context_recent_turns: int = Field(24, ge=1)
     context_max_chars: int = Field(8000, ge=500)
-    # a reply the caller cut short within this many words was a cut-in at a pause: the LLM gets the caller's
-    # words before and after it as one turn (worker/context.py join_cut_in); 0 = as livekit-agents keeps them
-    context_join_cut_in_words: int = Field(3, ge=0, le=40)
 
     # STT (faster-whisper)
     # tiny.en (English only) or base (multilingual), both offline from Python packages; a local CTranslate2
@@ -100,23 +268,16 @@ class Settings(BaseSettings):
     """The host speech engine's runtime: torch for a CUDA 13 GPU host (CTranslate2's wheel needs CUDA 12)."""
     stt_cpu_threads: int = Field(0, ge=0)  # threads per decode; 0 = auto (plugins/whisper/model.py)
     stt_num_workers: int = Field(2, ge=1)  # decodes that may run at once (different calls)
-    stt_partial_interval_s: float = Field(0.3, gt=0)  # new audio between partials until one has words
-    input_frame_ms: int = Field(20, ge=10, le=100)  # room audio handed to VAD/STT in frames this long
-    stt_final_beam_size: int = Field(1, ge=1)  # beam for the settle/final decode
-    stt_settle_s: float = Field(0.064, gt=0)  # gate silence that starts the whole-utterance decode
-    # a caller's words this soon after their last FINAL continue the turn: decoded again with the turn's
-    # earlier audio as one, the whole turn replaces the earlier FINALs (0 = every fragment decoded alone)
-    stt_whole_turn_gap_s: float = Field(3.0, ge=0, le=10)
     # style prompt in front of every decode: None = the language's default (English: the fillers and
     # backchannels Whisper should write out, `ENGLISH_STYLE_PROMPT`; others: none); "" = none
     stt_prompt: str | None = Field(None, max_length=200)
     # the business's own words, comma-separated ("Okonkwo, Invisalign, Harrowgate"): after the style prompt
     # in every decode's prompt, so Whisper spells them as listed (plugins/whisper/vocabulary.py); an agent
-    # file's `vocabulary` list is added to these
+    # file's `vocabulary` list sets them
     stt_vocabulary: str = ""
     # how the voices say the business's own words, 'Nguyen=win; Okonkwo=oh-konk-woh' (plugins/pronunciation):
     # each listed word is read as its respelling; transcripts keep the written word. An agent file's
-    # `pronunciations` are added to these (the file's wins for a word in both)
+    # `pronunciations` set them
     tts_pronunciations: str = ""
     stt_language: Literal["en", "ko", "auto"] | None = None  # None = follow `language`
     # host = one speech engine per host serves every job process (worker/speech_engine.py); process = each
@@ -138,20 +299,10 @@ class Settings(BaseSettings):
     preemptive_tts: bool | None = None
     engine_address: str = ""  # unix:///path.sock or ws://127.0.0.1:PORT; empty = no engine
     engine_secret: SecretStr = SecretStr("")
-    # a frozen engine mid-reply: pinged after this much silence, given up on (rest of the reply in the CPU
-    # voice) when the ping goes unanswered, or when owed audio does not come (plugins/orpheus/tts.py)
-    engine_silence_timeout_s: float = Field(0.5, gt=0)
-    engine_ping_timeout_s: float = Field(0.4, gt=0)
-    engine_audio_timeout_s: float = Field(3.0, gt=0)
     engine_connect_timeout_s: float = Field(1.0, gt=0)
-    engine_pool_size: int = Field(1, ge=1)  # pooled engine connections per job process
-    engine_unreachable_load: float = Field(
-        1.0, ge=0.0, le=1.0
-    )  # load reported when the engine cannot be asked
-    tts_fallback_probe_s: float = Field(0.5, gt=0)  # how often a fallen-back chain checks the engine again
 
-    # Orpheus weights for `download-files` (the engine's own PARLEY_ORPHEUS_* flags live in
-    # plugins/orpheus/settings.py: the engine image carries no worker code)
+    # Orpheus weights for `download-files` (the engine's own flags live in plugins/orpheus/settings.py: the
+    # engine image carries no worker code)
     orpheus_repo: str = "canopylabs/orpheus-3b-0.1-ft"  # gated: accept the licence and set HF_TOKEN
     snac_repo: str = "hubertsiuzdak/snac_24khz"
     orpheus_revision: str = ""
@@ -161,20 +312,16 @@ class Settings(BaseSettings):
     phrase_cache_dir: Path = Path("out/phrase-cache")
     filler_threshold_ms: int = Field(600, ge=0)
     fillers_enabled: bool = True  # a short cached acknowledgement when the reply is late
-    filler_predict: bool = True  # play at once when recent replies were late
     filler_no_repeat_turns: int = Field(4, ge=0)
-    filler_min_turn_gap: int = Field(1, ge=0)  # 1 = never fillers in consecutive turns
     filler_hold_gap_ms: int = Field(2500, ge=0)  # silence before a tool-wait hold line
 
     # Turn taking
     turn_profile: Literal["auto", "web", "telephony"] = "auto"
-    turn_delay_scale: float = Field(1.0, ge=0.25, le=4.0)  # >1 waits longer before answering, <1 snappier
+    turn_patience: float = Field(1.0, ge=0.25, le=4.0)  # >1 waits longer before answering, <1 snappier
     turn_ignore_backchannels: bool = True  # "mm-hmm", "yeah", "okay" over the agent do not interrupt it
     turn_use_audio_model: bool = True  # blend in LiveKit's bundled v1-mini audio end-of-turn model
     turn_use_lm: bool = True  # blend in the language model's end-of-sentence score (turn_detection/lm_eot.py)
     eot_lm_url: str = ""  # llama.cpp-compatible server for that score; empty = the embedded LLM when it runs
-    turn_lm_agent_line: bool = True  # the score reads the caller's words after the agent's last line
-    turn_lm_read_interims: bool = True  # score interim transcripts too, not only preflight and final ones
 
     # Silent callers and long calls (worker/idle_caller.py): a line left open must not hold a call slot
     idle_reprompt_s: float = Field(15.0, ge=0)  # both sides silent this long: "are you still there?"; 0 = off
@@ -188,7 +335,7 @@ class Settings(BaseSettings):
 
     # Telephony (LiveKit SIP)
     sip_goodbye: str = "Thank you for calling. Goodbye!"
-    sip_transfer_targets: dict[str, str] = Field(default_factory=dict)  # JSON: spoken name -> tel:/sip: URI
+    sip_transfer_targets: dict[str, str] = Field(default_factory=dict)  # spoken name -> tel:/sip: URI
     sip_transfer_dialtone: bool = False
     dtmf_timeout_s: float = Field(3.0, gt=0)
     dtmf_max_digits: int = Field(16, ge=1)
@@ -199,7 +346,7 @@ class Settings(BaseSettings):
 
     # Worker
     # prewarmed job processes kept waiting; None = max_calls, so a burst of calls never starts one cold while
-    # others speak (one costs ~17 MB of its own memory and 0.05 CPU-s: benchmarks/job_footprint.py)
+    # others speak (one costs ~17 MB of its own memory and 0.05 CPU-s)
     num_idle_processes: int | None = Field(None, ge=0)
     # TTS engine fill (or host CPU, with load_signal calls+cpu) at which the host is full
     load_threshold: float = Field(0.8, gt=0.0, le=1.0)
@@ -210,9 +357,7 @@ class Settings(BaseSettings):
     delete_room_on_hangup: bool = True  # a call's room (and job slot) ends when its caller hangs up
     room_metrics: bool = True  # publish per-turn latency to the room (the web page shows it)
     http_port: int = Field(0, ge=0, le=65535)
-    drain_timeout_s: int = Field(
-        900, ge=0
-    )  # SIGTERM lets running calls finish this long (k8s grace = this + 60)
+    drain_timeout_s: int = Field(900, ge=0)  # SIGTERM lets running calls finish this long (k8s grace + 60)
     prometheus_port: int = Field(0, ge=0, le=65535)  # 0 = off; exports lk_agents_worker_load for autoscaling
     # the wiring the worker serves: Parley's, or the same models wired as LiveKit Agents' defaults (stock)
     # or as an informed user would tune them (stock-tuned); the benchmarks compare them in the same room
@@ -275,9 +420,7 @@ class Settings(BaseSettings):
         if self.tts_backend == "orpheus" and not self.engine_address:
             raise ValueError("PARLEY_ENGINE_ADDRESS: required when PARLEY_TTS_BACKEND=orpheus")
         if self.tts_voice not in ORPHEUS_VOICES and self.language == "en":
-            raise ValueError(
-                f"PARLEY_TTS_VOICE: unknown voice {self.tts_voice!r}; one of {', '.join(ORPHEUS_VOICES)}"
-            )
+            raise ValueError(f"voice: unknown voice {self.tts_voice!r}; one of {', '.join(ORPHEUS_VOICES)}")
         return self
 
     @property
@@ -323,32 +466,57 @@ class Settings(BaseSettings):
         return self.max_calls if self.num_idle_processes is None else self.num_idle_processes
 
 
+_ENV_NAME = {field: name for name, field in DEPLOYMENT_VARIABLES.items()}
+
+
 def _env_name(loc: tuple[int | str, ...]) -> str:
     field = str(loc[0]) if loc else ""
-    return f"PARLEY_{field.upper()}" if field else "settings"
+    if not field:
+        return "settings"
+    return _ENV_NAME.get(field, f"option {field}")
 
 
 def format_error(err: ValidationError) -> str:
-    """One line per problem, naming the environment variable the operator must fix."""
+    """One line per problem, naming the environment variable (or option) the operator must fix."""
     parts = []
     for e in err.errors():
         msg = str(e.get("msg", "invalid"))
         msg = msg.removeprefix("Value error, ")
-        if msg.startswith("PARLEY_"):
+        if e.get("type") == "extra_forbidden":
+            field = str(e["loc"][0]) if e.get("loc") else ""
+            close = difflib.get_close_matches(field, list(Settings.model_fields), n=1, cutoff=0.75)
+            parts.append(f"unknown option {field}" + (f" (did you mean {close[0]}?)" if close else ""))
+        elif msg.startswith("PARLEY_"):
             parts.append(msg)
         else:
             parts.append(f"{_env_name(tuple(e.get('loc', ())))}: {msg}")
     return "invalid setting: " + "; ".join(parts)
 
 
-def load_settings(**overrides: object) -> Settings:
-    """Build settings or exit with one clear line (never a traceback)."""
+def load_settings(**options: object) -> Settings:
+    """The deployment variables from the environment (an unknown `PARLEY_*` one refused), with `options` on
+    top; exits with one clear line (never a traceback)."""
+    check_environment()
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        deployed = Deployment().model_dump(exclude_unset=True)  # type: ignore[call-arg]  # from the env
+        return Settings(**{**deployed, **options})
     except ValidationError as err:
         raise SettingsError(format_error(err)) from None
 
 
-@functools.lru_cache(maxsize=1)
+_current: Settings | None = None
+
+
+def use_settings(settings: Settings | None) -> None:
+    """Make `settings` this process's own (the worker's composition root, and each job process from the
+    settings its entrypoint was handed); None = read them again on the next `get_settings`."""
+    global _current
+    _current = settings
+
+
 def get_settings() -> Settings:
-    return load_settings()
+    """This process's settings: the ones `use_settings` set, else the environment's with the defaults."""
+    global _current
+    if _current is None:
+        _current = load_settings()
+    return _current

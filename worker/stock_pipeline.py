@@ -1,4 +1,4 @@
-"""The baselines Parley is measured against, served by the same worker (`PARLEY_PIPELINE=stock|stock-tuned`).
+"""The baselines Parley is measured against, served by the same worker (`--set pipeline=stock|stock-tuned`).
 
 Both wire the same local models as Parley (Silero, faster-whisper tiny.en, the embedded LLM, the hibari CPU
 voice) through LiveKit Agents' own building blocks: a non-streaming STT behind the framework's StreamAdapter,

@@ -32,16 +32,14 @@ def engine_transcriber(settings: Settings) -> Any:
     return client
 
 
-def start_host_engine(settings: Settings) -> Any:
-    """Start the host speech engine for this worker's job processes (None when not wanted) and hand its
-    address to them through the environment."""
-    import os
-
-    from .settings import SettingsError, get_settings
+def start_host_engine(settings: Settings) -> tuple[Any, str]:
+    """Start the host speech engine for this worker's job processes: (the engine, its address), or (None, "")
+    when not wanted. The address goes into the settings the job processes are handed."""
+    from .settings import SettingsError
     from .speech_engine import HostSpeechEngine, HostSpeechEngineOptions, SpeechEngineStartError
 
     if settings.stt_engine != "host" or settings.stt_engine_address:
-        return None
+        return None, ""
     engine = HostSpeechEngine(
         HostSpeechEngineOptions(
             model=settings.effective_stt_model,
@@ -59,6 +57,4 @@ def start_host_engine(settings: Settings) -> Any:
         address = engine.start()
     except SpeechEngineStartError as e:
         raise SettingsError(f"speech engine: {e}") from None
-    os.environ["PARLEY_STT_ENGINE_ADDRESS"] = address  # inherited by LiveKit's job processes
-    get_settings.cache_clear()
-    return engine
+    return engine, address

@@ -28,7 +28,7 @@ def _fail(msg: str, code: int = 2) -> int:
 
 
 def _settings():  # type: ignore[no-untyped-def]
-    """Flag defaults: the engine's own settings (PARLEY_ORPHEUS_* in env or .env), never the worker's."""
+    """Flag defaults: the engine's own deployment variables (env or .env), never the worker's settings."""
     from plugins.orpheus.settings import engine_settings
 
     try:
@@ -50,12 +50,10 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--model-dir",
-        default=s.orpheus_model_dir,
+        default="",
         help="Orpheus checkpoint (torch/trtllm) or tokenizer dir (openai)",
     )
-    g.add_argument(
-        "--snac-dir", default=s.orpheus_snac_dir, help="SNAC 24 kHz dir (config.json + pytorch_model.bin)"
-    )
+    g.add_argument("--snac-dir", default="", help="SNAC 24 kHz dir (config.json + pytorch_model.bin)")
     g.add_argument("--device", default=s.orpheus_device)
     g.add_argument(
         "--dtype",
@@ -63,11 +61,11 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
         help="auto = bfloat16 on a CUDA device, float32 on CPU; or a torch dtype name",
     )
     g.add_argument("--cpu-threads", type=int, default=1)
-    g.add_argument("--max-streams", type=int, default=s.orpheus_max_streams)
-    g.add_argument("--openai-base-url", default=s.orpheus_openai_base_url)
+    g.add_argument("--max-streams", type=int, default=s.engine_max_streams)
+    g.add_argument("--openai-base-url", default="")
     g.add_argument("--openai-model", default="orpheus")
     g.add_argument("--tokenizer-dir", default="", help="tokenizer.json dir if not in --model-dir")
-    g.add_argument("--trtllm-runtime", default=s.orpheus_trtllm_runtime, choices=["pytorch", "engine"])
+    g.add_argument("--trtllm-runtime", default="pytorch", choices=["pytorch", "engine"])
     g.add_argument("--trtllm-max-batch", type=int, default=128)
     g.add_argument("--trtllm-kv-fp8", default="on", choices=["on", "off"])
     g.add_argument("--gpu-memory-fraction", type=float, default=0.85, help="trtllm KV cache share")
@@ -79,9 +77,9 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="standin backend (benchmarks.tts --overhead): generation rate as a multiple of real time",
     )
-    g.add_argument("--temperature", type=float, default=s.orpheus_temperature)
-    g.add_argument("--top-p", type=float, default=s.orpheus_top_p)
-    g.add_argument("--repetition-penalty", type=float, default=s.orpheus_repetition_penalty)
+    g.add_argument("--temperature", type=float, default=0.5)
+    g.add_argument("--top-p", type=float, default=0.9)
+    g.add_argument("--repetition-penalty", type=float, default=1.1)
     g.add_argument("--language", default=s.language, choices=["en", "ko"])
 
 
@@ -278,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     p_serve.add_argument(
         "--http-port",
         type=int,
-        default=_settings().orpheus_http_port,
+        default=_settings().engine_http_port,
         help="loopback /metrics /capacity /healthz",
     )
     add_engine_args(p_serve)

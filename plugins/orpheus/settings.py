@@ -1,7 +1,9 @@
-"""The engine's own settings: `PARLEY_ORPHEUS_*` (and `PARLEY_LANGUAGE`) from the environment or `.env`.
+"""The engine's deployment variables (README, "Configuration") from the environment or `.env`.
 
 The engine image carries only `plugins/` and `deploy/`, so the engine must never read the worker's settings
-module: these are the flag defaults of `python -m plugins.orpheus serve | synth`, read here and nowhere else.
+module: these are the flag defaults of `python -m plugins.orpheus serve | synth`, read here and nowhere else;
+every other engine knob is a flag with its default. Names are the worker's where both read one
+(`PARLEY_LANGUAGE`); the engine's own start with `PARLEY_ORPHEUS_` (the model) or `PARLEY_ENGINE_` (serving).
 A bad value is one line naming the variable (a `ValueError`, which the CLI prints without a traceback).
 """
 
@@ -22,16 +24,9 @@ class EngineSettings(BaseSettings):
     )
 
     orpheus_backend: Backend = "torch"
-    orpheus_model_dir: str = ""  # checkpoint dir; empty = the tiny random test model (CPU proof only)
-    orpheus_snac_dir: str = ""
     orpheus_device: str = "cpu"
-    orpheus_max_streams: int = Field(32, ge=1)  # admission limit; past it a stream gets a clear "full" error
-    orpheus_http_port: int = Field(0, ge=0, le=65535)  # loopback /metrics /capacity /healthz; 0 = off
-    orpheus_openai_base_url: str = ""  # remote completions endpoint serving Orpheus (openai backend)
-    orpheus_trtllm_runtime: Literal["pytorch", "engine"] = "pytorch"
-    orpheus_temperature: float = Field(0.5, ge=0.0, le=2.0)
-    orpheus_top_p: float = Field(0.9, gt=0.0, le=1.0)
-    orpheus_repetition_penalty: float = Field(1.1, ge=1.0, le=2.0)
+    engine_max_streams: int = Field(32, ge=1)  # admission limit; past it a stream gets a clear "full" error
+    engine_http_port: int = Field(0, ge=0, le=65535)  # loopback /metrics /capacity /healthz; 0 = off
     language: Literal["en", "ko"] = "en"
 
 

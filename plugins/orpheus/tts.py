@@ -5,10 +5,8 @@ piece is pushed into ONE engine stream over the pooled, already-handshaken conne
 generating the next piece while the current one plays. When the LLM writes slower than the voice speaks,
 the words already written go out before the listener runs out (`plugins.playout`). Closing the stream
 (barge-in) sends `cancel` at once. A whole utterance found in the phrase cache is played with no engine
-round trip.
-
-`engine_fill()` is the engine's fill (0..1) for the worker's load report, read from the engine's capacity
-op and cached for about a second. Protocol details stay in `plugins.orpheus.client` / `protocol`.
+round trip. How full the engine is (the worker's load report) is plugins/orpheus/capacity.py. Protocol
+details stay in `plugins.orpheus.client` / `protocol`.
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -28,6 +24,7 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
 from plugins.local_socket import default_address
 from plugins.orpheus import protocol
+from plugins.orpheus.capacity import configure_engine_fill
 from plugins.orpheus.client import ClientStream, EngineClient, EngineError, EngineEvent
 from plugins.playout import PlayoutClock, PlayoutOptions, cut_before_dry
 from plugins.pronunciation import Pronunciations
@@ -462,112 +459,3 @@ class OrpheusStream(tts.SynthesizeStream):
             await stream.end()
         except EngineError:
             return  # the connection is gone; the audio side reports it
-
-
-# -- engine fill for the worker's load report ------------------------------------------------------------
-@dataclass
-class _FillProbe:
-    address: str
-    secret: str = ""
-    timeout_s: float = 0.5
-    max_age_s: float = 1.0
-    unreachable_fill: float = 1.0  # 1.0 sends calls to other hosts; lower lets the CPU voice take them
-    value: float = 0.0
-    read_at: float = float("-inf")
-    reachable: bool | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-_fill: _FillProbe | None = None
-
-
-def configure_engine_fill(
-    address: str,
-    secret: str = "",
-    timeout_s: float = 0.5,
-    max_age_s: float = 1.0,
-    unreachable_fill: float = 1.0,
-) -> None:
-    """Tell `engine_fill()` which engine to ask (the worker's settings, or a test's server)."""
-    global _fill
-    _fill = _FillProbe(address, secret, min(timeout_s, 0.5), max_age_s, unreachable_fill) if address else None
-
-
-def engine_fill() -> float:
-    """The engine's fill 0..1 (active / max streams; 1.0 while warming or unreachable; 0 with no engine).
-
-    Blocking (LiveKit runs the load function in an executor); at most one engine query per `max_age_s`.
-    Unconfigured (no `configure_engine_fill` yet), there is no engine to ask: 0.
-    """
-    probe = _fill
-    if probe is None:
-        return 0.0
-    with probe.lock:
-        now = time.monotonic()
-        if now - probe.read_at < probe.max_age_s:
-            return probe.value
-        try:
-            cap = query_capacity(probe.address, probe.secret, probe.timeout_s)
-            value = float(cap.get("load", 1.0)) if cap.get("ready") else 1.0
-            reachable = True
-        except (OSError, ValueError, EngineError) as e:
-            value, reachable = probe.unreachable_fill, False
-            if probe.reachable is not False:
-                log.warning(
-                    "engine capacity unavailable at %s (%s); reporting fill %.2f",
-                    probe.address,
-                    e,
-                    probe.unreachable_fill,
-                )
-        if reachable and probe.reachable is False:
-            log.info("engine capacity readable again at %s", probe.address)
-        probe.value, probe.read_at, probe.reachable = min(1.0, max(0.0, value)), now, reachable
-        return probe.value
-
-
-def query_capacity(address: str, secret: str = "", timeout_s: float = 0.5) -> dict[str, Any]:
-    """One blocking hello + capacity exchange (no event loop needed). Raises OSError / EngineError."""
-    kind, target = protocol.parse_address(address)
-    hello = {"op": "hello", "id": 1, "secret": secret}
-    ask = {"op": "capacity", "id": 2}
-    if kind == "ws":
-        import json
-
-        from websockets.sync.client import connect
-
-        with connect(target, open_timeout=timeout_s, close_timeout=timeout_s) as ws:
-            ws.send(json.dumps(hello))
-            ws.send(json.dumps(ask))
-            while True:
-                msg = protocol.parse_json(ws.recv(timeout=timeout_s))
-                if (reply := _capacity_reply(msg)) is not None:
-                    return reply
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout_s)
-        sock.connect(target)
-        sock.sendall(protocol.json_frame(hello) + protocol.json_frame(ask))
-        buf = b""
-        while True:
-            while len(buf) < 5:
-                buf += _recv(sock)
-            length = int.from_bytes(buf[:4], "big")
-            while len(buf) < 4 + length:
-                buf += _recv(sock)
-            kind_byte, payload, buf = buf[4:5], buf[5 : 4 + length], buf[4 + length :]
-            if kind_byte == protocol.KIND_JSON and (reply := _capacity_reply(protocol.parse_json(payload))):
-                return reply
-
-
-def _recv(sock: socket.socket) -> bytes:
-    data = sock.recv(65536)
-    if not data:
-        raise ConnectionError("engine closed the connection")
-    return data
-
-
-def _capacity_reply(msg: dict[str, Any]) -> dict[str, Any] | None:
-    if msg.get("op") == "error":
-        raise EngineError(str(msg.get("code", "error")), str(msg.get("message", "")))
-    if msg.get("op") == "capacity":
-        return msg
-    return None

@@ -30,7 +30,7 @@ from .weights import default_model
 
 def _language() -> str:
     """The worker's language settings, read the same way (the engine image carries no worker code)."""
-    return os.environ.get("PARLEY_STT_LANGUAGE") or os.environ.get("PARLEY_LANGUAGE") or "en"
+    return os.environ.get("PARLEY_LANGUAGE") or "en"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -47,7 +47,7 @@ def check_vocabulary(terms: Iterable[str]) -> tuple[str, ...]:
 
 
 def parse_vocabulary(text: str) -> tuple[str, ...]:
-    """A comma-separated list (the PARLEY_STT_VOCABULARY form), checked."""
+    """A comma-separated list (the `stt_vocabulary` option's form), checked."""
     return check_vocabulary(t for t in text.split(",") if t.strip())
 
 

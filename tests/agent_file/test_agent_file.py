@@ -18,7 +18,7 @@ from worker.agent_file import (
     apply_agent,
     cache_report,
     load_agent_file,
-    pop_agent_flag,
+    pop_worker_flags,
 )
 from worker.agent_file.__main__ import check
 from worker.settings import SettingsError, load_settings
@@ -183,7 +183,7 @@ def test_agent_file_choices_reach_the_settings(tmp_path: Path) -> None:
     spec = load_agent_file(ROOT / "examples/dental_clinic.yaml")
     s = apply_agent(load_settings(), spec)
     assert (s.agent_name, s.language, s.cpu_voice, s.llm_max_sentences) == ("dental-clinic", "en", "heart", 2)
-    assert s.turn_delay_scale == pytest.approx(1.1)
+    assert s.turn_patience == pytest.approx(1.1)
     assert "front desk" in s.sip_transfer_targets
     assert s.sip_goodbye == "Thanks for calling Bright Smile Dental. See you soon!"
     assert s.outbound_greeting.startswith("Hi, this is Sam from Bright Smile Dental")
@@ -201,15 +201,14 @@ def test_an_agent_files_vocabulary_joins_the_settings_list(
     )
     assert spec.vocabulary == ["Okonkwo", "Xarelto"]
     assert apply_agent(load_settings(), spec).stt_vocabulary_terms == ("Okonkwo", "Xarelto")
-    monkeypatch.setenv("PARLEY_STT_VOCABULARY", "Brightwater, Okonkwo")
-    assert apply_agent(load_settings(), spec).stt_vocabulary_terms == ("Brightwater", "Okonkwo", "Xarelto")
+    listed = load_settings(stt_vocabulary="Brightwater, Okonkwo")
+    assert apply_agent(listed, spec).stt_vocabulary_terms == ("Brightwater", "Okonkwo", "Xarelto")
     long = ", ".join(f"Term{i:02d}" for i in range(55))
-    monkeypatch.setenv("PARLEY_STT_VOCABULARY", long)
     many = load_agent_file(
         write(tmp_path, "name: a\nvocabulary: [" + ", ".join(f"Word{i}" for i in range(10)) + "]")
     )
     with pytest.raises(SettingsError) as err:  # each list fits alone, not both together
-        apply_agent(load_settings(), many)
+        apply_agent(load_settings(stt_vocabulary=long), many)
     assert "at most 60" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -220,8 +219,8 @@ def test_an_agent_files_pronunciations_join_the_settings_list_and_win(
         write(tmp_path, "name: a\nvariables: {doc: Nguyen}\npronunciations: {'{{doc}}': win, Szabo: sah-boh}")
     )
     assert spec.pronunciations == {"Nguyen": "win", "Szabo": "sah-boh"}  # variables fill the words too
-    monkeypatch.setenv("PARLEY_TTS_PRONUNCIATIONS", "Nguyen=noo-yen; Okonkwo=oh-konk-woh")
-    said = apply_agent(load_settings(), spec).tts_pronunciation_list
+    listed = load_settings(tts_pronunciations="Nguyen=noo-yen; Okonkwo=oh-konk-woh")
+    said = apply_agent(listed, spec).tts_pronunciation_list
     assert said.speak("Okonkwo, Szabo") == "oh-konk-woh, sah-boh"
     code, line = check(
         str(write(tmp_path, "name: a\npronunciations: {Nguyen: win, periodontist: pair-ee-oh-DON-tist}"))
@@ -256,14 +255,26 @@ def test_a_korean_agent_gets_a_multilingual_whisper_by_default() -> None:
     assert load_eot_lm(load_settings(), "http://127.0.0.1:9/v1", slot=4) is not None  # English: it has it
 
 
-def test_agent_flag_becomes_the_setting(monkeypatch) -> None:
-    monkeypatch.setenv("PARLEY_AGENT", "")  # so monkeypatch puts it back after pop_agent_flag sets it
-    argv = pop_agent_flag(["worker.py", "dev", "--agent", "examples/dental_clinic.yaml", "--log-level", "x"])
-    assert argv == ["worker.py", "dev", "--log-level", "x"]
+def test_agent_flag_becomes_the_setting() -> None:
     import os
 
-    assert os.environ["PARLEY_AGENT"] == "examples/dental_clinic.yaml"
-    assert load_settings().agent == "examples/dental_clinic.yaml"
+    argv, options = pop_worker_flags(
+        [
+            "worker.py",
+            "dev",
+            "--agent",
+            "examples/dental_clinic.yaml",
+            "--set",
+            "max_call_s=60",
+            "--log-level",
+            "x",
+        ]
+    )
+    assert argv == ["worker.py", "dev", "--log-level", "x"]
+    assert "PARLEY_AGENT" not in os.environ  # no state passed through the environment
+    settings = load_settings(**options)
+    assert settings.agent == "examples/dental_clinic.yaml"
+    assert settings.max_call_s == 60
 
 
 def test_phrase_cache_is_per_agent_and_reports_missing_and_stale(tmp_path: Path) -> None:

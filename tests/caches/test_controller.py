@@ -16,7 +16,6 @@ from livekit.agents.voice.events import SpeechCreatedEvent
 from caches import (
     BuildOptions,
     CacheStore,
-    FillerAgent,
     FillerController,
     FillerControllerOptions,
     FillerOptions,
@@ -28,6 +27,7 @@ from caches import (
 from plugins.cpu_voice import CpuVoiceTTS
 from simulator.audio_io import Loudspeaker
 from simulator.fakes import ScriptedLLM
+from worker.speak import FillerAgent
 
 pytestmark = pytest.mark.slow
 

@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+import worker.load as load_module
 import worker.server as server_module
 
 
@@ -28,7 +29,7 @@ def file_load(path: Path) -> float:
 
 def main() -> None:
     path = Path(os.environ["PARLEY_TEST_LOAD_FILE"])
-    server_module.host_pressure = lambda _server: file_load(path)  # type: ignore[assignment]
+    load_module.host_pressure = lambda _server: file_load(path)  # type: ignore[assignment]
     server_module.main([str(Path(server_module.__file__).parents[1] / "worker.py"), *sys.argv[1:]])
 
 

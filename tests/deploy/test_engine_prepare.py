@@ -128,7 +128,7 @@ def test_image_entrypoint_prepare_runs_the_configured_build_once(tmp_path: Path)
     script = "import sys, pathlib; pathlib.Path(sys.argv[1], 'built').write_text(sys.argv[2])"
     env = {
         **os.environ,
-        "PARLEY_MODEL_CACHE": str(cache),
+        "PARLEY_MODEL_CACHE_DIR": str(cache),
         "PARLEY_ENGINE_KEY": "test-slice",
         "PARLEY_ENGINE_MAX_STREAMS": "7",
         "PARLEY_ENGINE_BUILD_COMMAND": f"{sys.executable} -c {script!r} {{engine_dir}} {{max_batch}}",

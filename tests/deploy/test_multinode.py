@@ -176,13 +176,22 @@ class Cluster:
                 "PARLEY_LLM_BASE_URL": f"http://127.0.0.1:{LLM_PORT}/v1",
                 "PARLEY_TTS_BACKEND": "cpu",
                 "PARLEY_LOAD_THRESHOLD": "0.8",
-                "PARLEY_NUM_IDLE_PROCESSES": "1",
-                "PARLEY_PHRASE_CACHE_DIR": str(self.stack.opts.out_dir / "no-phrase-cache"),
                 "PARLEY_LOG_LEVEL": "INFO",
                 "PARLEY_LOG_ROOM_NAMES": "true",  # the test finds which host took a call by its room name
             }
         )
-        return self.stack.spawn(name, [str(PYTHON), "-m", "tests.deploy.mn_host", "start"], env=env)
+        return self.stack.spawn(
+            name,
+            [
+                str(PYTHON),
+                "-m",
+                "tests.deploy.mn_host",
+                "start",
+                "--set=num_idle_processes=1",
+                f"--set=phrase_cache_dir={self.stack.opts.out_dir / 'no-phrase-cache'}",
+            ],
+            env=env,
+        )
 
     def call(self, room: str, node: Node) -> Caller:
         cmd = [

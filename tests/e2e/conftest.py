@@ -21,9 +21,9 @@ from tests.e2e.harness import (
 )
 
 CONVERSATION = speech_dir() / "conversation"  # the project's own test speech (simulator/test_speech.py)
-WORKER_ENV = {"PARLEY_NUM_IDLE_PROCESSES": "1"}
+WORKER_ENV: dict[str, str] = {}
 # the real worker; its load counts its own calls (not host CPU), so a busy test machine never makes it refuse
-WORKER_CMD = [str(PYTHON), str(REPO / "worker.py"), "start"]
+WORKER_CMD = [str(PYTHON), str(REPO / "worker.py"), "start", "--set", "num_idle_processes=1"]
 
 
 def start_stack(tmp_path: Path, **kw: object) -> E2EStack:

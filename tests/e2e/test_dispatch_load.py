@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from tests.e2e.harness import API_KEY, API_SECRET, ComponentMissing, E2EStack, StackOptions
-from worker.server import compute_load
-from worker.settings import get_settings
+from worker.load import compute_load
+from worker.settings import get_settings, use_settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -87,7 +87,7 @@ def test_a_host_is_offered_calls_until_it_holds_max_calls(
     livekit_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PARLEY_MAX_CALLS", "4")
-    get_settings.cache_clear()
+    use_settings(None)
     try:
         assert compute_load(SimpleNamespace(active_jobs=[1, 2, 3])) < 0.7  # type: ignore[arg-type]
         assert asyncio.run(_offered(livekit_url, active=3, wait_s=8.0)), (
@@ -95,4 +95,4 @@ def test_a_host_is_offered_calls_until_it_holds_max_calls(
         )
         assert not asyncio.run(_offered(livekit_url, active=4, wait_s=5.0)), "a full host was offered a call"
     finally:
-        get_settings.cache_clear()
+        use_settings(None)

@@ -1,7 +1,7 @@
 """A caller who joins and says nothing, through a real room: the dispatched worker asks if they are still
 there, says goodbye and ends the call, and the caller's connection goes with the room; then the worker sends
 its end-of-call report, signed, to a receiver in the call's network (`worker.call_report_receiver`), which
-says the silent line ended it. Short timers (`PARLEY_IDLE_REPROMPT_S`) so the test takes seconds."""
+says the silent line ended it. Short timers (`--set idle_reprompt_s=1.5`) so the test takes seconds."""
 
 from __future__ import annotations
 
@@ -27,12 +27,15 @@ def test_a_silent_caller_is_asked_then_the_agent_ends_the_call(tmp_path: Path) -
     secret.write_text("e2e-report-secret\n")
     env = {
         **WORKER_ENV,
-        "PARLEY_IDLE_REPROMPT_S": "1.5",
-        "PARLEY_IDLE_REPROMPTS": "1",
         "PARLEY_CALL_REPORT_URL": f"http://127.0.0.1:{port}/report",
         "PARLEY_CALL_REPORT_SECRET": "e2e-report-secret",
     }
-    stack = start_stack(tmp_path / "stack", with_worker=True, worker_env=env, worker_cmd=WORKER_CMD)
+    stack = start_stack(
+        tmp_path / "stack",
+        with_worker=True,
+        worker_env=env,
+        worker_cmd=[*WORKER_CMD, "--set", "idle_reprompt_s=1.5", "--set", "idle_reprompts=1"],
+    )
     try:
         receiver_cmd = [
             "-m",

@@ -151,10 +151,10 @@ def test_loopback_stack_binds_and_offers_only_127_0_0_1(tmp_path: Path) -> None:
     netns_cfg = livekit_server_config(StackOptions(out_dir=tmp_path), Netns("x"))
     assert "node_ip: 10.77.0.1" in netns_cfg and "includes" not in netns_cfg
     env = E2EStack(
-        StackOptions(out_dir=tmp_path, base_env={"PARLEY_LIVEKIT_URL": "wss://far", "PARLEY_X": "1"})
+        StackOptions(out_dir=tmp_path, base_env={"PARLEY_LIVEKIT_URL": "wss://far", "PARLEY_TOOL_X": "1"})
     )
     assert env.env()["LIVEKIT_URL"] == env.livekit_url and "PARLEY_LIVEKIT_URL" not in env.env()
-    assert env.env()["PARLEY_X"] == "1"
+    assert env.env()["PARLEY_TOOL_X"] == "1"
 
 
 def test_no_room_falls_back_with_one_line(

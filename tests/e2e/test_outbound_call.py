@@ -30,9 +30,10 @@ HI_MARIA = "Hi Maria, this is the clinic calling about Tuesday."  # this call's 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
-    env = {**WORKER_ENV, "PARLEY_OUTBOUND_GREETING": GREETING, "PARLEY_VOICEMAIL_MESSAGE": MESSAGE}
+    env = dict(WORKER_ENV)
+    cmd = [*WORKER_CMD, "--set", f"outbound_greeting={GREETING}", "--set", f"voicemail_message={MESSAGE}"]
     out = tmp_path_factory.mktemp("outbound-stack")
-    s = start_stack(out, with_worker=True, worker_env=env, worker_cmd=WORKER_CMD)
+    s = start_stack(out, with_worker=True, worker_env=env, worker_cmd=cmd)
     try:
         yield s
     finally:

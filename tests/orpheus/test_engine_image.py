@@ -131,8 +131,8 @@ def test_engine_image_file_set_serves_with_backend_from_env(test_model: Path, tm
     env = {k: v for k, v in os.environ.items() if not k.startswith("PARLEY_") and k not in ("PYTHONPATH",)}
     env.update(
         PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}",  # `python` = this interpreter
-        PARLEY_MODEL_CACHE=str(cache),
-        PARLEY_ENGINE_SOCKET=str(sock),
+        PARLEY_MODEL_CACHE_DIR=str(cache),
+        PARLEY_ENGINE_ADDRESS=f"unix://{sock}",
         PARLEY_ENGINE_HTTP_PORT=str(port),
         PARLEY_ENGINE_MAX_STREAMS="2",
         PARLEY_ORPHEUS_BACKEND="torch",
@@ -184,7 +184,7 @@ def test_engine_image_file_set_serves_with_backend_from_env(test_model: Path, tm
 
 def test_engine_entrypoint_refuses_an_unknown_backend(tmp_path: Path) -> None:
     app = lay_out_image(tmp_path / "app")
-    env = {**os.environ, "PARLEY_ORPHEUS_BACKEND": "vllm", "PARLEY_MODEL_CACHE": str(tmp_path / "m")}
+    env = {**os.environ, "PARLEY_ORPHEUS_BACKEND": "vllm", "PARLEY_MODEL_CACHE_DIR": str(tmp_path / "m")}
     res = subprocess.run(
         ["bash", str(app / "deploy" / "engine-entrypoint.sh"), "serve"],
         env=env,
@@ -196,7 +196,7 @@ def test_engine_entrypoint_refuses_an_unknown_backend(tmp_path: Path) -> None:
     assert res.stderr.strip().splitlines()[-1].startswith("error: PARLEY_ORPHEUS_BACKEND")
 
 
-@pytest.mark.parametrize("var,value", [("PARLEY_ORPHEUS_MAX_STREAMS", "0"), ("PARLEY_ORPHEUS_TOP_P", "x")])
+@pytest.mark.parametrize("var,value", [("PARLEY_ENGINE_MAX_STREAMS", "0"), ("PARLEY_ENGINE_HTTP_PORT", "x")])
 def test_bad_engine_setting_is_one_line(var: str, value: str) -> None:
     env = {**os.environ, var: value}
     res = subprocess.run(

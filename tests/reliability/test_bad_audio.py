@@ -11,6 +11,7 @@ import soundfile as sf
 
 from benchmarks.call import build_parley
 from simulator.offline import CallOptions, load_turn, run_call
+from tests.conftest import SHORT_REPLIES
 from worker.settings import load_settings
 
 pytestmark = pytest.mark.slow
@@ -27,7 +28,7 @@ def _voiced(pcm: np.ndarray, floor: int = 300) -> np.ndarray:
 
 
 async def _call(llm_url: str, turns: list[Path], **opt: object):
-    session, agent, _ = build_parley(load_settings(), llm_url)
+    session, agent, _ = build_parley(load_settings(**SHORT_REPLIES), llm_url)
     return await run_call("parley", session, agent, turns, CallOptions(**opt))  # type: ignore[arg-type]
 
 
@@ -79,7 +80,9 @@ async def test_a_long_monologue_stays_bounded(
     # 32 s: past Whisper's 30 s window, so the stream must cut and carry its context to decode it all
     mono = np.concatenate([x for p in parts * 2 for x in (p, gap)])[: 16_000 * 32]
     turn = _write(tmp_path / "monologue.wav", mono)
-    session, agent, _ = build_parley(load_settings(), embedded_llm_url)  # models load before the baseline
+    session, agent, _ = build_parley(
+        load_settings(**SHORT_REPLIES), embedded_llm_url
+    )  # models load before the baseline
     before = psutil.Process().memory_info().rss
     # 32 s of speech to decode before the reply
     res = await run_call("parley", session, agent, [turn], CallOptions(reply_timeout_s=45.0))

@@ -10,6 +10,7 @@ import pytest
 from benchmarks.call import build_parley
 from simulator.audio_io import Loudspeaker, ScriptedMic
 from simulator.offline import load_turn
+from tests.conftest import SHORT_REPLIES
 from worker.settings import load_settings
 
 pytestmark = pytest.mark.slow
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.slow
 async def test_hang_up_mid_utterance_leaves_no_streams_or_tasks(
     embedded_llm_url: str, speech_audio: Path
 ) -> None:
-    session, agent, comp = build_parley(load_settings(), embedded_llm_url)
+    session, agent, comp = build_parley(load_settings(**SHORT_REPLIES), embedded_llm_url)
     baseline = {t for t in asyncio.all_tasks() if not t.done()}
     mic, speaker = ScriptedMic(), Loudspeaker()
     session.input.audio = mic
@@ -54,7 +55,7 @@ async def test_hang_up_mid_utterance_leaves_no_streams_or_tasks(
 
 
 async def test_hang_up_while_the_agent_speaks(embedded_llm_url: str, speech_audio: Path) -> None:
-    session, agent, comp = build_parley(load_settings(), embedded_llm_url)
+    session, agent, comp = build_parley(load_settings(**SHORT_REPLIES), embedded_llm_url)
     mic, speaker = ScriptedMic(), Loudspeaker()
     session.input.audio = mic
     session.output.audio = speaker

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.call import build_parley
 from simulator.offline import run_call
+from tests.conftest import SHORT_REPLIES
 from worker.settings import load_settings
 
 from .slow_proxy import slow_proxy
@@ -19,10 +20,9 @@ pytestmark = pytest.mark.slow
 async def test_llm_slower_than_its_timeout_gets_an_apology_then_recovers(
     embedded_llm_url: str, speech_audio: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PARLEY_LLM_TIMEOUT_S", "1.5")
     turns = sorted((speech_audio / "conversation").glob("*.wav"))[:1]
     async with slow_proxy(embedded_llm_url, delay_s=6.0) as url:
-        session, agent, _ = build_parley(load_settings(), url)
+        session, agent, _ = build_parley(load_settings(llm_timeout_s=1.5, **SHORT_REPLIES), url)
         t = time.monotonic()
         res = await run_call("parley", session, agent, turns)
     tr = res.turns[0]
@@ -34,7 +34,7 @@ async def test_llm_slower_than_its_timeout_gets_an_apology_then_recovers(
 async def test_slow_but_working_llm_still_answers(embedded_llm_url: str, speech_audio: Path) -> None:
     turns = sorted((speech_audio / "conversation").glob("*.wav"))[:1]
     async with slow_proxy(embedded_llm_url, delay_s=1.0) as url:
-        session, agent, _ = build_parley(load_settings(), url)
+        session, agent, _ = build_parley(load_settings(llm_timeout_s=1.5, **SHORT_REPLIES), url)
         res = await run_call("parley", session, agent, turns)
     tr = res.turns[0]
     assert tr.reply_text and "sorry, i'm having trouble" not in tr.reply_text.lower()

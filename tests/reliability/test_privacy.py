@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks.call import build_parley
 from simulator.offline import run_call
+from tests.conftest import SHORT_REPLIES
 from worker.settings import load_settings
 
 pytestmark = pytest.mark.slow
@@ -40,7 +41,7 @@ async def test_transcripts_are_logged_only_when_enabled(
     sessions = []
     for enabled in (True, False):
         monkeypatch.setenv("PARLEY_LOG_TRANSCRIPTS", str(enabled).lower())
-        sessions.append(build_parley(load_settings(), embedded_llm_url)[:2])
+        sessions.append(build_parley(load_settings(**SHORT_REPLIES), embedded_llm_url)[:2])
     turns = [speech_audio / "conversation" / "c1.wav", speech_audio / "conversation" / "c2.wav"]
     logged, quiet = await asyncio.gather(
         *(

@@ -16,7 +16,7 @@ from plugins.cpu_voice import CpuVoiceTTS
 MAX_WER = 0.08
 
 try:  # the benchmarks' normalisation (numbers written out) when it is there
-    from plugins.spoken_words import wer as corpus_wer
+    from plugins.word_error import wer as corpus_wer
 except ImportError:  # pragma: no cover - same rules, minus number spelling
 
     def _words(text: str) -> list[str]:

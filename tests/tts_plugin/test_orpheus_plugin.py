@@ -10,16 +10,9 @@ import pytest
 from livekit.agents import APIConnectOptions, tts
 from livekit.agents.metrics import TTSMetrics
 
+from plugins.orpheus.capacity import configure_engine_fill, engine_fill, query_capacity
 from plugins.orpheus.client import EngineClient
-from plugins.orpheus.tts import (
-    DEFAULT_ADDRESS,
-    EngineUnavailableError,
-    OrpheusOptions,
-    OrpheusTTS,
-    configure_engine_fill,
-    engine_fill,
-    query_capacity,
-)
+from plugins.orpheus.tts import DEFAULT_ADDRESS, EngineUnavailableError, OrpheusOptions, OrpheusTTS
 from plugins.text_chunker import split_text
 
 from .conftest import EngineProcess

@@ -12,9 +12,9 @@ from livekit import rtc
 from livekit.agents import stt
 
 from benchmarks.stt import make_noise_files
-from plugins.spoken_words import compare_form, wer
 from plugins.whisper.model import ModelOptions, WhisperModelRunner
 from plugins.whisper.stt import WhisperConfigError, WhisperSTT, WhisperSTTOptions
+from plugins.word_error import compare_form, wer
 
 pytestmark = pytest.mark.slow
 E = stt.SpeechEventType

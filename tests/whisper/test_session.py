@@ -14,8 +14,8 @@ from livekit.agents import Agent, AgentSession, metrics
 from livekit.agents.voice.events import UserInputTranscribedEvent
 from livekit.plugins import silero
 
-from plugins.spoken_words import compare_form
 from plugins.whisper.stt import WhisperSTT
+from plugins.word_error import compare_form
 from simulator.audio_io import ScriptedMic
 
 pytestmark = pytest.mark.slow

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.spoken_words import (
-    cer,
-    cer_form,
-    compare_form,
-    edit_distance,
-    number_words,
-    ordinal_words,
-    wer,
-)
+from plugins.spoken_words import number_words, ordinal_words
+from plugins.word_error import cer, cer_form, compare_form, edit_distance, wer
 
 
 @pytest.mark.parametrize(

@@ -97,7 +97,7 @@ async def test_recognize_is_primed_with_the_vocabulary_alone() -> None:
 
 
 def test_the_longest_prompt_fits_the_host_speech_engines_cap() -> None:
-    """The style prompt (PARLEY_STT_PROMPT, at most 200 characters), the vocabulary and a long turn's
+    """The style prompt (the stt_prompt option, at most 200 characters), the vocabulary and a long turn's
     committed text (its last 200 characters) travel to the host speech engine in one request field."""
     from plugins.whisper.engine_server import MAX_PROMPT_CHARS
     from plugins.whisper.vocabulary import MAX_VOCABULARY_CHARS

@@ -11,7 +11,6 @@ import pytest
 import soundfile as sf
 from livekit import rtc
 
-from plugins.spoken_words import wer
 from plugins.whisper import weights
 from plugins.whisper.model import ModelOptions, WhisperModelRunner
 from plugins.whisper.stt import WhisperSTT, WhisperSTTOptions
@@ -22,6 +21,7 @@ from plugins.whisper.weights import (
     default_model,
     resolve_model_path,
 )
+from plugins.word_error import wer
 
 
 def fake_parts(tmp_path: Path) -> tuple[list[Path], list[Path]]:

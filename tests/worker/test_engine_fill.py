@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from plugins.orpheus import tts as orpheus_tts
-from worker import server
-from worker.settings import get_settings
+from plugins.orpheus import capacity as orpheus_tts
+from worker import load as server
+from worker.settings import use_settings
 
 
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
+    use_settings(None)
     monkeypatch.setattr(server, "_engine_fill_configured", False)
     yield monkeypatch
-    get_settings.cache_clear()
+    use_settings(None)
     orpheus_tts.configure_engine_fill("")
 
 
@@ -28,8 +28,7 @@ def test_unconfigured_plugin_reports_no_engine() -> None:
 
 def test_worker_load_asks_the_engine_its_settings_name(fresh: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fresh.setenv("PARLEY_ENGINE_ADDRESS", f"unix://{tmp_path}/none.sock")
-    fresh.setenv("PARLEY_ENGINE_UNREACHABLE_LOAD", "0.25")
-    assert server.engine_load() == 0.25  # configured from the worker's settings; the engine cannot be asked
+    assert server.engine_load() == 1.0  # configured from the worker's settings; the engine cannot be asked
 
 
 def test_cpu_voice_worker_has_no_engine_load(fresh: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.call import OfflineBuilder, warm_stt
 from simulator.offline import run_call
+from tests.conftest import SHORT_REPLIES
 from worker.settings import load_settings
 from worker.speech_engine import HostSpeechEngine, HostSpeechEngineOptions
 from worker.stt_hold import HOLD
@@ -27,7 +28,7 @@ async def test_engine_killed_as_the_caller_starts_speaking(
     engine = HostSpeechEngine(options)
     engine.start()
     try:
-        settings = load_settings().model_copy(
+        settings = load_settings(**SHORT_REPLIES).model_copy(
             update={"stt_engine": "host", "stt_engine_address": engine.address, "stt_engine_wait_s": 30.0}
         )
         turns = sorted((speech_audio / "conversation").glob("*.wav"))[:2]

@@ -16,6 +16,7 @@ from benchmarks.call import OfflineBuilder, warm_stt
 from caches import load_phrases
 from simulator.audio_io import Loudspeaker, ScriptedMic
 from simulator.offline import load_turn
+from tests.conftest import SHORT_REPLIES
 from worker.idle_caller import IdleOptions
 from worker.settings import load_settings
 
@@ -34,7 +35,7 @@ class Call:
     """One offline call whose end (the session closing by itself) the test waits for."""
 
     def __init__(self, llm_url: str, **settings: Any) -> None:
-        s = load_settings().model_copy(update={"stt_engine": "process", **settings})
+        s = load_settings(**SHORT_REPLIES).model_copy(update={"stt_engine": "process", **settings})
         self.session, self.agent, self.stt = OfflineBuilder(s, llm_url).build("parley")
         self.mic, self.speaker = ScriptedMic(), Loudspeaker()
         self.closed = asyncio.Event()

@@ -71,14 +71,14 @@ def test_the_command_line_says_in_one_line_why_no_call_was_placed(monkeypatch: p
         main(["+15551234567"])
     monkeypatch.setenv("LIVEKIT_URL", "ws://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("LIVEKIT_API_SECRET", "a-test-secret-long-enough-for-hmac-sha256")
-    from worker.settings import get_settings
+    from worker.settings import use_settings
 
-    get_settings.cache_clear()  # settings read before this test must not keep the short dev secret
+    use_settings(None)  # settings read before this test must not keep the short dev secret
     try:
         with pytest.raises(SystemExit, match=r"^error: the call was not placed: ") as e:
             main(["+15551234567", "--trunk", "ST_x"])
     finally:
-        get_settings.cache_clear()  # nor may later tests keep this test's unreachable LiveKit
+        use_settings(None)  # nor may later tests keep this test's unreachable LiveKit
     assert "\n" not in str(e.value)
 
 
@@ -243,7 +243,7 @@ class _Job:
 async def test_a_busy_line_ends_the_job_with_a_report_saying_so(tmp_path: Path) -> None:
     from tests.worker.test_call_report import serve
     from worker.call_report_receiver import make_app
-    from worker.server import outbound_dial
+    from worker.outbound_call import outbound_dial
     from worker.settings import load_settings
 
     out = tmp_path / "reports.jsonl"
@@ -257,7 +257,7 @@ async def test_a_busy_line_ends_the_job_with_a_report_saying_so(tmp_path: Path) 
 
 
 async def test_the_dialling_step_goes_on_only_for_an_answered_or_inbound_call() -> None:
-    from worker.server import outbound_dial
+    from worker.outbound_call import outbound_dial
     from worker.settings import load_settings
 
     settings = load_settings()

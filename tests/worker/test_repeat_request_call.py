@@ -14,6 +14,7 @@ import soxr
 from benchmarks.call import OfflineBuilder, warm_stt
 from plugins.cpu_voice.voice import open_voice
 from simulator.offline import run_call
+from tests.conftest import SHORT_REPLIES
 from worker.agent import REPEAT
 from worker.settings import load_settings
 
@@ -34,7 +35,7 @@ async def test_a_caller_not_understood_hears_a_request_to_repeat(
     embedded_llm_url: str, speech_audio: Path, tmp_path: Path
 ) -> None:
     clear = sorted((speech_audio / "conversation").glob("*.wav"))[0]
-    settings = load_settings().model_copy(update={"stt_engine": "process"})
+    settings = load_settings(**SHORT_REPLIES).model_copy(update={"stt_engine": "process"})
     session, agent, stt_model = OfflineBuilder(settings, embedded_llm_url).build("parley")
     await warm_stt(stt_model, clear)
     await run_call("parley", session, agent, [_unreadable_turn(tmp_path / "unreadable.wav")])

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.load_room import stream_audits
 from plugins.cpu_voice import CpuVoiceTTS
-from worker.server import audit_open_streams, open_streams
+from worker.call import audit_open_streams, open_streams
 
 
 class _ClosedSession:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.server import preflight
 from worker.settings import SettingsError, load_settings
+from worker.startup import preflight
 
 
 def test_a_model_folder_that_cannot_load_stops_start_up_in_one_line(tmp_path: Path) -> None:

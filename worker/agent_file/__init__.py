@@ -16,7 +16,7 @@ from .runtime import (
     effective_settings,
     load_served_agent,
     make_agent,
-    pop_agent_flag,
+    pop_worker_flags,
     served_spec,
 )
 from .spec import AgentFileError, AgentSpec, HttpToolSpec, load_agent_file, parse_agent
@@ -41,7 +41,7 @@ __all__ = [
     "load_served_agent",
     "make_agent",
     "parse_agent",
-    "pop_agent_flag",
+    "pop_worker_flags",
     "served_agent",
     "served_spec",
 ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 from livekit.agents import llm
 from livekit.agents.voice import Agent
 
+from caches.keys import phrase_key as normalise_text
 from caches.phrase_cache import PhraseCache
 from caches.phrases import Phrase, PhraseKind, load_phrases
 from plugins.pronunciation import (
@@ -22,13 +22,12 @@ from plugins.pronunciation import (
     format_pronunciations,
     merge_pronunciations,
 )
-from plugins.spoken_words import phrase_key as normalise_text
 from plugins.whisper.options import WhisperConfigError
 from plugins.whisper.vocabulary import check_vocabulary
 
 from ..agent import AgentOptions, ParleyAgent
 from ..flows.agent import make_flow_agent
-from ..settings import Settings, SettingsError, get_settings
+from ..settings import Settings, SettingsError
 from ..sip import TelephonyToolOptions, end_call_tool, send_dtmf_tool, telephony_tools, transfer_call_tool
 from .entry import AgentEntryError, is_entry, load_factory, make_user_agent, served_agent
 from .http_tools import HttpToolRuntime, http_tools
@@ -88,7 +87,7 @@ def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
         "llm_max_sentences": spec.llm.max_sentences,
         "llm_max_words": spec.llm.max_words,
         "turn_profile": spec.turn.profile,
-        "turn_delay_scale": spec.turn.patience,
+        "turn_patience": spec.turn.patience,
         "call_report_url": spec.report.url if spec.report else None,
         "call_report_transcript": spec.report.transcript if spec.report else None,
         "outbound_greeting": spec.outbound.greeting,
@@ -100,7 +99,7 @@ def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
             terms = check_vocabulary([*settings.stt_vocabulary_terms, *spec.vocabulary])
         except WhisperConfigError as e:
             raise SettingsError(
-                f"PARLEY_AGENT: {e} (PARLEY_STT_VOCABULARY and the file's list together)"
+                f"PARLEY_AGENT: {e} (the stt_vocabulary option and the file's list together)"
             ) from None
         upd["stt_vocabulary"] = ", ".join(terms)
     if spec.pronunciations:  # the file's entries replace the setting's for the same word
@@ -110,7 +109,7 @@ def apply_agent(settings: Settings, spec: AgentSpec | None) -> Settings:
             )
         except PronunciationError as e:
             raise SettingsError(
-                f"PARLEY_AGENT: {e} (PARLEY_TTS_PRONUNCIATIONS and the file's list together)"
+                f"PARLEY_AGENT: {e} (the tts_pronunciations option and the file's list together)"
             ) from None
         upd["tts_pronunciations"] = format_pronunciations(said)
     end = spec.builtin("end_call")
@@ -147,25 +146,31 @@ def served_spec(settings: Settings) -> AgentSpec | None:
     return served.spec if served else None
 
 
-def pop_agent_flag(argv: list[str]) -> list[str]:
-    """`worker.py dev|start|console --agent FILE`: the flag becomes PARLEY_AGENT (job processes inherit it)
-    and is removed before LiveKit's CLI parses the rest."""
+def pop_worker_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`worker.py dev|start|console --agent FILE --set NAME=VALUE ...`: Parley's own flags, removed before
+    LiveKit's CLI parses the rest, as settings options (`--agent` is the `agent` option, PARLEY_AGENT)."""
     out: list[str] = []
-    value: str | None = None
+    options: dict[str, str] = {}
     it = iter(argv)
     for arg in it:
-        if arg == "--agent":
-            value = next(it, None)
-            if value is None:
-                raise SettingsError("--agent needs a value: an agent file or package.module:callable")
-        elif arg.startswith("--agent="):
-            value = arg.split("=", 1)[1]
-        else:
+        flag, eq, inline = arg.partition("=")
+        if flag not in ("--agent", "--set"):
             out.append(arg)
-    if value is not None:
-        os.environ["PARLEY_AGENT"] = value
-        get_settings.cache_clear()
-    return out
+            continue
+        value = inline if eq else next(it, None)
+        if value is None:
+            raise SettingsError(
+                f"{flag} needs a value"
+                + (": an agent file or package.module:callable" if flag == "--agent" else ": NAME=VALUE")
+            )
+        if flag == "--agent":
+            options["agent"] = value
+            continue
+        name, eq, option = value.partition("=")
+        if not eq or not name:
+            raise SettingsError(f"--set {value}: expected NAME=VALUE (an option of worker/settings.py)")
+        options[name.strip().lower().replace("-", "_")] = option
+    return out, options
 
 
 # --- per call -------------------------------------------------------------------------------------------

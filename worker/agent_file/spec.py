@@ -201,8 +201,8 @@ class AgentSpec(_Strict):
 
     name: str  # the LiveKit dispatch name
     language: Literal["en", "ko"] = "en"
-    voice: str | None = None  # Orpheus voice (PARLEY_TTS_VOICE when unset)
-    cpu_voice: str | None = None  # hibari voice or espeak-<lang> (PARLEY_CPU_VOICE when unset)
+    voice: str | None = None  # Orpheus voice (the tts_voice option, tara, when unset)
+    cpu_voice: str | None = None  # hibari voice or espeak-<lang> (the cpu_voice option when unset)
     entry: str | None = Field(
         default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
     )  # module:factory -> Agent
