@@ -236,6 +236,7 @@ class SpeechServer:
             "ready": self.engine.ready,
             "connections": len(self._conns),
             "queued": self.engine.queued(),
+            "stalled_s": round(self.engine.stalled_s(), 3),
             **asdict(self.engine.stats),
         }
 
@@ -245,7 +246,7 @@ class SpeechServer:
         path = Path(self.path)
         prepare_socket_dir(path)  # private folder made before bind; a stale socket replaced, nothing else
         self._server = await asyncio.start_unix_server(self._client, path=str(path), limit=wire.MAX_FRAME)
-        os.chmod(path, 0o660)
+        os.chmod(path, 0o600)
         log.info(
             "speech engine listening",
             extra={"address": self.options.address, "model": self.engine.model_name},
