@@ -245,11 +245,14 @@ def call_reporter(
     sip = SipCall.from_participant(participant) if participant is not None else None
     opts = None
     if settings.call_report_url:
-        opts = CallReportOptions(
-            url=settings.call_report_url,
-            secret=settings.call_report_secret.get_secret_value(),
-            include_transcript=settings.call_report_transcript,
-        )
+        try:
+            opts = CallReportOptions(
+                url=settings.call_report_url,
+                secret=settings.call_report_secret.get_secret_value(),
+                include_transcript=settings.call_report_transcript,
+            )
+        except ValueError as e:  # refused at start (check_call_report); an agent file may set it later
+            log.error("call report not sent: %s", e)
     identity = CallIdentity(
         job_id=ctx.job.id,
         room=ctx.room.name,
@@ -490,8 +493,22 @@ def preflight(settings: Settings) -> None:
             "leave it unset (the multilingual base is the default) or set PARLEY_LANGUAGE=en"
         )
     check_stt_loads(settings)
+    check_call_report(settings)
     if settings.llm_base_url:
         check_llm_reachable(settings.llm_base_url, settings.llm_api_key.get_secret_value())
+
+
+def check_call_report(settings: Settings) -> None:
+    """Refuse a report setting that would send transcripts unsigned or in clear; warn when unsigned."""
+    if not settings.call_report_url:
+        return
+    secret = settings.call_report_secret.get_secret_value()
+    try:
+        CallReportOptions(settings.call_report_url, secret, settings.call_report_transcript)
+    except ValueError as e:
+        raise SettingsError(f"PARLEY_CALL_REPORT_URL: {e}") from None
+    if not secret:
+        log.warning("call reports are unsigned: set PARLEY_CALL_REPORT_SECRET so the receiver can check them")
 
 
 def check_audio_devices() -> None:
