@@ -330,12 +330,14 @@ async def test_engine_socket_goes_in_a_private_folder_and_refuses_a_shared_one(t
     await server.start()
     try:
         assert (private.parent.stat().st_mode & 0o777) == 0o700 and private.is_socket()
+        assert (private.stat().st_mode & 0o777) == 0o600  # the worker runs as the engine's user
     finally:
         await server.close()
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    server = SpeechServer(engine(), SpeechServerOptions(address=f"unix://{shared / 'stt.sock'}"))
-    with pytest.raises(SocketDirError, match="writable by everyone"):
-        await server.start()
-    await server.close()
+    for mode, who in ((0o777, "everyone"), (0o770, "its group")):
+        shared = tmp_path / f"shared-{mode:o}"
+        shared.mkdir()
+        shared.chmod(mode)
+        server = SpeechServer(engine(), SpeechServerOptions(address=f"unix://{shared / 'stt.sock'}"))
+        with pytest.raises(SocketDirError, match=f"writable by {who}"):
+            await server.start()
+        await server.close()
