@@ -43,7 +43,21 @@ def default_address(name: str = "orpheus.sock") -> str:
 
 def prepare_socket_dir(sock: Path) -> None:
     """Create the socket's directory 0700 (before bind), or check an existing one is safe to bind in."""
-    parent = sock.parent
+    ensure_private_dir(sock.parent)
+    try:
+        existing = os.lstat(sock)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(existing.st_mode):
+        raise SocketDirError(f"{sock} exists and is not a socket; not replacing it")
+    sock.unlink()  # a stale socket of an earlier run
+
+
+SOCKET_MODE = 0o600
+
+
+def ensure_private_dir(parent: Path) -> None:
+    """Create `parent` 0700, or check an existing one: a plain directory of ours nobody else may write to."""
     try:
         parent.mkdir(mode=0o700, parents=True)
         os.chmod(parent, 0o700)  # mkdir's mode passes through the umask
@@ -60,16 +74,6 @@ def prepare_socket_dir(sock: Path) -> None:
             f"engine socket directory {parent} is writable by {who}; use a private one (0700, "
             f"default {default_socket_path().parent})"
         )
-    try:
-        existing = os.lstat(sock)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(existing.st_mode):
-        raise SocketDirError(f"{sock} exists and is not a socket; not replacing it")
-    sock.unlink()  # a stale socket of an earlier run
-
-
-SOCKET_MODE = 0o600
 
 
 def read_secret(secret_file: str = "") -> str:

@@ -20,6 +20,7 @@ from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
 from .agent_file import call_tools, effective_settings, pop_agent_flag
 from .call_report import CallEndMetrics, CallIdentity, CallReporter, CallReportOptions
+from .headroom import HeadroomOptions, HostHeadroom, JobSignals, admits_new_call
 from .memory import release_free_memory, tune_allocator
 from .outbound import (
     OutboundCall,
@@ -98,6 +99,13 @@ async def entrypoint(ctx: JobContext) -> None:
     go_on, call = await outbound_dial(ctx, served)
     if not go_on:
         return
+    verdict = admits_new_call()
+    if call is None and not verdict.admits:  # dispatched before the worker's full load reached LiveKit
+        await refuse_call(ctx, settings, comp, verdict)
+        return
+    signals = JobSignals(comp.tts)
+    signals.start()
+    ctx.add_shutdown_callback(signals.aclose)
     participant = await ctx.wait_for_participant(identity=call.identity if call else None)
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
@@ -147,6 +155,20 @@ async def entrypoint(ctx: JobContext) -> None:
             answer_outbound(ctx, served, call, session, agent, answer, rate, reporter)
         )
         ctx.add_shutdown_callback(lambda: _cancel(listening))
+
+
+async def refuse_call(ctx: JobContext, settings: Settings, comp: Any, verdict: Any) -> None:
+    """The host is full: the caller hears one short line and the call ends, instead of joining calls that
+    would all degrade together (worker/headroom.py)."""
+    from .pipeline import build_call
+
+    log.warning("host full: call refused", extra={"why": verdict.why, "pressure": verdict.pressure})
+    participant = await ctx.wait_for_participant()
+    session, agent = build_call(settings, comp, pick_turn_profile(settings.turn_profile, participant), [])
+    agent.greet_on_enter = False
+    await session.start(agent, room=ctx.room, room_options=_room_options(settings))
+    await session.say(HeadroomOptions().full_line, allow_interruptions=False, add_to_chat_ctx=False)
+    await hang_up(ctx.api, ctx.room.name)
 
 
 async def _log_scorer_use(scorer: LmEotScorer) -> None:
@@ -371,6 +393,19 @@ def host_pressure(server: AgentServer) -> float:
     return pressure
 
 
+HEADROOM: HostHeadroom | None = None  # the worker process's (main() makes it); job processes read its verdict
+
+
+def measured_pressure(active_calls: int) -> float:
+    """Measured headroom (worker/headroom.py) as pressure; the verdict is left for job processes."""
+    if HEADROOM is None:
+        return 0.0
+    HEADROOM.collect()
+    verdict = HEADROOM.verdict(active_calls)
+    HEADROOM.publish(verdict)
+    return verdict.pressure if active_calls else 0.0  # an idle host takes a call whatever its neighbours do
+
+
 def compute_load(server: AgentServer) -> float:
     """The load LiveKit sees: the host's pressure scaled so that full = the server's dispatch limit.
 
@@ -378,7 +413,8 @@ def compute_load(server: AgentServer) -> float:
     (0.7 unless its config says otherwise; measured on 1.13.5: 0.699 dispatched, 0.70 not), whatever
     threshold the worker itself uses. Reporting calls / max_calls as is made a 4-call host refuse its 4th
     call at 0.75. Scaled, a host takes calls until it is full, on any server left at its defaults."""
-    return min(1.0, host_pressure(server) * get_settings().livekit_target_load)
+    pressure = max(host_pressure(server), measured_pressure(len(server.active_jobs)))
+    return min(1.0, pressure * get_settings().livekit_target_load)
 
 
 def build_server(settings: Settings) -> AgentServer:
@@ -565,6 +601,8 @@ def main(argv: list[str] | None = None) -> None:
                 settings
             )  # one Whisper for every job process (worker/speech_engine.py)
             settings = effective_settings(get_settings())
+            global HEADROOM
+            HEADROOM = HostHeadroom(HeadroomOptions(), speech_engine=speech)
         if command == "download-files":
             from .downloads import register
 

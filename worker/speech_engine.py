@@ -67,6 +67,8 @@ class HostSpeechEngine:
         self._monitor: threading.Thread | None = None
         self._lock = threading.Lock()
         self.restarts = 0
+        self.last_capacity: tuple[float, dict[str, Any]] | None = None
+        """(time.time(), answer) of the keeper's last `capacity` check: the worker's headroom reads it."""
         self.ready_at: float = 0.0
         """time.monotonic() when the engine last became ready (tests and logs measure restarts from it)."""
 
@@ -191,6 +193,7 @@ class HostSpeechEngine:
                     return ""
                 log.info("speech engine check failed", extra={"error": str(e)[:200]})
                 continue
+            self.last_capacity = (time.time(), capacity)
             stalled_s = float(capacity.get("stalled_s") or 0.0)
             if stalled_s >= o.stall_s:
                 return f"no decode finished for {stalled_s:.1f} s with decodes waiting"

@@ -162,6 +162,14 @@ class SpeechEngine:
         with self._cond:
             return len(self._pending)
 
+    def queue_delay_s(self) -> float:
+        """How long the oldest decode still waiting for a decoder has waited (0 when none waits): the
+        worker's headroom reads it (worker/headroom.py)."""
+        with self._cond:
+            if not self._pending:
+                return 0.0
+            return time.perf_counter() - min(j.submitted for j in self._pending)
+
     def stalled_s(self) -> float:
         """How long the engine has had work without finishing any (0 when idle): the worker's keeper
         restarts an engine whose decoders hang while its socket still answers (worker/speech_engine.py)."""
