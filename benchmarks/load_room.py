@@ -60,6 +60,8 @@ class RoomLoad:
     cpu: list[dict[int, tuple[str, float]]] = field(default_factory=list)  # {pid: (group, CPU s)} per sample
     seconds: float = 0.0
     host_busy_cores: float | None = None
+    refused: int = 0
+    """Calls the worker turned away, host full (worker/headroom.py), from its "call refused" log lines."""
     audits: list[dict[str, int]] = field(default_factory=list)
     """Each ended call's open-stream counts, from the worker's "call ended" log lines."""
     jitter_buffer_ms: list[float] = field(default_factory=list)
@@ -356,7 +358,9 @@ def run_room_load(
         state.host_busy_cores = round(busy / state.seconds, 2)
         worker_log = next(p.log_path for p in stack.procs if p.name == "worker")
     # the stack is closed: every job process has ended its call and written its audit line
-    state.audits = stream_audits(worker_log.read_text(errors="replace"))
+    worker_text = worker_log.read_text(errors="replace")
+    state.audits = stream_audits(worker_text)
+    state.refused = worker_text.count("host full: call refused")
     series = {"jobs": state.rss, "parts": state.parts_series}
     (out / "memory.json").write_text(json.dumps(series))  # every sample, to see where memory grows
     heard = None
@@ -427,5 +431,16 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "rss_mb_llm": _mb(state.parts_rss.get("llm")),
         "rss_mb_forkserver": _mb(state.parts_rss.get("forkserver")),
         "job_processes": len(per_pid),
+        "refused": state.refused,
         "cpu_cores": {**cpu_cores(state.cpu, state.seconds), "host": state.host_busy_cores},
+        "cpu_s_per_call_minute": cpu_per_call_minute(cpu_cores(state.cpu, state.seconds), calls),
     }
+
+
+def cpu_per_call_minute(cores: dict[str, float], calls: int) -> dict[str, float]:
+    """CPU seconds each part spent per minute of one call (cores x 60 / calls at once): a larger host's
+    capacity is its cores x 60 over the host parts' sum (the scripted callers and the benchmark are not
+    the host's: real callers run elsewhere)."""
+    per = {g: round(c * 60 / max(calls, 1), 1) for g, c in cores.items()}
+    per["host_parts"] = round(sum(v for g, v in per.items() if g not in ("callers", "benchmark")), 1)
+    return per
