@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,8 +53,8 @@ class HostSpeechEngineOptions:
     """First wait before a restart; doubles (to 5 s) while the engine keeps dying young."""
     log_path: str = ""  # the engine's stderr; empty = the worker's own stderr
     stall_s: float = 4.0
-    """An engine that answers nothing, or has had decodes this long without finishing one, is restarted
-    (longer than any real batch takes; the client tells the caller to hold long before this)."""
+    """An engine that answers nothing, or has had decodes this long (or three times its slowest recent
+    batch, if longer) without finishing one, is restarted; the client tells the caller to hold long before."""
     check_every_s: float = 0.5
 
 
@@ -173,9 +174,12 @@ class HostSpeechEngine:
                 break
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> str:
-        """Wait until the engine exits ("") or stops making progress (why, one line)."""
+        """Wait until the engine exits ("") or stops making progress (why, one line). An engine that does
+        not answer or finishes no decode while it still burns CPU is slow (a starved host), not stalled:
+        restarting it would cost every call its decodes and a model load on a host that has no CPU."""
         o = self.options
         path = wire.parse_address(self.address)[1]
+        used: deque[tuple[float, float]] = deque()  # (time, the engine's CPU seconds so far)
         while True:
             try:
                 proc.wait(o.check_every_s)
@@ -184,19 +188,31 @@ class HostSpeechEngine:
                 pass
             if self._closing.is_set():
                 return ""
+            _note_cpu(used, proc.pid, o.stall_s / 2)
+            why = ""
             try:
                 capacity = ask_capacity(path, o.secret, o.stall_s)
             except TimeoutError:
-                return f"no capacity answer within {o.stall_s:.1f} s"
+                why = f"no capacity answer within {o.stall_s:.1f} s"
             except (OSError, ValueError) as e:
                 if proc.poll() is not None or self._closing.is_set():
                     return ""
                 log.info("speech engine check failed", extra={"error": str(e)[:200]})
                 continue
-            self.last_capacity = (time.time(), capacity)
-            stalled_s = float(capacity.get("stalled_s") or 0.0)
-            if stalled_s >= o.stall_s:
-                return f"no decode finished for {stalled_s:.1f} s with decodes waiting"
+            else:
+                self.last_capacity = (time.time(), capacity)
+                stalled_s = float(capacity.get("stalled_s") or 0.0)
+                # a host so busy that a real batch takes seconds gets three of them before it is a stall
+                if stalled_s >= max(o.stall_s, 3 * float(capacity.get("slowest_batch_s") or 0.0)):
+                    why = f"no decode finished for {stalled_s:.1f} s with decodes waiting"
+            if not why or self._closing.is_set():
+                continue
+            _note_cpu(used, proc.pid, o.stall_s / 2)
+            busy = used[-1][1] - used[0][1] if len(used) > 1 else 0.0
+            if busy >= MIN_BUSY_CPU_S_PER_S * (used[-1][0] - used[0][0]):
+                log.warning("speech engine slow but working", extra={"why": why, "cpu_s": round(busy, 2)})
+                continue
+            return why
 
     def close(self) -> None:
         self._closing.set()
@@ -218,6 +234,22 @@ class HostSpeechEngine:
 
 
 _HEADER = struct.Struct(">IB")
+MIN_BUSY_CPU_S_PER_S = 0.05
+"""An engine using this much CPU is decoding, however slowly; a stopped or hung one uses none."""
+
+
+def _note_cpu(used: deque[tuple[float, float]], pid: int, window_s: float) -> None:
+    """Append the engine's CPU seconds now; keep about `window_s` of them."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    except (OSError, ValueError, IndexError):
+        return  # no /proc: every stall counts
+    now = time.monotonic()
+    used.append((now, cpu))
+    while len(used) > 2 and now - used[1][0] >= window_s:
+        used.popleft()
 
 
 def ask_capacity(path: str, secret: str, timeout_s: float) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -101,6 +102,7 @@ class SpeechEngine:
         self._closed = False
         self._running = 0
         self._progress_at = time.perf_counter()
+        self._batch_s: deque[float] = deque(maxlen=20)  # the last batches' decode times
         self.ready = False
 
     @property
@@ -215,7 +217,7 @@ class SpeechEngine:
                     results = self.runner.decode_batch([(j.audio, j.request) for j in batch])
             except Exception as e:
                 with self._cond:
-                    self._done(batch)
+                    self._done(batch, picked)
                     self.stats.failed += len(batch)
                 first = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 log.warning("batch decode failed", extra={"size": len(batch), "error": first[:200]})
@@ -223,16 +225,22 @@ class SpeechEngine:
                     j.finish(None, e)
                 continue
             with self._cond:
-                self._done(batch)
+                self._done(batch, picked)
                 self.stats.batches += 1
                 self.stats.decoded += len(batch)
                 self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(batch))
             for j, r in zip(batch, results, strict=True):
                 j.finish(replace(r, queued_s=picked - j.submitted), None)
 
-    def _done(self, batch: list[EngineJob]) -> None:
+    def _done(self, batch: list[EngineJob], picked: float) -> None:
         self._running -= len(batch)
         self._progress_at = time.perf_counter()
+        self._batch_s.append(self._progress_at - picked)
+
+    def slowest_batch_s(self) -> float:
+        """The slowest of the last 20 batches: on a host this busy, a decode this long is no stall."""
+        with self._cond:
+            return max(self._batch_s, default=0.0)
 
     def close(self) -> None:
         with self._cond:

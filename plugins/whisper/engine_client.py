@@ -308,6 +308,8 @@ class SpeechEngineClient:
             raise
         finally:
             conn.pending.pop(rid, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # a lost connection's error on a decode nobody waits for any more: seen
 
     @staticmethod
     def _cancel(conn: _Connection, rid: int) -> None:

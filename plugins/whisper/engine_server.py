@@ -243,6 +243,7 @@ class SpeechServer:
             "connections": len(self._conns),
             "queued": self.engine.queued(),
             "stalled_s": round(self.engine.stalled_s(), 3),
+            "slowest_batch_s": round(self.engine.slowest_batch_s(), 3),
             "queue_delay_s": round(self.engine.queue_delay_s(), 3),
             **asdict(self.engine.stats),
         }

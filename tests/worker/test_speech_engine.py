@@ -94,11 +94,13 @@ class DeafFirst(HostSpeechEngine):
     the keeper's restarts start the real one."""
 
     spawned = 0
+    busy = False
 
     def _command(self) -> list[str]:
         self.spawned += 1
         if self.spawned == 1:
-            return [sys.executable, "-m", "tests.worker.deaf_engine", "--address", self.address]
+            flags = ["--busy"] if self.busy else []
+            return [sys.executable, "-m", "tests.worker.deaf_engine", *flags, "--address", self.address]
         return super()._command()
 
 
@@ -200,3 +202,22 @@ def test_the_liveness_probe_needs_a_real_decode(
     finally:
         deaf.close()
     assert problem is not None and "no decode answer within 1.0 s" in problem
+
+
+async def test_an_engine_that_is_slow_but_working_is_not_restarted(tmp_path: Path) -> None:
+    """A starved host's engine finishes nothing within stall_s but burns CPU: a restart would only cost
+    every call its decodes and the host a model load, so the keeper leaves it alone."""
+    engine = DeafFirst(HostSpeechEngineOptions(address=f"unix://{tmp_path}/stt.sock", stall_s=1.0))
+    engine.busy = True
+    engine.start()
+    try:
+        client = SpeechEngineClient(SpeechClientOptions(engine.address, wait_s=60))
+        task = asyncio.create_task(
+            client.transcribe(np.zeros(16000, np.float32), DecodeRequest(priority=PRIORITY_FINAL))
+        )
+        await asyncio.sleep(5.0)  # five times stall_s with a decode that never ends
+        assert engine.spawned == 1 and engine.restarts == 0 and not task.done()  # not even begun
+        task.cancel()
+        await client.aclose()
+    finally:
+        engine.close()
