@@ -393,7 +393,10 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
 
     from .report import pct, turn_errors
 
-    heard = list(state.errors)
+    # a caller no agent joined: the worker reported itself full and LiveKit sent the job nowhere (one host);
+    # counted apart from the worker's failures, as the calls a full host turned away before they began
+    unsent = [e for e in state.errors if "no agent joined" in e]
+    heard = [e for e in state.errors if e not in unsent]
     for res in state.results:
         heard += [f"{res.pipeline}: {e}" for e in [*res.errors, *turn_errors(res)]]
     errors = worker_failures(heard)
@@ -432,6 +435,7 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "rss_mb_forkserver": _mb(state.parts_rss.get("forkserver")),
         "job_processes": len(per_pid),
         "refused": state.refused,
+        "not_dispatched": len(unsent),
         "cpu_cores": {**cpu_cores(state.cpu, state.seconds), "host": state.host_busy_cores},
         "cpu_s_per_call_minute": cpu_per_call_minute(cpu_cores(state.cpu, state.seconds), calls),
     }

@@ -148,6 +148,8 @@ def test_cpu_is_reported_per_call_minute_by_part_with_the_callers_apart() -> Non
     per = cpu_per_call_minute(cores, calls=2)
     assert per["jobs"] == 30.0 and per["stt-engine"] == 15.0 and per["llm"] == 6.0
     assert per["callers"] == 45.0 and per["host_parts"] == 51.0  # the callers are not the host's
-    state = RoomLoad(cpu=[first, last], seconds=60.0, refused=3)
+    unsent = "call3-0: CallerError: the caller failed: caller: no agent joined room call-1 within 90 s"
+    state = RoomLoad(cpu=[first, last], seconds=60.0, refused=3, errors=[unsent])
     out = report(state, calls=2, minutes=1.0)
     assert out["refused"] == 3 and out["cpu_s_per_call_minute"]["host_parts"] == 51.0
+    assert out["not_dispatched"] == 1 and out["errors"] == 0  # a full host's, not a failure
