@@ -436,6 +436,7 @@ def main(argv: list[str] | None = None) -> None:
             "rss_mb_engine",
             "job_processes",
             "cpu_cores",
+            "call_minutes_served",
             "cpu_s_per_call_minute",
         ):
             print(f"{k.ljust(20)}  {report[k]}")

@@ -402,6 +402,7 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
     errors = worker_failures(heard)
     model_apologies = [e for e in heard if e not in errors]
     v2v = [t.v2v_ms for res in state.results for t in res.turns if t.v2v_ms is not None]
+    served = sum(max(0.0, res.end - res.t0) for res in state.results) / 60  # call-minutes
     gaps = state.gaps
     per_pid = {pid: max(mb for _, mb in series) for pid, series in _by_pid(state.rss).items()}
     biggest = [(t, max(by_pid.values())) for t, by_pid in state.rss if by_pid]
@@ -437,14 +438,17 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "refused": state.refused,
         "not_dispatched": len(unsent),
         "cpu_cores": {**cpu_cores(state.cpu, state.seconds), "host": state.host_busy_cores},
-        "cpu_s_per_call_minute": cpu_per_call_minute(cpu_cores(state.cpu, state.seconds), calls),
+        "call_minutes_served": round(served, 2),
+        "cpu_s_per_call_minute": cpu_per_call_minute(
+            cpu_cores(state.cpu, state.seconds), state.seconds, served
+        ),
     }
 
 
-def cpu_per_call_minute(cores: dict[str, float], calls: int) -> dict[str, float]:
-    """CPU seconds each part spent per minute of one call (cores x 60 / calls at once): a larger host's
-    capacity is its cores x 60 over the host parts' sum (the scripted callers and the benchmark are not
-    the host's: real callers run elsewhere)."""
-    per = {g: round(c * 60 / max(calls, 1), 1) for g, c in cores.items()}
+def cpu_per_call_minute(cores: dict[str, float], seconds: float, call_minutes: float) -> dict[str, float]:
+    """CPU seconds each part spent per minute of call served (the calls the host admitted, by their own
+    durations): a larger host's capacity is its cores x 60 over `host_parts` (the scripted callers and the
+    benchmark are not the host's: real callers run elsewhere)."""
+    per = {g: round(c * seconds / max(call_minutes, 1e-9), 1) for g, c in cores.items()}
     per["host_parts"] = round(sum(v for g, v in per.items() if g not in ("callers", "benchmark")), 1)
     return per
