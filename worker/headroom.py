@@ -145,6 +145,12 @@ class HostHeadroom:
         except OSError as e:
             log.warning("headroom verdict not written", extra={"error": str(e)[:200]})
 
+    def close(self) -> None:
+        """The worker is stopping: its folder goes (job processes have removed their own files)."""
+        import shutil
+
+        shutil.rmtree(self.opts.folder, ignore_errors=True)
+
 
 def admits_new_call(opts: HeadroomOptions | None = None, clock: Callable[[], float] = time.time) -> Verdict:
     """In a job process about to take a call: the worker's last verdict (admits when there is none fresh)."""

@@ -617,6 +617,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = argv
         cli.run_app(server)
     finally:
+        if HEADROOM is not None:
+            HEADROOM.close()
         if speech is not None:
             speech.close()
         if llm is not None:

@@ -86,6 +86,8 @@ async def test_a_lagging_call_marks_the_host_full_and_a_new_call_reads_that(tmp_
     assert admits_new_call(o, clock=lambda: time.time() + o.stale_s + 1).admits
     (o.folder / VERDICT_FILE).unlink()
     assert admits_new_call(o).admits
+    host.close()  # the worker stops: nothing of it is left behind
+    assert not o.folder.exists()
 
 
 def test_the_worker_reports_full_to_livekit_from_measured_pressure(
