@@ -221,3 +221,29 @@ async def test_an_engine_that_is_slow_but_working_is_not_restarted(tmp_path: Pat
         await client.aclose()
     finally:
         engine.close()
+
+
+async def test_a_slow_engine_is_given_twice_its_recent_answers_before_a_hold_line(
+    host_engine: HostSpeechEngine, speech_audio: Path
+) -> None:
+    """A starved host answers in seconds: that is slowness the caller already lives with, not an outage,
+    so no hold line until twice the slowest recent answer has passed."""
+    client = SpeechEngineClient(SpeechClientOptions(host_engine.address, secret="k", wait_s=30))
+    changes: list[bool] = []
+    client.add_listener(changes.append)
+    audio = words(speech_audio, "a01")
+    pid = host_engine.pid
+    assert pid is not None
+
+    async def paused(request: DecodeRequest, stop_s: float) -> str:
+        task = asyncio.create_task(client.transcribe(audio, request))
+        await asyncio.sleep(0.05)
+        os.kill(pid, signal.SIGSTOP)
+        await asyncio.sleep(stop_s)
+        os.kill(pid, signal.SIGCONT)
+        return (await task).text
+
+    assert "pizza" in (await paused(DecodeRequest(priority=PRIORITY_PARTIAL, window_s=10), 1.8)).lower()
+    assert "pizza" in (await paused(DecodeRequest(priority=PRIORITY_FINAL, window_s=10), 2.5)).lower()
+    assert changes == []  # the floor (1.35 s for this audio) alone would have said a hold line
+    await client.aclose()
