@@ -412,7 +412,17 @@ def main(argv: list[str] | None = None) -> None:
                 )
             )
     elif args.livekit:
-        for k in ("calls", "conversations", "turns", "errors", "apologies", "underruns", "v2v_ms"):
+        for k in (
+            "calls",
+            "conversations",
+            "refused",
+            "not_dispatched",
+            "turns",
+            "errors",
+            "apologies",
+            "underruns",
+            "v2v_ms",
+        ):
             print(f"{k.ljust(20)}  {report[k]}")
         print(f"{'jitter_buffer_ms'.ljust(20)}  {report['jitter_buffer_ms']} (the callers' receive side)")
         print(f"{'voice pauses'.ljust(20)}  {len(report['voice_pauses_ms'])} (not underruns)")
@@ -426,6 +436,8 @@ def main(argv: list[str] | None = None) -> None:
             "rss_mb_engine",
             "job_processes",
             "cpu_cores",
+            "call_minutes_served",
+            "cpu_s_per_call_minute",
         ):
             print(f"{k.ljust(20)}  {report[k]}")
     else:

@@ -60,6 +60,8 @@ class RoomLoad:
     cpu: list[dict[int, tuple[str, float]]] = field(default_factory=list)  # {pid: (group, CPU s)} per sample
     seconds: float = 0.0
     host_busy_cores: float | None = None
+    refused: int = 0
+    """Calls the worker turned away, host full (worker/headroom.py), from its "call refused" log lines."""
     audits: list[dict[str, int]] = field(default_factory=list)
     """Each ended call's open-stream counts, from the worker's "call ended" log lines."""
     jitter_buffer_ms: list[float] = field(default_factory=list)
@@ -360,7 +362,9 @@ def run_room_load(
         state.host_busy_cores = round(busy / state.seconds, 2)
         worker_log = next(p.log_path for p in stack.procs if p.name == "worker")
     # the stack is closed: every job process has ended its call and written its audit line
-    state.audits = stream_audits(worker_log.read_text(errors="replace"))
+    worker_text = worker_log.read_text(errors="replace")
+    state.audits = stream_audits(worker_text)
+    state.refused = worker_text.count("host full: call refused")
     series = {"jobs": state.rss, "parts": state.parts_series}
     (out / "memory.json").write_text(json.dumps(series))  # every sample, to see where memory grows
     heard = None
@@ -393,12 +397,16 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
 
     from .report import pct, turn_errors
 
-    heard = list(state.errors)
+    # a caller no agent joined: the worker reported itself full and LiveKit sent the job nowhere (one host);
+    # counted apart from the worker's failures, as the calls a full host turned away before they began
+    unsent = [e for e in state.errors if "no agent joined" in e]
+    heard = [e for e in state.errors if e not in unsent]
     for res in state.results:
         heard += [f"{res.pipeline}: {e}" for e in [*res.errors, *turn_errors(res)]]
     errors = worker_failures(heard)
     model_apologies = [e for e in heard if e not in errors]
     v2v = [t.v2v_ms for res in state.results for t in res.turns if t.v2v_ms is not None]
+    served = sum(max(0.0, res.end - res.t0) for res in state.results) / 60  # call-minutes
     gaps = state.gaps
     per_pid = {pid: max(mb for _, mb in series) for pid, series in _by_pid(state.rss).items()}
     biggest = [(t, max(by_pid.values())) for t, by_pid in state.rss if by_pid]
@@ -431,5 +439,20 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "rss_mb_llm": _mb(state.parts_rss.get("llm")),
         "rss_mb_forkserver": _mb(state.parts_rss.get("forkserver")),
         "job_processes": len(per_pid),
+        "refused": state.refused,
+        "not_dispatched": len(unsent),
         "cpu_cores": {**cpu_cores(state.cpu, state.seconds), "host": state.host_busy_cores},
+        "call_minutes_served": round(served, 2),
+        "cpu_s_per_call_minute": cpu_per_call_minute(
+            cpu_cores(state.cpu, state.seconds), state.seconds, served
+        ),
     }
+
+
+def cpu_per_call_minute(cores: dict[str, float], seconds: float, call_minutes: float) -> dict[str, float]:
+    """CPU seconds each part spent per minute of call served (the calls the host admitted, by their own
+    durations): a larger host's capacity is its cores x 60 over `host_parts` (the scripted callers and the
+    benchmark are not the host's: real callers run elsewhere)."""
+    per = {g: round(c * seconds / max(call_minutes, 1e-9), 1) for g, c in cores.items()}
+    per["host_parts"] = round(sum(v for g, v in per.items() if g not in ("callers", "benchmark")), 1)
+    return per

@@ -4,8 +4,9 @@ engine and the host speech engine both serve on one).
 A socket in bare /tmp can be created first by any local user (who then receives the worker's text, or
 answers with their own audio), and a socket chmod-ed after bind is open in between. So the socket goes
 in a private directory: `$XDG_RUNTIME_DIR/parley/` when there is one, else `/tmp/parley-<uid>/`, created
-0700 before anything binds in it, and refused when someone else owns it or anyone may write to it. The
-shared secret comes from a file or the environment, never the command line (`ps` shows argv to everyone).
+0700 before anything binds in it, and refused when someone else owns it or its group or anyone else may
+write to it; the socket itself is 0600 (the engine and the worker run as one user). The shared secret
+comes from a file or the environment, never the command line (`ps` shows argv to everyone).
 """
 
 from __future__ import annotations
@@ -42,7 +43,21 @@ def default_address(name: str = "orpheus.sock") -> str:
 
 def prepare_socket_dir(sock: Path) -> None:
     """Create the socket's directory 0700 (before bind), or check an existing one is safe to bind in."""
-    parent = sock.parent
+    ensure_private_dir(sock.parent)
+    try:
+        existing = os.lstat(sock)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(existing.st_mode):
+        raise SocketDirError(f"{sock} exists and is not a socket; not replacing it")
+    sock.unlink()  # a stale socket of an earlier run
+
+
+SOCKET_MODE = 0o600
+
+
+def ensure_private_dir(parent: Path) -> None:
+    """Create `parent` 0700, or check an existing one: a plain directory of ours nobody else may write to."""
     try:
         parent.mkdir(mode=0o700, parents=True)
         os.chmod(parent, 0o700)  # mkdir's mode passes through the umask
@@ -53,18 +68,12 @@ def prepare_socket_dir(sock: Path) -> None:
         raise SocketDirError(f"engine socket directory {parent} is not a plain directory")
     if st.st_uid not in (os.getuid(), 0):
         raise SocketDirError(f"engine socket directory {parent} belongs to another user (uid {st.st_uid})")
-    if st.st_mode & stat.S_IWOTH:
+    if st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
+        who = "everyone" if st.st_mode & stat.S_IWOTH else "its group"
         raise SocketDirError(
-            f"engine socket directory {parent} is writable by everyone; use a private one "
-            f"(default {default_socket_path().parent})"
+            f"engine socket directory {parent} is writable by {who}; use a private one (0700, "
+            f"default {default_socket_path().parent})"
         )
-    try:
-        existing = os.lstat(sock)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(existing.st_mode):
-        raise SocketDirError(f"{sock} exists and is not a socket; not replacing it")
-    sock.unlink()  # a stale socket of an earlier run
 
 
 def read_secret(secret_file: str = "") -> str:

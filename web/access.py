@@ -4,6 +4,11 @@ Every token the endpoint hands out starts an agent (which costs a worker slot th
 so `/token` is guarded three ways. The Host check stops DNS rebinding (a page on another origin resolving
 its name to 127.0.0.1 and reading the answers); the key keeps strangers out when the server is reachable
 from other machines; the rate limit bounds what any one client (even with the key) can start.
+
+The rate limit comes before the key check, so a wrong key costs a guess from the same budget (issue 66),
+and the key has at least `MIN_KEY_LEN` characters. A client is its address, or its /64 for IPv6 (one
+subscriber's allocation: rotating within it gains nothing); behind a reverse proxy named with
+`--trust-proxy` it is the address that proxy appended to X-Forwarded-For (anyone else's header is ignored).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from aiohttp import web
 KEY_HEADER = "X-Parley-Key"
 KEY_COOKIE = "parley_key"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+MIN_KEY_LEN = 16
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,8 @@ class AccessOptions:
     key: bytes | None  # None = no key (only allowed on loopback with --dev; see web.server.main)
     allowed_hosts: frozenset[str] = field(default_factory=lambda: LOOPBACK_HOSTS)  # names, port ignored
     rate: RateLimit = field(default_factory=RateLimit)
+    trusted_proxies: frozenset[str] = frozenset()
+    """Peer addresses whose X-Forwarded-For names the client (the reverse proxy in front)."""
 
 
 def host_name(host: str) -> str:
@@ -77,6 +85,23 @@ class RateLimiter:
         return allowed, wait
 
 
+def client_id(request: web.Request, trusted_proxies: frozenset[str] = frozenset()) -> str:
+    """Who the rate limit counts: the peer, or the last X-Forwarded-For hop when the peer is a trusted
+    proxy; an IPv6 client by its /64."""
+    peer = request.remote or "?"
+    if peer in trusted_proxies:
+        hops = [h.strip() for h in ",".join(request.headers.getall("X-Forwarded-For", [])).split(",")]
+        if hops and hops[-1]:
+            peer = hops[-1]  # what our proxy saw; the earlier hops are whatever the client wrote
+    try:
+        addr = ipaddress.ip_address(peer.strip("[]"))
+    except ValueError:
+        return peer
+    if addr.version == 6 and addr.ipv4_mapped is None:
+        return str(ipaddress.ip_network(f"{addr}/64", strict=False))
+    return str(addr.ipv4_mapped or addr) if addr.version == 6 else str(addr)
+
+
 def key_matches(expected: bytes, request: web.Request) -> bool:
     given = request.headers.get(KEY_HEADER) or request.cookies.get(KEY_COOKIE) or ""
     return hmac.compare_digest(expected, given.encode("utf-8", "surrogateescape"))
@@ -96,16 +121,22 @@ def access_middleware(
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if host_name(request.host) not in opts.allowed_hosts:
             return web.json_response({"error": "this host name is not served here"}, status=421)
-        if request.path in guarded_paths:
-            if opts.key is not None and not key_matches(opts.key, request):
-                return web.json_response({"error": f"missing or wrong {KEY_HEADER}"}, status=401)
-            allowed, wait = limiter.allow(request.remote or "?")
-            if not allowed:
-                return web.json_response(
-                    {"error": "too many requests from this client"},
-                    status=429,
-                    headers={"Retry-After": str(max(1, math.ceil(wait)))},
-                )
+        if request.path not in guarded_paths:
+            return await handler(request)
+        response = await guard(request, handler)
+        response.headers["Cache-Control"] = "no-store"  # a token (or its refusal) is never cached
+        return response
+
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        allowed, wait = limiter.allow(client_id(request, opts.trusted_proxies))
+        if not allowed:  # before the key: a wrong guess spends the same budget as a right one
+            return web.json_response(
+                {"error": "too many requests from this client"},
+                status=429,
+                headers={"Retry-After": str(max(1, math.ceil(wait)))},
+            )
+        if opts.key is not None and not key_matches(opts.key, request):
+            return web.json_response({"error": f"missing or wrong {KEY_HEADER}"}, status=401)
         return await handler(request)
 
     return middleware

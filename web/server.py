@@ -10,6 +10,7 @@ production put it behind a reverse proxy that terminates TLS and authenticates c
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from web.access import LOOPBACK_HOSTS, AccessOptions, RateLimit, access_middleware, is_loopback
+from web.access import LOOPBACK_HOSTS, MIN_KEY_LEN, AccessOptions, RateLimit, access_middleware, is_loopback
 from web.tokens import TokenOptions, issue_call_token
 
 logger = logging.getLogger("parley.web")
@@ -82,6 +83,8 @@ def access_options(args: argparse.Namespace) -> AccessOptions:
         raise ValueError(f"--dev serves /token without a key, so only on loopback (not {args.host})")
     if not key and not args.dev:
         raise ValueError("set PARLEY_WEB_KEY or --key-file (or --dev on loopback for local development)")
+    if key and len(key) < MIN_KEY_LEN:
+        raise ValueError(f"the access key must be at least {MIN_KEY_LEN} characters (it has {len(key)})")
     hosts = {h.lower() for h in args.allowed_host}
     if loopback:
         hosts |= LOOPBACK_HOSTS
@@ -91,7 +94,15 @@ def access_options(args: argparse.Namespace) -> AccessOptions:
         key=key.encode("utf-8") if key else None,
         allowed_hosts=frozenset(hosts),
         rate=RateLimit(burst=args.rate_burst, per_s=args.rate_per_min / 60.0),
+        trusted_proxies=frozenset(_proxy_address(a) for a in args.trust_proxy),
     )
+
+
+def _proxy_address(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ValueError(f"--trust-proxy takes the proxy's IP address (got {text!r})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key-file", type=Path, help="file holding the access key (else PARLEY_WEB_KEY)")
     parser.add_argument(
         "--allowed-host", action="append", default=[], help="a host name the page is served under"
+    )
+    parser.add_argument(
+        "--trust-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="the reverse proxy's IP: the rate limit counts the client its X-Forwarded-For names",
     )
     parser.add_argument("--rate-burst", type=int, default=10, help="/token requests one client may burst")
     parser.add_argument(

@@ -15,6 +15,7 @@ from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers o
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
 from .agent_file import call_tools, effective_settings
+from .headroom import HeadroomOptions, JobSignals, admits_new_call
 from .memory import release_free_memory, tune_allocator
 from .outbound import add_call_context, callee_audio, prefetch
 from .outbound_call import answer_outbound, outbound_dial
@@ -24,6 +25,7 @@ from .sip import (
     DtmfHandler,
     DtmfOptions,
     dtmf_as_user_input,
+    hang_up,
     input_sample_rate,
     is_sip_participant,
     pick_turn_profile,
@@ -78,6 +80,13 @@ async def entrypoint(settings: Settings, ctx: JobContext) -> None:
     go_on, call = await outbound_dial(ctx, served)
     if not go_on:
         return
+    verdict = admits_new_call()
+    if call is None and not verdict.admits:  # dispatched before the worker's full load reached LiveKit
+        await refuse_call(ctx, settings, comp, verdict)
+        return
+    signals = JobSignals(comp.tts)
+    signals.start()
+    ctx.add_shutdown_callback(signals.aclose)
     participant = await ctx.wait_for_participant(identity=call.identity if call else None)
     profile = pick_turn_profile(settings.turn_profile, participant)
     phone = is_sip_participant(participant)
@@ -127,6 +136,20 @@ async def entrypoint(settings: Settings, ctx: JobContext) -> None:
             answer_outbound(ctx, served, call, session, agent, answer, rate, reporter)
         )
         ctx.add_shutdown_callback(lambda: _cancel(listening))
+
+
+async def refuse_call(ctx: JobContext, settings: Settings, comp: Any, verdict: Any) -> None:
+    """The host is full: the caller hears one short line and the call ends, instead of joining calls that
+    would all degrade together (worker/headroom.py)."""
+    from .pipeline import build_call
+
+    log.warning("host full: call refused", extra={"why": verdict.why, "pressure": verdict.pressure})
+    participant = await ctx.wait_for_participant()
+    session, agent = build_call(settings, comp, pick_turn_profile(settings.turn_profile, participant), [])
+    agent.greet_on_enter = False
+    await session.start(agent, room=ctx.room, room_options=_room_options(settings))
+    await session.say(HeadroomOptions().full_line, allow_interruptions=False, add_to_chat_ctx=False)
+    await hang_up(ctx.api, ctx.room.name)
 
 
 async def _log_scorer_use(scorer: LmEotScorer) -> None:

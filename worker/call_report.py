@@ -10,8 +10,11 @@ the room name is hashed as in the logs and no words leave the host.
 
 Delivery: `POST` of `application/json`, no redirects, signed when a secret is set (`X-Parley-Signature:
 t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`, so the receiver can check who sent it and refuse
-an old replay), retried after a connection error, a timeout, 408, 429 or a 5xx, all within a deadline that
-fits the job's shutdown (LiveKit gives a job process 10 s). A report that cannot be sent costs one warning
+an old replay; each report's signed `report_id` is new, so a receiver refuses a replay within the window
+too, with 409, which the sender takes as delivered), retried after a connection error, a timeout, 408, 429
+or a 5xx, all within a deadline that fits the job's shutdown (LiveKit gives a job process 10 s). A report
+with transcripts must be signed and go to an https:// URL (http:// only to a loopback receiver); an
+unsigned one costs a warning when the worker starts (issue 66). A report that cannot be sent costs one warning
 line and nothing else: the call has already ended. With a Prometheus port the same ending is counted
 (`parley_calls_ended_total{ended_by, channel}`, `parley_call_duration_seconds{channel}`), URL or not.
 """
@@ -21,9 +24,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -88,6 +93,22 @@ class CallReportOptions:
             raise ValueError(f"the call report URL must start with http:// or https:// (got {self.url!r})")
         if self.attempts < 1 or self.timeout_s <= 0 or self.deadline_s <= 0:
             raise ValueError("attempts must be >= 1, timeout_s and deadline_s > 0")
+        if self.include_transcript and not self.secret:
+            raise ValueError("a call report with transcripts must be signed: set PARLEY_CALL_REPORT_SECRET")
+        if self.include_transcript and self.url.startswith("http://") and not _loopback(self.url):
+            raise ValueError(
+                "a call report with transcripts goes to an https:// URL (http:// only on loopback)"
+            )
+
+
+def _loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -204,6 +225,7 @@ class CallLog:
         e2e = sorted(r.e2e_ms for r in answered if r.e2e_ms is not None)
         body: dict[str, Any] = {
             "version": REPORT_VERSION,
+            "report_id": uuid.uuid4().hex,  # signed with the body: a receiver refuses a second copy
             "job_id": ident.job_id,
             "room": ident.room if include_transcript else label(ident.room),
             "agent": ident.agent,
@@ -304,7 +326,7 @@ async def send_report(opts: CallReportOptions, report: dict[str, Any]) -> bool:
                 async with http.post(
                     opts.url, data=body, headers=headers, allow_redirects=False, timeout=timeout
                 ) as resp:
-                    if 200 <= resp.status < 300:
+                    if 200 <= resp.status < 300 or resp.status == 409:  # 409: it has this one already
                         return True
                     why = f"HTTP {resp.status}"
                     retry = resp.status in (408, 429) or resp.status >= 500

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from livekit.agents import AgentServer
 
+from .headroom import HostHeadroom
 from .settings import get_settings
 
 _engine_fill_configured = False
@@ -44,6 +45,21 @@ def host_pressure(server: AgentServer) -> float:
     return pressure
 
 
+HEADROOM: HostHeadroom | None = (
+    None  # the worker process's (server.main() makes it); job processes read its verdict
+)
+
+
+def measured_pressure(active_calls: int) -> float:
+    """Measured headroom (worker/headroom.py) as pressure; the verdict is left for job processes."""
+    if HEADROOM is None:
+        return 0.0
+    HEADROOM.collect()
+    verdict = HEADROOM.verdict(active_calls)
+    HEADROOM.publish(verdict)
+    return verdict.pressure if active_calls else 0.0  # an idle host takes a call whatever its neighbours do
+
+
 def compute_load(server: AgentServer) -> float:
     """The load LiveKit sees: the host's pressure scaled so that full = the server's dispatch limit.
 
@@ -51,4 +67,5 @@ def compute_load(server: AgentServer) -> float:
     (0.7 unless its config says otherwise; measured on 1.13.5: 0.699 dispatched, 0.70 not), whatever
     threshold the worker itself uses. Reporting calls / max_calls as is made a 4-call host refuse its 4th
     call at 0.75. Scaled, a host takes calls until it is full, on any server left at its defaults."""
-    return min(1.0, host_pressure(server) * get_settings().livekit_target_load)
+    pressure = max(host_pressure(server), measured_pressure(len(server.active_jobs)))
+    return min(1.0, pressure * get_settings().livekit_target_load)

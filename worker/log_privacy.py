@@ -8,6 +8,11 @@ hash: lines of one call still correlate, the number is gone. `PARLEY_LOG_ROOM_NA
 
 The filter sits on the handlers (not the loggers) because the job processes' records are re-emitted in the
 main process straight to its handlers, past any logger filter.
+
+The message text, a traceback and a stack are scrubbed too: a name seen in a field is replaced wherever it
+appears (the last 4 096 as text, any token of every name ever seen through a fixed 1 MiB set of hashes, so
+memory stays bounded and scrubbing never stops), and so is any run of 7 or more digits (`+15551234567`,
+`sip:15551234567@pbx`, `caller 5551234567`) that is not the fraction of a decimal number (issue 66).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import hmac
 import logging
 import re
 import secrets
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,8 +42,30 @@ PII_PREFIX = "lk.pii."  # LiveKit Agents puts personal data into `extra` keys wi
 # record attributes that hold a whole job (its room, participant and metadata): only the job id is kept
 JOB_KEYS = frozenset({"job", "job_request"})
 _PREFIX = re.compile(r"^[A-Za-z]+[-_]")  # the dispatch prefix: `parley-`, `call-`, `sip_`
-_PHONE = re.compile(r"(?:\+|(?<=_))\d{7,15}")  # a number as SIP writes it into names: +1555..., _1555...
+_PHONE = re.compile(r"(?<![\d.])\+?\d{7,}(?!\d|\.\d)")  # 7+ digits, not a decimal's fraction
+_TOKEN = re.compile(r"[^\s'\"(){}\[\],;=<>:/]+")  # how a name sits in a message: between these
 _KEY = secrets.token_bytes(16)  # per process: hashes correlate lines of one run, not across runs
+RECENT_NAMES = 4096
+
+
+class _NameHashes:
+    """Every name seen, as bits of a fixed 1 MiB Bloom filter: a false match only over-scrubs a token."""
+
+    BITS = 8 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._bits = bytearray(self.BITS // 8)
+
+    def _positions(self, value: str) -> list[int]:
+        d = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), key=_KEY, digest_size=12).digest()
+        return [int.from_bytes(d[i : i + 4], "little") % self.BITS for i in (0, 4, 8)]
+
+    def add(self, value: str) -> None:
+        for p in self._positions(value):
+            self._bits[p >> 3] |= 1 << (p & 7)
+
+    def __contains__(self, value: str) -> bool:
+        return all(self._bits[p >> 3] & (1 << (p & 7)) for p in self._positions(value))
 
 
 def label(name: str) -> str:
@@ -62,15 +90,30 @@ class RoomNameFilter(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._seen: dict[str, str] = {}  # raw name -> label, to scrub names a message text repeats
+        self._seen: OrderedDict[str, str] = OrderedDict()  # recent raw name -> label, replaced as text
+        self._all = _NameHashes()  # every name: its tokens replaced in any later text
 
     def _label(self, value: str) -> str:
         out = self._seen.get(value)
         if out is None:
             out = label(value)
-            if len(self._seen) < 4096:
-                self._seen[value] = out
+            self._seen[value] = out
+            if len(self._seen) > RECENT_NAMES:
+                self._seen.popitem(last=False)
+            if value:
+                self._all.add(value)
+        else:
+            self._seen.move_to_end(value)
         return out
+
+    def scrub(self, text: str) -> str:
+        """A message, traceback or stack with every name seen and every long number replaced."""
+        for raw, lab in self._seen.items():
+            if raw and raw in text:
+                text = text.replace(raw, lab)
+        if self._seen:
+            text = _TOKEN.sub(lambda m: label(m.group(0)) if m.group(0) in self._all else m.group(0), text)
+        return _PHONE.sub("#", text)
 
     def filter(self, record: logging.LogRecord) -> bool:
         fields = record.__dict__
@@ -84,15 +127,18 @@ class RoomNameFilter(logging.Filter):
             # outputs, RPC payloads, ...) is withheld
             named = ("identity" in key or "room" in key) and isinstance(fields[key], str)
             fields[key] = self._label(fields[key]) if named else "<withheld>"
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:  # its own, or one a job process formatted before sending the record here
+            record.exc_text, record.exc_info = self.scrub(record.exc_text), None
+        if record.stack_info:
+            record.stack_info = self.scrub(record.stack_info)
         if record.args or self._seen or _PHONE.search(str(record.msg)):
             try:
                 text = record.getMessage()
             except (TypeError, ValueError):
                 return True  # a malformed call: logging reports it as it would without the filter
-            for raw, lab in self._seen.items():
-                if raw and raw in text:
-                    text = text.replace(raw, lab)
-            record.msg, record.args = _PHONE.sub("#", text), None
+            record.msg, record.args = self.scrub(text), None
         return True
 
 

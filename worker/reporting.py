@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -11,6 +12,8 @@ from .call_report import CallEndMetrics, CallIdentity, CallReporter, CallReportO
 from .settings import Settings
 from .sip import ATTR_PHONE_NUMBER, SipCall
 from .turn_marks import RoomMetricsPublisher
+
+log = logging.getLogger("parley.worker")
 
 
 def report_sender(
@@ -33,11 +36,14 @@ def call_reporter(
     sip = SipCall.from_participant(participant) if participant is not None else None
     opts = None
     if settings.call_report_url:
-        opts = CallReportOptions(
-            url=settings.call_report_url,
-            secret=settings.call_report_secret.get_secret_value(),
-            include_transcript=settings.call_report_transcript,
-        )
+        try:
+            opts = CallReportOptions(
+                url=settings.call_report_url,
+                secret=settings.call_report_secret.get_secret_value(),
+                include_transcript=settings.call_report_transcript,
+            )
+        except ValueError as e:  # refused at start (check_call_report); an agent file may set it later
+            log.error("call report not sent: %s", e)
     identity = CallIdentity(
         job_id=ctx.job.id,
         room=ctx.room.name,

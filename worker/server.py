@@ -16,8 +16,10 @@ from livekit.agents import AgentServer, cli
 from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers for download-files)
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
+from . import load
 from .agent_file import effective_settings, pop_worker_flags
 from .call import entrypoint, prewarm
+from .headroom import HeadroomOptions, HostHeadroom
 from .load import compute_load
 from .settings import Settings, SettingsError, load_settings, use_settings
 from .startup import check_audio_devices, live_line, preflight, start_embedded_llm
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
             speech, address = start_host_engine(settings)  # one Whisper for every job process
             if address:
                 settings = settings.model_copy(update={"stt_engine_address": address})
+            load.HEADROOM = HostHeadroom(HeadroomOptions(), speech_engine=speech)
         if command == "download-files":
             from .downloads import register
 
@@ -120,6 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = argv
         cli.run_app(server)
     finally:
+        if load.HEADROOM is not None:
+            load.HEADROOM.close()
         if speech is not None:
             speech.close()
         if llm is not None:

@@ -4,9 +4,13 @@ embedded one starts and reads the conversation prefix), a console has audio devi
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from .call_report import CallReportOptions
 from .settings import Settings, SettingsError
+
+log = logging.getLogger("parley.worker")
 
 
 def start_embedded_llm(settings: Settings) -> tuple[Any, str]:
@@ -94,8 +98,22 @@ def preflight(settings: Settings) -> None:
             "leave it unset (the multilingual base is the default) or set PARLEY_LANGUAGE=en"
         )
     check_stt_loads(settings)
+    check_call_report(settings)
     if settings.llm_base_url:
         check_llm_reachable(settings.llm_base_url, settings.llm_api_key.get_secret_value())
+
+
+def check_call_report(settings: Settings) -> None:
+    """Refuse a report setting that would send transcripts unsigned or in clear; warn when unsigned."""
+    if not settings.call_report_url:
+        return
+    secret = settings.call_report_secret.get_secret_value()
+    try:
+        CallReportOptions(settings.call_report_url, secret, settings.call_report_transcript)
+    except ValueError as e:
+        raise SettingsError(f"PARLEY_CALL_REPORT_URL: {e}") from None
+    if not secret:
+        log.warning("call reports are unsigned: set PARLEY_CALL_REPORT_SECRET so the receiver can check them")
 
 
 def check_audio_devices() -> None:

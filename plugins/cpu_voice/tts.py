@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ class CpuVoiceTTS(tts.TTS):
         self._engine = engine
         self.active_streams = 0  # open synthesis streams; a leak shows up here (load benchmark)
         self.piece_listeners: list[Callable[[str], None]] = []  # told when a piece is sent for synthesis
+        self._timings: deque[tuple[float, float, float]] = deque(maxlen=64)  # (done at, synth s, audio s)
 
     @property
     def model(self) -> str:
@@ -85,11 +87,22 @@ class CpuVoiceTTS(tts.TTS):
     async def synth_piece(self, text: str) -> bytes:
         for listener in self.piece_listeners:
             listener(text)
+        began = time.monotonic()
         try:
             pcm = await asyncio.to_thread(self.engine.synthesize, self._opts.pronunciations.speak(text))
         except CpuVoiceError as e:
             raise APIConnectionError(str(e), retryable=False) from None
+        done = time.monotonic()
+        self._timings.append((done, done - began, len(pcm) / SAMPLE_RATE))
         return pcm.tobytes()
+
+    def recent_rtf(self, window_s: float) -> float:
+        """Seconds of synthesis per second of speech over the pieces of the last `window_s` (0 when none):
+        above 1 the voice cannot keep up with playback (worker/headroom.py reads it)."""
+        since = time.monotonic() - window_s
+        synth = sum(s for at, s, _ in self._timings if at >= since)
+        audio = sum(a for at, _, a in self._timings if at >= since)
+        return synth / audio if audio > 0 else 0.0
 
 
 class _CpuChunkedStream(tts.ChunkedStream):

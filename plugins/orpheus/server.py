@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from plugins.local_socket import FrameQueue, default_address, handshake_refusal, prepare_socket_dir
+from plugins.local_socket import (
+    SOCKET_MODE,
+    FrameQueue,
+    default_address,
+    handshake_refusal,
+    prepare_socket_dir,
+)
 from plugins.orpheus import protocol
 from plugins.orpheus.engine.core import EngineFull, EngineStream, OrpheusEngine
 from plugins.orpheus.engine.text import TextError
@@ -262,7 +268,7 @@ class EngineServer:
             path = Path(self.target)
             prepare_socket_dir(path)  # 0700 before bind; refuses a directory others can write to
             srv = await asyncio.start_unix_server(self._unix_client, path=str(path), limit=protocol.MAX_FRAME)
-            os.chmod(path, 0o660)
+            os.chmod(path, SOCKET_MODE)
             self._servers.append(srv)
         else:
             from websockets.asyncio.server import serve

@@ -17,6 +17,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -99,6 +100,9 @@ class SpeechEngine:
         self._seq = itertools.count()
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._running = 0
+        self._progress_at = time.perf_counter()
+        self._batch_s: deque[float] = deque(maxlen=20)  # the last batches' decode times
         self.ready = False
 
     @property
@@ -136,6 +140,8 @@ class SpeechEngine:
                 ]
                 for j in dropped:
                     self._pending.remove(j)
+                if not self._pending and not self._running:
+                    self._progress_at = time.perf_counter()  # idle until now: the clock starts here
                 self._pending.append(job)
                 job.state = "queued"
                 self.stats.submitted += 1
@@ -157,6 +163,22 @@ class SpeechEngine:
     def queued(self) -> int:
         with self._cond:
             return len(self._pending)
+
+    def queue_delay_s(self) -> float:
+        """How long the oldest decode still waiting for a decoder has waited (0 when none waits): the
+        worker's headroom reads it (worker/headroom.py)."""
+        with self._cond:
+            if not self._pending:
+                return 0.0
+            return time.perf_counter() - min(j.submitted for j in self._pending)
+
+    def stalled_s(self) -> float:
+        """How long the engine has had work without finishing any (0 when idle): the worker's keeper
+        restarts an engine whose decoders hang while its socket still answers (worker/speech_engine.py)."""
+        with self._cond:
+            if not self._pending and not self._running:
+                return 0.0
+            return time.perf_counter() - self._progress_at
 
     def _take(self) -> list[EngineJob] | None:
         with self._cond:
@@ -182,6 +204,7 @@ class SpeechEngine:
             for j in batch:
                 self._pending.remove(j)
                 j.state = "running"
+            self._running += len(batch)
             return batch
 
     def _work(self) -> None:
@@ -194,6 +217,7 @@ class SpeechEngine:
                     results = self.runner.decode_batch([(j.audio, j.request) for j in batch])
             except Exception as e:
                 with self._cond:
+                    self._done(batch, picked)
                     self.stats.failed += len(batch)
                 first = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 log.warning("batch decode failed", extra={"size": len(batch), "error": first[:200]})
@@ -201,11 +225,22 @@ class SpeechEngine:
                     j.finish(None, e)
                 continue
             with self._cond:
+                self._done(batch, picked)
                 self.stats.batches += 1
                 self.stats.decoded += len(batch)
                 self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(batch))
             for j, r in zip(batch, results, strict=True):
                 j.finish(replace(r, queued_s=picked - j.submitted), None)
+
+    def _done(self, batch: list[EngineJob], picked: float) -> None:
+        self._running -= len(batch)
+        self._progress_at = time.perf_counter()
+        self._batch_s.append(self._progress_at - picked)
+
+    def slowest_batch_s(self) -> float:
+        """The slowest of the last 20 batches: on a host this busy, a decode this long is no stall."""
+        with self._cond:
+            return max(self._batch_s, default=0.0)
 
     def close(self) -> None:
         with self._cond:

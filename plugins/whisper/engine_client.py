@@ -9,6 +9,13 @@ final or pause decode waits for the engine to come back, up to `wait_s`, and is 
 words are decoded after the restart instead of being lost. The first final that has to wait in an outage
 (the caller has finished their turn: a pause decode may come while they still speak) calls the outage
 listeners (the call says one hold line); the first answer after it calls them again with False.
+
+An engine that is there but does not answer (frozen, stopped, its decoders hung) is an outage too: every
+decode has a deadline (`deadline_floor_s` plus `deadline_per_audio_s` per second of audio, or twice the
+slowest of the last 20 answers when that is longer: a starved host is slow, not down). A partial past
+it fails and marks the connection stalled; a final past it, or sent on a stalled connection, calls the
+outage listeners at once and goes on waiting for its answer (a slow engine still answers it; a restarted
+one drops the connection, and the final is sent again to the new engine; issue 66).
 A decode cancelled by its stream is cancelled on the engine too. No livekit import.
 """
 
@@ -21,6 +28,7 @@ import logging
 import socket
 import struct
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,10 +38,15 @@ import numpy as np
 from plugins import wire
 
 from .engine import DecodeDropped
-from .model import PRIORITY_PARTIAL, DecodeRequest, DecodeResult, Segment, WhisperModelError
+from .model import PRIORITY_PARTIAL, SAMPLE_RATE, DecodeRequest, DecodeResult, Segment, WhisperModelError
 from .words import Word
 
 log = logging.getLogger("parley.stt.client")
+
+
+PARTIAL_PATIENCE = 3.0
+"""A partial past its deadline marks the connection stalled but is only given up at this many times it: a
+busy engine's late partial is still worth having, and the next final does not wait for it."""
 
 
 class SpeechEngineUnavailable(WhisperModelError):
@@ -51,6 +64,12 @@ class SpeechClientOptions:
     """Between connection attempts while waiting."""
     model_name: str = ""
     """What the engine serves, when it cannot be asked (probe failed): the STT checks languages with it."""
+    deadline_floor_s: float = 1.0
+    deadline_per_audio_s: float = 0.1
+    """A decode of `n` seconds of audio is due within `deadline_floor_s + n * deadline_per_audio_s`."""
+
+    def deadline_s(self, audio_s: float) -> float:
+        return self.deadline_floor_s + max(0.0, audio_s) * self.deadline_per_audio_s
 
 
 Listener = Callable[[bool], None]
@@ -64,6 +83,8 @@ class _Connection:
         self.writer = writer
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.alive = True
+        self.stalled = False
+        """A decode on it missed its deadline and nothing has been answered since."""
         self.loop = asyncio.get_running_loop()
         self.reader_task = asyncio.create_task(self._read(reader), name="stt-engine-reader")
 
@@ -74,6 +95,7 @@ class _Connection:
                 if kind != wire.KIND_JSON:
                     continue
                 msg = wire.parse_json(payload)
+                self.stalled = False
                 key = msg.get("rid") if msg.get("rid") is not None else msg.get("id")
                 fut = self.pending.pop(key, None) if isinstance(key, int) else None
                 if fut is not None and not fut.done():
@@ -97,11 +119,19 @@ class _Connection:
             raise SpeechEngineUnavailable("speech engine connection is closed")
         self.writer.write(b"".join(frames))
 
-    async def request(self, rid: int, *frames: bytes) -> dict[str, Any]:
+    def start(self, rid: int, *frames: bytes) -> asyncio.Future[dict[str, Any]]:
         fut: asyncio.Future[dict[str, Any]] = self.loop.create_future()
         self.pending[rid] = fut
         try:
             self.send(*frames)
+        except BaseException:
+            self.pending.pop(rid, None)
+            raise
+        return fut
+
+    async def request(self, rid: int, *frames: bytes) -> dict[str, Any]:
+        fut = self.start(rid, *frames)
+        try:
             return await fut
         finally:
             self.pending.pop(rid, None)
@@ -133,6 +163,7 @@ class SpeechEngineClient:
         self._listeners: list[Listener] = []
         self.in_outage = False
         self.outages = 0
+        self._answered_s: deque[float] = deque(maxlen=20)  # the last answers' round trips (s)
 
     # ---- Transcriber ------------------------------------------------------------------------------------
 
@@ -186,11 +217,16 @@ class SpeechEngineClient:
         }
         frames = (wire.json_frame(msg), wire.audio_frame(rid, pcm))
         waits = request.priority != PRIORITY_PARTIAL
-        deadline = time.monotonic() + self.options.wait_s
+        # on a host so busy that answers take seconds, twice the slowest recent one is no outage yet
+        due_s = max(self.options.deadline_s(len(audio) / SAMPLE_RATE), 2 * max(self._answered_s, default=0))
+        began = deadline = time.monotonic()
+        deadline += self.options.wait_s
+        outages = self.outages
         while True:
             try:
                 conn = await self._connection()
-                reply = await self._send(conn, rid, frames)
+                give_up = deadline if waits else time.monotonic() + PARTIAL_PATIENCE * due_s
+                reply = await self._send(conn, rid, frames, due_s, give_up, holds=waits)
             except SpeechEngineUnavailable:
                 if not waits or time.monotonic() >= deadline:
                     raise
@@ -202,6 +238,8 @@ class SpeechEngineClient:
             break
         self._restored()
         if reply.get("op") == "result":
+            if self.outages == outages:  # an answer that waited out an outage says nothing of speed
+                self._answered_s.append(time.monotonic() - began)
             return _result(reply)
         code = str(reply.get("code", "internal"))
         if code in ("superseded", "cancelled", "closed"):
@@ -240,14 +278,52 @@ class SpeechEngineClient:
 
     # ---- connection -------------------------------------------------------------------------------------
 
-    async def _send(self, conn: _Connection, rid: int, frames: tuple[bytes, ...]) -> dict[str, Any]:
+    async def _send(
+        self,
+        conn: _Connection,
+        rid: int,
+        frames: tuple[bytes, ...],
+        due_s: float,
+        give_up: float,
+        holds: bool,
+    ) -> dict[str, Any]:
+        """The engine's answer to one decode. Past `due_s` the connection is stalled, and a final
+        (`holds`) tells the listeners; either waits on for its answer until `give_up`."""
+        due = time.monotonic() + due_s
+        late = False
+        fut = conn.start(rid, *frames)
         try:
-            return await conn.request(rid, *frames)
+            while True:
+                now = time.monotonic()
+                if now >= due and not late:
+                    late = conn.stalled = True
+                    log.warning("speech engine missed a decode deadline", extra={"due_s": round(due_s, 2)})
+                if conn.stalled and holds:
+                    self._outage()  # the caller is waiting: one hold line, and this final waits on
+                limit = due if now < due else give_up
+                if now >= limit:
+                    self._cancel(conn, rid)
+                    if holds:  # a final waited `wait_s` in vain: this connection is frozen,
+                        await conn.close()  # the next decode opens a fresh one
+                    raise SpeechEngineUnavailable(
+                        f"speech engine did not answer within {now - due + due_s:.1f} s"
+                    )
+                await asyncio.wait((fut,), timeout=limit - now)
+                if fut.done():
+                    return fut.result()
         except asyncio.CancelledError:
-            if conn.alive:  # the stream moved on: free the engine of it too
-                with contextlib.suppress(SpeechEngineUnavailable):
-                    conn.send(wire.json_frame({"op": "cancel", "rid": rid}))
+            self._cancel(conn, rid)  # the stream moved on: free the engine of it too
             raise
+        finally:
+            conn.pending.pop(rid, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # a lost connection's error on a decode nobody waits for any more: seen
+
+    @staticmethod
+    def _cancel(conn: _Connection, rid: int) -> None:
+        if conn.alive:
+            with contextlib.suppress(SpeechEngineUnavailable):
+                conn.send(wire.json_frame({"op": "cancel", "rid": rid}))
 
     async def _connection(self) -> _Connection:
         conn = self._conn
@@ -290,7 +366,13 @@ class SpeechEngineClient:
     async def capacity(self) -> dict[str, Any]:
         conn = await self._connection()
         rid = next(self._ids)
-        reply = await conn.request(rid, wire.json_frame({"op": "capacity", "id": rid}))
+        try:
+            reply = await asyncio.wait_for(
+                conn.request(rid, wire.json_frame({"op": "capacity", "id": rid})),
+                self.options.deadline_floor_s,
+            )
+        except TimeoutError:
+            raise SpeechEngineUnavailable("speech engine did not answer `capacity`") from None
         return {k: v for k, v in reply.items() if k not in ("op", "id")}
 
     async def aclose(self) -> None:

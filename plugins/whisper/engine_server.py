@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 
 from plugins import wire
-from plugins.local_socket import FrameQueue, default_address, handshake_refusal, prepare_socket_dir
+from plugins.local_socket import (
+    SOCKET_MODE,
+    FrameQueue,
+    default_address,
+    handshake_refusal,
+    prepare_socket_dir,
+)
 
 from .engine import DecodeDropped, EngineJob, SpeechEngine
 from .model import SAMPLE_RATE, DecodeRequest, DecodeResult
@@ -236,6 +242,9 @@ class SpeechServer:
             "ready": self.engine.ready,
             "connections": len(self._conns),
             "queued": self.engine.queued(),
+            "stalled_s": round(self.engine.stalled_s(), 3),
+            "slowest_batch_s": round(self.engine.slowest_batch_s(), 3),
+            "queue_delay_s": round(self.engine.queue_delay_s(), 3),
             **asdict(self.engine.stats),
         }
 
@@ -245,7 +254,7 @@ class SpeechServer:
         path = Path(self.path)
         prepare_socket_dir(path)  # private folder made before bind; a stale socket replaced, nothing else
         self._server = await asyncio.start_unix_server(self._client, path=str(path), limit=wire.MAX_FRAME)
-        os.chmod(path, 0o660)
+        os.chmod(path, SOCKET_MODE)
         log.info(
             "speech engine listening",
             extra={"address": self.options.address, "model": self.engine.model_name},

@@ -135,3 +135,23 @@ def test_memory_growth_is_read_per_part_and_per_call_not_from_calls_warming_up()
     assert shared_rss_slope(flat) == pytest.approx(0.0, abs=0.01)
     assert shared_rss_slope(leaky) == pytest.approx(6.0, abs=0.05)
     assert job_rss_growth([(0.0, {1: 490.0})])["p50"] is None  # an idle process is no call
+
+
+def test_cpu_is_reported_per_call_minute_served_by_part_with_the_callers_apart() -> None:
+    from benchmarks.load_room import cpu_cores, cpu_per_call_minute
+
+    # two samples 60 s apart: the jobs used 60 CPU s, the engine 30, the scripted callers 90
+    first = {1: ("jobs", 10.0), 2: ("stt-engine", 5.0), 3: ("callers", 0.0)}
+    last = {1: ("jobs", 70.0), 2: ("stt-engine", 35.0), 3: ("callers", 90.0), 4: ("llm", 12.0)}
+    cores = cpu_cores([first, last], seconds=60.0)
+    assert cores == {"callers": 1.5, "jobs": 1.0, "llm": 0.2, "stt-engine": 0.5}
+    per = cpu_per_call_minute(cores, seconds=60.0, call_minutes=2.0)  # two calls of a minute each
+    assert per["jobs"] == 30.0 and per["stt-engine"] == 15.0 and per["llm"] == 6.0
+    assert per["callers"] == 45.0 and per["host_parts"] == 51.0  # the callers are not the host's
+    served = CallResult("call0", 100.0, None, [], [], None, None, end=160.0)  # type: ignore[arg-type]
+    unsent = "call3-0: CallerError: the caller failed: caller: no agent joined room call-1 within 90 s"
+    state = RoomLoad(results=[served], cpu=[first, last], seconds=60.0, refused=3, errors=[unsent])
+    out = report(state, calls=2, minutes=1.0)
+    assert out["refused"] == 3 and out["call_minutes_served"] == 1.0
+    assert out["cpu_s_per_call_minute"]["host_parts"] == 102.0  # one call-minute served, not two
+    assert out["not_dispatched"] == 1 and out["errors"] == 0  # a full host's, not a failure

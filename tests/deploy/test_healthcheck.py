@@ -21,7 +21,7 @@ def test_unix_socket_that_accepts_but_never_answers_is_unhealthy(tmp_path: Path)
         server.bind(str(path))
         server.listen(1)
         problem = check(f"unix://{path}", timeout_s=0.3)
-        assert problem is not None and "no capacity answer within 0.3 s" in problem
+        assert problem is not None and "no hello answer within 0.3 s" in problem
 
 
 def test_missing_socket_is_unhealthy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,10 +8,11 @@ import time
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer, make_mocked_request
 from livekit import api
 
-from web.access import KEY_COOKIE, KEY_HEADER, AccessOptions, RateLimit
+from web.access import KEY_COOKIE, KEY_HEADER, AccessOptions, RateLimit, client_id
 from web.server import PageOptions, access_options, make_app
 from web.tokens import TokenOptions
 
@@ -92,7 +93,7 @@ async def test_200_token_requests_in_10_s_from_one_client_are_rate_limited_other
 
 def cli(*argv: str) -> argparse.Namespace:
     base = {"host": "127.0.0.1", "port": 8080, "dev": False, "key_file": None, "allowed_host": []}
-    base.update({"rate_burst": 10, "rate_per_min": 12.0})
+    base.update({"rate_burst": 10, "rate_per_min": 12.0, "trust_proxy": []})
     args = argparse.Namespace(**base)
     for item in argv:
         name, _, value = item.partition("=")
@@ -110,16 +111,65 @@ def test_server_refuses_to_start_open(monkeypatch: pytest.MonkeyPatch, tmp_path)
     with pytest.raises(ValueError, match="only on loopback"):
         access_options(cli("host=0.0.0.0", "dev"))
     assert access_options(cli("dev")).key is None
-    monkeypatch.setenv("PARLEY_WEB_KEY", "abc")
+    monkeypatch.setenv("PARLEY_WEB_KEY", "abcdefgh-12345678")
     with pytest.raises(ValueError, match="--allowed-host"):
         access_options(cli("host=0.0.0.0"))
     wide = access_options(cli("host=0.0.0.0", "allowed_host=call.example.org"))
-    assert wide.key == b"abc" and wide.allowed_hosts == {"call.example.org"}
+    assert wide.key == b"abcdefgh-12345678" and wide.allowed_hosts == {"call.example.org"}
     keyfile = tmp_path / "key"
-    keyfile.write_text("from-file\n")
+    keyfile.write_text("from-file-0123456\n")
     args = cli()
     args.key_file = keyfile
-    assert access_options(args).key == b"from-file"
+    assert access_options(args).key == b"from-file-0123456"
+
+
+def test_server_refuses_a_key_shorter_than_16_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_WEB_KEY", "abc")
+    with pytest.raises(ValueError, match="at least 16 characters") as err:
+        access_options(cli())
+    assert "\n" not in str(err.value)
+    monkeypatch.setenv("PARLEY_WEB_KEY", "x" * 16)
+    assert access_options(cli()).key == b"x" * 16
+    args = cli()
+    args.trust_proxy = ["not-an-address"]
+    with pytest.raises(ValueError, match="--trust-proxy"):
+        access_options(args)
+
+
+async def test_wrong_keys_spend_the_rate_budget_before_the_key_is_checked() -> None:
+    budget = RateLimit(burst=3, per_s=0.001)
+    key = "right-key-0123456"
+    async with TestClient(TestServer(make_app(options(key.encode(), budget)), host="127.0.0.1")) as client:
+        guesses = [(await client.get("/token", headers={KEY_HEADER: f"guess-{i}"})).status for i in range(5)]
+        assert guesses == [401, 401, 401, 429, 429]  # a weak key cannot be guessed without limit
+        assert (await client.get("/token", headers={KEY_HEADER: key})).status == 429
+
+
+async def test_token_answers_are_never_cached() -> None:
+    async with TestClient(TestServer(make_app(options(b"right-key-0123456")), host="127.0.0.1")) as client:
+        refused = await client.get("/token")
+        granted = await client.get("/token", headers={KEY_HEADER: "right-key-0123456"})
+        assert (refused.status, granted.status) == (401, 200)
+        for res in (refused, granted):
+            assert res.headers["Cache-Control"] == "no-store"
+
+
+def test_rate_limit_counts_an_ipv6_client_by_its_64_and_a_forwarded_one_only_behind_a_trusted_proxy() -> None:
+    def request(peer: str, forwarded: str = "") -> web.Request:
+        headers = {"X-Forwarded-For": forwarded} if forwarded else {}
+        return make_mocked_request("GET", "/token", headers=headers).clone(remote=peer)
+
+    a, b = request("2001:db8:1:2::1"), request("2001:db8:1:2:ffff:1:2:3")
+    assert client_id(a) == client_id(b) == "2001:db8:1:2::/64"  # rotating within the /64 gains nothing
+    assert client_id(request("2001:db8:1:3::1")) != client_id(a)
+    assert client_id(request("::ffff:192.0.2.7")) == "192.0.2.7"
+    proxy = frozenset({"10.0.0.5"})
+    # behind the proxy: each caller counted apart, by the hop the proxy appended
+    assert client_id(request("10.0.0.5", "198.51.100.1"), proxy) == "198.51.100.1"
+    assert client_id(request("10.0.0.5", "6.6.6.6, 198.51.100.2"), proxy) == "198.51.100.2"
+    # a client that is not the trusted proxy cannot pick its own bucket
+    assert client_id(request("203.0.113.9", "198.51.100.1"), proxy) == "203.0.113.9"
+    assert client_id(request("10.0.0.5", "198.51.100.1")) == "10.0.0.5"  # no --trust-proxy: the peer
 
 
 async def test_page_is_served_with_its_script() -> None:

@@ -42,6 +42,7 @@ async def test_server_makes_its_socket_directory_0700_and_refuses_one_anyone_can
     server = await start_server(test_model, tmp_path, address=f"unix://{tmp_path}/run/parley/e.sock")
     try:
         assert stat.S_IMODE(os.stat(tmp_path / "run" / "parley").st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(tmp_path / "run" / "parley" / "e.sock").st_mode) == 0o600
         client = EngineClient(server.bound_address)
         await client.connect()
         assert (await client.capacity(timeout_s=5.0))["ready"] is not None
@@ -53,6 +54,11 @@ async def test_server_makes_its_socket_directory_0700_and_refuses_one_anyone_can
     shared.chmod(0o777)  # like bare /tmp: anyone could have put their own socket there first
     with pytest.raises(SocketDirError, match="writable by everyone"):
         await start_server(test_model, tmp_path, address=f"unix://{shared}/e.sock")
+    team = tmp_path / "team"
+    team.mkdir()
+    team.chmod(0o770)  # any member of the group could have bound its own socket there first
+    with pytest.raises(SocketDirError, match="writable by its group"):
+        await start_server(test_model, tmp_path, address=f"unix://{team}/e.sock")
 
 
 async def test_a_file_that_is_not_a_socket_is_never_replaced(test_model: Path, tmp_path: Path) -> None:

@@ -49,3 +49,55 @@ def test_filter_hashes_room_names_identities_and_jobs_in_every_record_shape() ->
     assert fields[4]["lk.pii.arguments"] == "<withheld>"
     assert records[5].getMessage() == f"room {label(ROOM)} closed"  # a name seen before, in the text too
     assert label("parley-3fa9c2").startswith("parley-#") and label(ROOM) == label(ROOM)
+
+
+def test_bare_numbers_and_sip_uris_are_scrubbed_but_not_decimals() -> None:
+    f = RoomNameFilter()
+    lines = [
+        record(f"INVITE sip:{NUMBER}@pbx.example failed"),
+        record("caller %s hung up", ("5551234567",)),
+        record(f"transfer to tel:{NUMBER}."),
+    ]
+    for r in lines:
+        assert f.filter(r)
+        assert NUMBER not in r.getMessage() and "5551234567" not in r.getMessage()
+    assert lines[0].getMessage() == "INVITE sip:#@pbx.example failed"
+    kept = record("decode took 0.12345678 s, 512 samples, port 7880")
+    f.filter(kept)
+    assert kept.getMessage() == "decode took 0.12345678 s, 512 samples, port 7880"
+
+
+def test_a_traceback_is_scrubbed_of_numbers_and_names() -> None:
+    f = RoomNameFilter()
+    f.filter(record("call started", room=ROOM))
+    try:
+        raise RuntimeError(f"dial sip:{NUMBER}@pbx failed in room {ROOM}")
+    except RuntimeError:
+        import sys
+
+        r = logging.getLogger("test.privacy").makeRecord(
+            "x", logging.ERROR, "f", 1, "dial failed", None, sys.exc_info()
+        )
+    assert f.filter(r)
+    out = logging.Formatter("%(message)s").format(r)
+    assert "Traceback" in out and "RuntimeError" in out
+    assert NUMBER not in out and ROOM not in out and label(ROOM) in out
+    # a job process's record arrives here with its traceback already formatted: scrubbed too
+    forwarded = record("job failed")
+    forwarded.exc_text = f"Traceback ...\nValueError: bad number {NUMBER}"
+    f.filter(forwarded)
+    assert NUMBER not in logging.Formatter().format(forwarded)
+
+
+def test_names_are_scrubbed_from_text_after_many_thousands_of_calls() -> None:
+    f = RoomNameFilter()
+    rooms = [f"parley-{i:05x}q" for i in range(10_000)]  # more than any fixed list of recent names
+    for room in rooms:
+        f.filter(record("call started", room=room))
+    for room in (rooms[0], rooms[5000], rooms[-1]):
+        r = record(f"room {room} closed")
+        f.filter(r)
+        assert r.getMessage() == f"room {label(room)} closed"
+    other = record("room parley-unseen closed")
+    f.filter(other)
+    assert other.getMessage() == "room parley-unseen closed"

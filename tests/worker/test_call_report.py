@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from livekit.agents.llm import ChatMessage, FunctionCall, FunctionCallOutput
@@ -150,6 +151,16 @@ def test_options_refuse_a_url_that_is_not_http() -> None:
         CallReportOptions(url="file:///etc/passwd")
 
 
+def test_options_refuse_transcripts_unsigned_or_in_clear() -> None:
+    with pytest.raises(ValueError, match="must be signed"):
+        CallReportOptions(url="https://crm.example/hook", include_transcript=True)
+    with pytest.raises(ValueError, match="https://"):
+        CallReportOptions(url="http://crm.example/hook", secret="s", include_transcript=True)
+    CallReportOptions(url="https://crm.example/hook", secret="s", include_transcript=True)
+    CallReportOptions(url="http://127.0.0.1:8787/report", secret="s", include_transcript=True)
+    CallReportOptions(url="http://crm.example/hook")  # no words in it: allowed (the worker warns if unsigned)
+
+
 def test_a_signature_verifies_with_its_secret_only_and_only_while_fresh() -> None:
     body = b'{"a":1}'
     now = int(time.time())
@@ -190,6 +201,28 @@ async def test_a_signed_report_reaches_the_receiver(tmp_path: Path) -> None:
         assert await send_report(wrong, {"x": 1}) is False  # 401: refused, not retried
     docs = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(docs) == 1 and docs[0]["ended_by"] == "caller_hung_up" and docs[0]["version"] == 1
+
+
+async def test_a_replayed_report_is_refused_within_the_signature_window(tmp_path: Path) -> None:
+    out = tmp_path / "reports.jsonl"
+    session, log = a_call()
+    closed(session, CloseReason.PARTICIPANT_DISCONNECTED)
+    report = log.report(REPLIES, include_transcript=False)
+    assert len(report["report_id"]) == 32 and log.report(REPLIES, False)["report_id"] != report["report_id"]
+    async for base in serve(make_app(out, secret="s3cret")):
+        opts = CallReportOptions(url=f"{base}/report", secret="s3cret")
+        assert await send_report(opts, report) is True
+        body = json.dumps(report, separators=(",", ":"), ensure_ascii=False).encode()
+        headers = {SIGNATURE_HEADER: signature("s3cret", body, int(time.time()))}
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{base}/report", data=body, headers=headers) as replay:
+                assert replay.status == 409  # a valid signature, a fresh t, the same report: refused
+            no_id = json.dumps({"x": 1}).encode()
+            headers = {SIGNATURE_HEADER: signature("s3cret", no_id, int(time.time()))}
+            async with http.post(f"{base}/report", data=no_id, headers=headers) as bare:
+                assert bare.status == 400
+        assert await send_report(opts, report) is True  # the sender's own retry of a kept report
+    assert len(out.read_text().splitlines()) == 1
 
 
 async def test_a_failing_receiver_is_retried_and_a_refusing_one_is_not() -> None:
@@ -259,3 +292,30 @@ async def test_with_a_prometheus_port_every_ending_is_counted_url_or_not() -> No
     assert await reporter.finish(REPLIES) is False  # counted once
     assert count() == before + 1
     assert b'parley_call_duration_seconds_count{channel="phone"}' in generate_latest(REGISTRY)
+
+
+def test_the_worker_refuses_to_start_sending_transcripts_unsigned_and_warns_when_unsigned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from pydantic import SecretStr
+
+    from worker.startup import check_call_report
+    from worker.settings import SettingsError, load_settings
+
+    base = load_settings()
+
+    def with_report(url: str, secret: str = "", transcript: bool = False) -> Any:
+        update = {"call_report_url": url, "call_report_secret": SecretStr(secret)}
+        return base.model_copy(update={**update, "call_report_transcript": transcript})
+
+    with pytest.raises(SettingsError, match="must be signed"):
+        check_call_report(with_report("https://crm.example/hook", transcript=True))
+    with pytest.raises(SettingsError, match="https://"):
+        check_call_report(with_report("http://crm.example/hook", "s3", transcript=True))
+    with caplog.at_level(logging.WARNING, logger="parley.worker"):
+        check_call_report(with_report("https://crm.example/hook", "s3", transcript=True))
+        assert not caplog.records
+        check_call_report(with_report("https://crm.example/hook"))
+    assert [r.getMessage() for r in caplog.records] == [
+        "call reports are unsigned: set PARLEY_CALL_REPORT_SECRET so the receiver can check them"
+    ]

@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 
@@ -35,3 +37,16 @@ def test_unspeakable_text_gives_empty_audio(voice: CpuVoice, text: str) -> None:
 def test_unknown_voice_is_a_clear_error() -> None:
     with pytest.raises(CpuVoiceError, match="unknown CPU voice"):
         CpuVoice("no-such-voice")
+
+
+async def test_the_voice_reports_its_real_time_factor_for_the_headroom() -> None:
+    from plugins.cpu_voice.tts import CpuVoiceTTS
+
+    tts = CpuVoiceTTS()
+    assert tts.recent_rtf(5.0) == 0.0  # nothing said yet
+    began = time.monotonic()
+    pcm = await tts.synth_piece("Your cleaning is booked for Wednesday at ten.")
+    took = time.monotonic() - began
+    rtf = tts.recent_rtf(5.0)
+    assert rtf == pytest.approx(took / (len(pcm) / 2 / 24000), rel=0.2) and rtf > 0
+    assert tts.recent_rtf(0.0) == 0.0  # outside the window

@@ -53,3 +53,45 @@ async def test_engine_killed_as_the_caller_starts_speaking(
     assert sum(HOLD["en"] in text for text in replies) == 1, replies  # one hold line for the one outage
     hold = next(i for i, text in enumerate(replies) if HOLD["en"] in text)
     assert len(replies) > hold + 1  # and the call went on: the agent answered after it
+
+
+async def test_engine_stopped_as_the_caller_starts_speaking(
+    embedded_llm_url: str, speech_audio: Path, tmp_path: Path
+) -> None:
+    """SIGSTOP, not a kill: the engine is there but answers nothing. The caller still hears one hold line
+    soon after their turn ends, the keeper restarts the frozen engine, and the turn is transcribed."""
+    import time
+
+    options = HostSpeechEngineOptions(address=f"unix://{tmp_path}/stt.sock", workers=1, stall_s=2.0)
+    engine = HostSpeechEngine(options)
+    engine.start()
+    try:
+        settings = load_settings().model_copy(
+            update={"stt_engine": "host", "stt_engine_address": engine.address, "stt_engine_wait_s": 30.0}
+        )
+        turns = sorted((speech_audio / "conversation").glob("*.wav"))[:2]
+        session, agent, stt_model = OfflineBuilder(settings, embedded_llm_url).build("parley")
+        await warm_stt(stt_model, turns[0])
+        stopped: list[int] = []
+        ends: list[float] = []
+        holds: list[float] = []
+        stt_model.transcriber.add_listener(lambda down: holds.append(time.monotonic()) if down else None)
+
+        def on_user_state(ev: Any) -> None:
+            if ev.new_state == "speaking" and not stopped and engine.pid is not None:
+                stopped.append(engine.pid)
+                os.kill(engine.pid, signal.SIGSTOP)
+            elif ev.old_state == "speaking" and stopped and not ends:
+                ends.append(time.monotonic())
+
+        session.on("user_state_changed", on_user_state)
+        await run_call("parley", session, agent, turns)
+    finally:
+        engine.close()
+    assert stopped and engine.restarts == 1 and engine.pid != stopped[0]
+    assert holds and ends and holds[0] - ends[0] <= 1.5, (holds, ends)  # hold line within 1.5 s of the turn
+    said = [(m.role, m.text_content or "") for m in agent.chat_ctx.items if m.type == "message"]
+    user = " ".join(text.lower() for role, text in said if role == "user")
+    assert "cleaning" in user and "wednesday" in user
+    replies = [text for role, text in said if role == "assistant"]
+    assert sum(HOLD["en"] in text for text in replies) == 1, replies
