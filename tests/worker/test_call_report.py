@@ -299,8 +299,8 @@ def test_the_worker_refuses_to_start_sending_transcripts_unsigned_and_warns_when
 ) -> None:
     from pydantic import SecretStr
 
-    from worker.startup import check_call_report
     from worker.settings import SettingsError, load_settings
+    from worker.startup import check_call_report
 
     base = load_settings()
 
