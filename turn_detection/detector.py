@@ -22,6 +22,7 @@ from livekit.agents import stt
 from plugins.whisper.stream import turn_text
 
 from .audio_eot import TRAILING_SILENCE_S, load_model, predict_window
+from .dialogue import expects_sequence
 from .endpoint_policy import EndpointDecision, decide, lm_judges
 from .lm_eot import LmEotScorer
 from .session_hooks import TurnHooks
@@ -222,7 +223,8 @@ class ParleyTurnDetector:
         text = _last_user_text(chat_ctx)
         self._turn_prefix = (self._hooks.replies_started, text)
         lang = detect_language(text, self._hooks.options.language)
-        cue = text_cue(text, lang)
+        # digits, letters and commas are a sequence read out in chunks only where the agent asked for one
+        cue = text_cue(text, lang, sequences=expects_sequence(self._hooks.agent_line) is not False)
         # a cue the policy does not let the model judge (a number at the end) need not wait for its score
         lm = self.lm_probability(text) if lm_judges(cue, self._opts) else _no_score()
         audio_p, lm_p = await asyncio.gather(self._audio_probability_for(speech_end), lm)

@@ -176,15 +176,17 @@ def detect_language(text: str, default: Language = "en") -> Language:
     return "ko" if _HANGUL.search(text) else default
 
 
-def text_cue(text: str, language: Language | None = None) -> TextCue:
-    """Score how complete a (possibly partial) user transcript reads."""
+def text_cue(text: str, language: Language | None = None, *, sequences: bool = True) -> TextCue:
+    """Score how complete a (possibly partial) user transcript reads. `sequences=False` (the agent asked
+    for no number, spelling, date or list: turn_detection/dialogue.py) reads digits, letters and commas at
+    the end as the words they are, not as a sequence read out in chunks."""
     stripped = text.strip()
     if not stripped:
         return TextCue(0.5, "empty")
     lang = language or detect_language(stripped)
     if lang == "ko":
         return _korean_cue(stripped)
-    return _english_cue(stripped, EN)
+    return _english_cue(stripped, EN, sequences)
 
 
 def _last_sentence(text: str) -> str:
@@ -294,7 +296,7 @@ def _sequence_cue(tail: str, words_raw: list[str], table: LanguageTable) -> Text
     return None
 
 
-def _english_cue(text: str, table: LanguageTable) -> TextCue:
+def _english_cue(text: str, table: LanguageTable, sequences: bool = True) -> TextCue:
     words_raw = _WORD.findall(text)
     if not words_raw:
         return TextCue(0.5, "no_words")
@@ -315,7 +317,7 @@ def _english_cue(text: str, table: LanguageTable) -> TextCue:
         return TextCue(0.05, "trailing_function_word")
     if last in table.subject_pronouns:
         return TextCue(0.08, "trailing_subject")
-    seq = _sequence_cue(tail, words_raw, table)
+    seq = _sequence_cue(tail, words_raw, table) if sequences else None
     if seq is not None:
         return seq
     if last in table.prepositions:
