@@ -50,7 +50,9 @@ from benchmarks.cli import emit
 from plugins.whisper.model import take_words
 from simulator import phone_line as phone
 from turn_detection.audio_eot import TRAILING_SILENCE_S, load_model, predict_window
+from turn_detection.dialogue import expects_sequence
 from turn_detection.endpoint_policy import decide
+from turn_detection.eot_text import EotTextError, EotTextModel
 from turn_detection.lm_eot import LmEotOptions, LmEotScorer
 from turn_detection.options import Profile, ProfileParams, TurnOptions, VadParams, params_for
 from turn_detection.text_cues import text_cue
@@ -374,8 +376,11 @@ class Transcriber:
 # --- the two pipelines on the virtual clock ----------------------------------------
 Decision = tuple[float, float, str, float | None, float | None]
 """(P(turn ended), delay, reason, the text cue's own completeness or None, the LM's score or None)"""
-Decider = Callable[[str, float | None, float | None, str], Decision]
-"""(text, v1-mini score, the recogniser's confidence, the agent's line before the turn) -> Decision"""
+Decider = Callable[..., Decision]
+"""(text, v1-mini score, the recogniser's confidence, the agent's line before the turn[, whether the text
+score is there: parley]) -> Decision"""
+SCORE_DEADLINE_S = LmEotOptions.deadline_s
+"""How long a decision waits for a text score not there yet (turn_detection/lm_eot.py)."""
 
 
 def simulate_turn(
@@ -391,11 +396,16 @@ def simulate_turn(
     prefix_s: float,
     predict: Callable[[np.ndarray], float] | None = None,
     reference_text: bool = False,
+    score_latency: Callable[[], float] | None = None,
 ) -> tuple[list[Commit], list[Commit]]:
     """LiveKit's commit rule over VAD segments: after EOS and a final transcript, no earlier than
     speech_end + delay, cancelled by the next START_OF_SPEECH. Returns (commits, held decisions).
     `reference_text` judges the corpus's own words instead of the decode's (same timing): how much of
-    a figure is the recogniser's errors, how much the policy's."""
+    a figure is the recogniser's errors, how much the policy's.
+    `score_latency` puts the end-of-turn text score on the clock (parley): asked when the transcript lands,
+    it is there `score_latency()` seconds later; a decision waits `SCORE_DEADLINE_S` for it, then decides
+    without it, and a score that lands while that decision still holds the turn is used then (as the
+    detector does)."""
     commits: list[Commit] = []
     held: list[Commit] = []
     turn_start: float | None = None
@@ -420,6 +430,15 @@ def simulate_turn(
             audio_p = predict_window(eot, _int16(case.audio[: int(audio_end * RATE)]))
         p, delay, reason, text_p, lm_p = decider(text, audio_p, confidence, case.agent_line)
         at = max(ready, seg.speech_end + delay)
+        if lm_p is not None and score_latency is not None:
+            lands = t_req + wall + score_latency()
+            if lands > ready + SCORE_DEADLINE_S:  # missed the decision's deadline: decided without it
+                p0, delay0, reason0, text_p0, _ = decider(text, audio_p, confidence, case.agent_line, False)
+                at0 = max(ready + SCORE_DEADLINE_S, seg.speech_end + delay0)
+                if lands < at0:  # it landed while that decision held the turn anyway: decided again
+                    at = max(at, lands)
+                else:
+                    p, delay, reason, text_p, lm_p, at = p0, delay0, reason0, text_p0, None, at0
         nxt = segments[i + 1].start if i + 1 < len(segments) else None
         decision = Commit(
             at=round(at, 3),
@@ -447,15 +466,16 @@ def _int16(x: np.ndarray) -> np.ndarray:
     return (np.clip(x, -1, 1) * 32767).astype(np.int16)
 
 
-def parley_decider(params: ProfileParams, lm: LmEotScorer | None = None) -> Decider:
-    """Parley's policy. The LM's score is taken as ready at the decision: the worker asks it on every
-    transcript and uses a late answer while the turn is held anyway (a job's "end-of-turn scorer use" log
-    says how often a room decision still went without it). The LM reads the agent's line before the turn,
-    as in the worker."""
+def parley_decider(params: ProfileParams, lm: LmEotScorer | EotTextModel | None = None) -> Decider:
+    """Parley's policy. The text scorer reads the agent's line before the turn, as in the worker.
+    `scored=False`: the decision without the text score (it missed the deadline; `simulate_turn` puts the
+    score on the clock when given a `score_latency`, else it is taken as ready at the decision)."""
 
-    def run(text: str, audio_p: float | None, confidence: float | None, agent_line: str = "") -> Decision:
-        cue = text_cue(text)
-        lm_p = lm.score_sync(text, agent_line) if lm is not None else None
+    def run(
+        text: str, audio_p: float | None, confidence: float | None, agent_line: str = "", scored: bool = True
+    ) -> Decision:
+        cue = text_cue(text, sequences=expects_sequence(agent_line) is not False)
+        lm_p = lm.score_sync(text, agent_line) if lm is not None and scored else None
         d = decide(cue, audio_p, params.endpoint, None, lm_p, confidence)
         return d.probability, d.delay, d.reason, cue.completeness, lm_p
 
@@ -631,10 +651,17 @@ async def run_benchmark(
     *,
     only: list[str] | None = None,
     transcript_cache: Path | None = None,
-    lm: LmEotScorer | None = None,
+    lm: LmEotScorer | EotTextModel | None = None,
     reference_text: bool = False,
+    lm_latency_s: float | None = None,
 ) -> dict[str, Any]:
     params = params_for(profile, TurnOptions())
+    score_latency: Callable[[], float] | None = None
+    if lm is not None and lm_latency_s is not None:
+        score_latency = lambda: lm_latency_s  # noqa: E731 - a fixed latency (a loaded scorer's)
+    elif isinstance(lm, EotTextModel):
+        # the in-process model: each score's own measured wall time (0 when it came from the cache)
+        score_latency = lambda: lm.query_ms[-1] / 1000 if lm.query_ms else 0.0  # noqa: E731
     transcriber = Transcriber(stt_latency_s, transcript_cache)
     eot = load_model()
     out: dict[str, Any] = {}
@@ -681,6 +708,7 @@ async def run_benchmark(
                 prefix_s=vad.prefix_padding_duration,
                 predict=predictors.get(name),
                 reference_text=reference_text,
+                score_latency=score_latency if name == "parley" else None,
             )
             (per_noise if case.kind == "noise" else per_case).append(score(case, name, commits, held))
         out[name] = summarise(per_case, per_noise)
@@ -699,7 +727,17 @@ async def run_benchmark(
         "stock": out.get("stock"),
         "vad_only": out.get("vad_only"),
         "smart_turn": out.get("smart_turn"),
-        "lm_eot": None if lm is None else {"url": lm.opts.base, "query_ms": _pct(lm.query_ms)},
+        "lm_eot": None
+        if lm is None
+        else {
+            "scorer": "in-process" if isinstance(lm, EotTextModel) else lm.opts.base,
+            "query_ms": _pct(lm.query_ms),
+            "on_the_clock": "none (always ready)"
+            if score_latency is None
+            else "measured"
+            if lm_latency_s is None
+            else f"fixed {lm_latency_s * 1000:.0f} ms",
+        },
     }
 
 
@@ -732,7 +770,11 @@ def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
         share = result["open_cutoffs_misheard_end"] * 100
         print(f"parley's open-clause cut-offs with the part's last word misheard: {share:.0f} %")
     if result.get("lm_eot"):
-        print(f"\nLM end-of-turn scorer {result['lm_eot']['url']}: query ms {result['lm_eot']['query_ms']}")
+        e = result["lm_eot"]
+        print(
+            f"\nend-of-turn text scorer {e['scorer']}: query ms {e['query_ms']}, "
+            f"on the clock {e['on_the_clock']}"
+        )
     if not per_file:
         return
     print()
@@ -784,10 +826,17 @@ def print_breakdown(name: str, r: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def eot_lm(spec: str, profile: Profile) -> Iterator[LmEotScorer | None]:
-    """The scorer the parley pipeline asks: none, a given server, or the embedded SmolLM2 started here."""
+def eot_lm(spec: str, profile: Profile) -> Iterator[LmEotScorer | EotTextModel | None]:
+    """The scorer the parley pipeline asks: none, the trained in-process model, a given server, or the
+    embedded SmolLM2 started here."""
     if spec == "off":
         yield None
+        return
+    if spec == "trained":
+        try:
+            yield EotTextModel()
+        except EotTextError as e:
+            raise BenchError(str(e)) from None
         return
     if spec != "embedded":
         try:
@@ -829,8 +878,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--eot-lm",
         default="embedded",
-        help="the language-model end-of-turn scorer for parley: 'embedded' (start the SmolLM2 server, "
-        "default), 'off', or the URL of a llama.cpp-compatible server",
+        help="the end-of-turn text scorer for parley: 'embedded' (start the SmolLM2 server, default), "
+        "'trained' (the in-process model, turn_detection/eot_text.py), 'off', or the URL of a "
+        "llama.cpp-compatible server",
+    )
+    ap.add_argument(
+        "--lm-latency-ms",
+        type=float,
+        help="put each text score on the clock this long after its transcript (a loaded scorer; default: "
+        "the trained model's measured time, a server's score always ready)",
     )
     ap.add_argument(
         "--transcript-cache",
@@ -871,6 +927,7 @@ def main(argv: list[str] | None = None) -> int:
                         transcript_cache=args.transcript_cache,
                         lm=lm,
                         reference_text=args.reference_text,
+                        lm_latency_s=None if args.lm_latency_ms is None else args.lm_latency_ms / 1000,
                     )
                 )
     except BenchError as e:

