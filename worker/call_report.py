@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import time
@@ -39,6 +38,7 @@ import aiohttp
 
 from .log_privacy import label
 from .measurement import TurnLatency
+from .settings import is_loopback
 
 log = logging.getLogger("parley.call_report")
 
@@ -95,20 +95,14 @@ class CallReportOptions:
             raise ValueError("attempts must be >= 1, timeout_s and deadline_s > 0")
         if self.include_transcript and not self.secret:
             raise ValueError("a call report with transcripts must be signed: set PARLEY_CALL_REPORT_SECRET")
-        if self.include_transcript and self.url.startswith("http://") and not _loopback(self.url):
+        if (
+            self.include_transcript
+            and self.url.startswith("http://")
+            and not is_loopback(urlsplit(self.url).hostname or "")
+        ):
             raise ValueError(
                 "a call report with transcripts goes to an https:// URL (http:// only on loopback)"
             )
-
-
-def _loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

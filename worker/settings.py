@@ -43,7 +43,8 @@ ENGLISH_STYLE_PROMPT = "Um, uh, mm-hmm, uh-huh."
 DEV_API_SECRET = "secret"  # livekit-server --dev's secret: fine on this machine, never beyond it
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """`localhost` or a loopback address (127.0.0.0/8, ::1)."""
     if host == "localhost":
         return True
     try:
@@ -412,7 +413,7 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         host = urlsplit(self.livekit_url).hostname or ""
-        if self.livekit_api_secret.get_secret_value() == DEV_API_SECRET and not _is_loopback(host):
+        if self.livekit_api_secret.get_secret_value() == DEV_API_SECRET and not is_loopback(host):
             raise ValueError(
                 "PARLEY_LIVEKIT_API_SECRET: the built-in development secret only works with a loopback "
                 f"LIVEKIT_URL (got host {host!r}); set LIVEKIT_API_KEY and LIVEKIT_API_SECRET"
