@@ -114,4 +114,18 @@ class _ScriptedStream(llm.LLMStream):
             self._call(owner.tool, owner.tool_arguments)
             return
         owner.answered_at = time.monotonic()
-        await self._say(owner.reply.replace("{output}", output))
+        await self._say(owner.reply.replace("{output}", _in_words(output)))
+
+
+def _in_words(output: str) -> str:
+    """A tool's JSON answer as a capable LLM would say it (its values in words), never the raw JSON: Parley
+    drops JSON-looking reply text before the voice (worker/tool_text.py)."""
+    try:
+        value = json.loads(output)
+    except json.JSONDecodeError:
+        return output
+    if isinstance(value, dict):
+        return ", ".join(f"{k.replace('_', ' ')} {_in_words(json.dumps(v))}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_in_words(json.dumps(v)) for v in value)
+    return str(value)
