@@ -42,7 +42,9 @@ PII_PREFIX = "lk.pii."  # LiveKit Agents puts personal data into `extra` keys wi
 # record attributes that hold a whole job (its room, participant and metadata): only the job id is kept
 JOB_KEYS = frozenset({"job", "job_request"})
 _PREFIX = re.compile(r"^[A-Za-z]+[-_]")  # the dispatch prefix: `parley-`, `call-`, `sip_`
-_PHONE = re.compile(r"(?<![\d.])\+?\d{7,}(?!\d|\.\d)")  # 7+ digits, not a decimal's fraction
+# 7+ digits, not a decimal's fraction, nor inside a label this scrubber wrote (`#7587469f`: a run of 7 there
+# starts right after the `#` or one hex letter later)
+_PHONE = re.compile(r"(?<![\d.])(?<!#)(?<!#[a-f])\+?\d{7,}(?!\d|\.\d)")
 _TOKEN = re.compile(r"[^\s'\"(){}\[\],;=<>:/]+")  # how a name sits in a message: between these
 _KEY = secrets.token_bytes(16)  # per process: hashes correlate lines of one run, not across runs
 RECENT_NAMES = 4096

@@ -101,3 +101,12 @@ def test_names_are_scrubbed_from_text_after_many_thousands_of_calls() -> None:
     other = record("room parley-unseen closed")
     f.filter(other)
     assert other.getMessage() == "room parley-unseen closed"
+
+
+def test_a_label_whose_digest_is_mostly_digits_is_not_scrubbed_as_a_number() -> None:
+    """A label such as `#7587469f` holds a run of 7 digits; it is the scrubber's own output, not a number."""
+    from worker.log_privacy import _PHONE
+
+    for label_ in ("parley-#7587469f", "parley-#a7587469", "#12345678"):
+        assert _PHONE.sub("#", f"room {label_} closed") == f"room {label_} closed"
+    assert _PHONE.sub("#", "caller 5551234567 via sip:15551234567@pbx") == "caller # via sip:#@pbx"
