@@ -66,7 +66,7 @@ async def test_engine_stopped_as_the_caller_starts_speaking(
     engine = HostSpeechEngine(options)
     engine.start()
     try:
-        settings = load_settings().model_copy(
+        settings = load_settings(**SHORT_REPLIES).model_copy(
             update={"stt_engine": "host", "stt_engine_address": engine.address, "stt_engine_wait_s": 30.0}
         )
         turns = sorted((speech_audio / "conversation").glob("*.wav"))[:2]
@@ -94,4 +94,6 @@ async def test_engine_stopped_as_the_caller_starts_speaking(
     user = " ".join(text.lower() for role, text in said if role == "user")
     assert "cleaning" in user and "wednesday" in user
     replies = [text for role, text in said if role == "assistant"]
-    assert sum(HOLD["en"] in text for text in replies) == 1, replies
+    # one hold line for the one outage; the caller's next words may cut it before it plays, and then it is
+    # not in the transcript (seen on a quiet machine, 2026-12-07), so the count there is at most one
+    assert len(holds) == 1 and sum(HOLD["en"] in text for text in replies) <= 1, (holds, replies)
