@@ -12,8 +12,10 @@ Six noise-only sounds (hum, clicks, white/pink/brown noise, syllable-rate "babbl
 played over the line too: they must neither cut nor pause it.
 JSON: `backchannel_ignored_rate` (backchannels after which the agent played its line to the end, paused or
 not), `backchannel_paused_rate` and `backchannel_gap_ms` {p50, p95} (how long a resumed line stood
-paused), `interrupt_stop_rate` (interruptions that cut the agent's line), `interrupt_stop_ms` {p50, p95}
-(caller's first voiced sample -> the agent's audio paused or cut), `noise_ignored_rate`, `noise_paused_rate`,
+silent), `backchannel_ducked_ms` (how long it went on ducked), `interrupt_stop_rate` (interruptions that cut
+the agent's line), `interrupt_stop_ms` {p50, p95} (caller's first voiced sample -> the agent's audio paused
+or cut), `interrupt_duck_ms` (-> ducked; the profile's `duck_db`; `--no-duck` stops it dead instead),
+`noise_ignored_rate`, `noise_paused_rate`,
 `false_interruption_resumes` (pauses the session took back), `trials` [...]. `--min-words N` and
 `--min-speech S` try other pause rules than the profile's. `--profile telephony` plays every sound through
 a phone line (300-3400 Hz, 8 kHz G.711 mu-law) to the telephony profile, as a SIP caller is heard.
@@ -45,6 +47,7 @@ from benchmarks.turns import (
     phone_line,
 )
 from simulator.session_audio import PacedSpeaker, RealTimeMic
+from worker.duck import Duck
 from worker.settings import ENGLISH_STYLE_PROMPT
 
 AGENT_RATE = 24000
@@ -64,6 +67,10 @@ class Trial:
     """Caller's first voiced sample -> first pause or cut of the agent's audio."""
     paused_ms: float
     """How long the agent's audio stood paused in all (a resumed pause is a gap in its line)."""
+    duck_ms: float | None
+    """Caller's first voiced sample -> the agent's audio ducked."""
+    ducked_ms: float
+    """How long the agent's audio went on ducked in all."""
     heard: list[str]
     """Transcripts that reached the session (what passed the backchannel filter), finals marked '(final)'."""
 
@@ -90,7 +97,8 @@ async def run_trial(
     track = np.concatenate([np.zeros(int(CALLER_AT_S * RATE), np.float32), audio])
     track = np.concatenate([track, np.zeros(int((AGENT_LINE_S + 2.0) * RATE) - len(track), np.float32)])
     mic = RealTimeMic(track)
-    speaker = PacedSpeaker(AGENT_RATE, clock=mic.clock)
+    duck = None if params.duck_db is None else Duck(params.duck_db)
+    speaker = PacedSpeaker(AGENT_RATE, clock=mic.clock, duck=duck)
 
     class BenchAgent(Agent):
         async def stt_node(self, audio, model_settings):  # type: ignore[no-untyped-def]
@@ -120,6 +128,8 @@ async def run_trial(
         await speaker.aclose()
     if speaker.first_stop is not None:
         speaker.first_stop -= CALLER_AT_S + first_voiced_s
+    if speaker.first_duck is not None:
+        speaker.first_duck -= CALLER_AT_S + first_voiced_s
     return cut, speaker, heard
 
 
@@ -139,6 +149,7 @@ async def run_benchmark(
     *,
     min_words: int | None = None,
     min_speech_s: float | None = None,
+    duck: bool = True,
     stt_prompt: str = ENGLISH_STYLE_PROMPT,
     profile: str = "web",
 ) -> dict[str, Any]:
@@ -151,6 +162,8 @@ async def run_benchmark(
         params = replace(params, interrupt_min_words=min_words)
     if min_speech_s is not None:
         params = replace(params, interrupt_min_speech_s=min_speech_s)
+    if not duck:
+        params = replace(params, duck_db=None)
     cases = [c for c in load_turn_cases(data) if c.case in ("backchannel", "interruption")]
     if not cases:
         raise BenchError(f"no backchannel/interruption files in {data} (scripts/make_turn_corpus.py)")
@@ -168,7 +181,9 @@ async def run_benchmark(
         cut, sp, heard = await run_trial(audio, start, stt, params, prof)
         stop = None if sp.first_stop is None else round(sp.first_stop * 1000, 1)
         paused_ms = round(sp.paused_s * 1000, 1)
-        trials.append(Trial(name, case, cut, sp.pauses, sp.resumes, stop, paused_ms, heard))
+        duck = None if sp.first_duck is None else round(sp.first_duck * 1000, 1)
+        ducked_ms = round(sp.ducked_s * 1000, 1)
+        trials.append(Trial(name, case, cut, sp.pauses, sp.resumes, stop, paused_ms, duck, ducked_ms, heard))
     back = [t for t in trials if t.case == "backchannel"]
     inter = [t for t in trials if t.case == "interruption"]
     noise = [t for t in trials if t.case == "noise"]
@@ -179,11 +194,14 @@ async def run_benchmark(
         "interrupt_stop_ms": _pct([t.stop_ms for t in inter if t.stopped and t.stop_ms is not None]),
         "backchannel_paused_rate": _rate([t.paused > 0 for t in back]),
         "backchannel_gap_ms": _pct([t.paused_ms for t in back if not t.stopped and t.paused > 0]),
+        "backchannel_ducked_ms": _pct([t.ducked_ms for t in back if not t.stopped and t.ducked_ms > 0]),
+        "interrupt_duck_ms": _pct([t.duck_ms for t in inter if t.duck_ms is not None]),
         "noise_ignored_rate": _rate([not t.stopped for t in noise]),
         "noise_paused_rate": _rate([t.paused > 0 for t in noise]),
         "false_interruption_resumes": sum(t.resumed for t in trials),
         "interrupt_min_words": params.interrupt_min_words,
         "interrupt_min_speech_s": params.interrupt_min_speech_s,
+        "duck_db": params.duck_db,
         "profile": prof.value,
         "trials": [asdict(t) for t in trials],
     }
@@ -210,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
         default=ENGLISH_STYLE_PROMPT,
         help="Whisper style prompt in front of every decode (default: the worker's English one; '' = none)",
     )
+    ap.add_argument(
+        "--no-duck",
+        action="store_true",
+        help="a pause stops the agent dead instead of ducking it (LiveKit's own)",
+    )
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -220,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.limit,
                 min_words=args.min_words,
                 min_speech_s=args.min_speech,
+                duck=not args.no_duck,
                 stt_prompt=args.stt_prompt,
                 profile=args.profile,
             )
@@ -227,19 +251,22 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    s, g = result["interrupt_stop_ms"], result["backchannel_gap_ms"]
+    s, g, d = result["interrupt_stop_ms"], result["backchannel_gap_ms"], result["interrupt_duck_ms"]
     print(
         f"pause after {result['interrupt_min_speech_s']} s of speech with >= {result['interrupt_min_words']} "
         f"words\nbackchannels ignored {result['backchannel_ignored_rate']} (paused then resumed: "
         f"{result['backchannel_paused_rate']}, gap p50 {g['p50']} ms)  interruptions stopped the agent "
         f"{result['interrupt_stop_rate']}  stop delay p50 {s['p50']} ms p95 {s['p95']} ms\n"
         f"noise ignored {result['noise_ignored_rate']} (paused: {result['noise_paused_rate']})  "
-        f"resumes {result['false_interruption_resumes']}"
+        f"resumes {result['false_interruption_resumes']}\n"
+        f"ducked to {result['duck_db']} dB: interruptions ducked p50 {d['p50']} ms p95 {d['p95']} ms, "
+        f"backchannels went on ducked p50 {result['backchannel_ducked_ms']['p50']} ms"
     )
     for t in result["trials"]:
         print(
             f"  {t['file']:<24}{t['case']:<14}{'CUT' if t['stopped'] else 'kept':<6}"
-            f"stop {t['stop_ms']}  paused {t['paused_ms']} ms  {' | '.join(t['heard'])}"
+            f"stop {t['stop_ms']}  duck {t['duck_ms']}  paused {t['paused_ms']} ms  "
+            f"ducked {t['ducked_ms']} ms  {' | '.join(t['heard'])}"
         )
     return emit(result, lambda _r: None, args.json)  # the table is printed above
 

@@ -2,7 +2,9 @@
 
 It supports pause (so LiveKit's false-interruption resume is on), reports playback start and finish to the
 session, and notes what a barge-in measurement needs: when the agent's audio first stopped (paused or cut)
-and how long it stood paused. Used by benchmarks.bargein and the turn-taking session tests.
+and how long it stood paused. With a `Duck` (worker/duck.py) a pause ducks the audio instead, as the worker's
+room output does: the speaker then notes when it ducked and for how long. Used by benchmarks.bargein and the
+turn-taking session tests.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Callable
 import numpy as np
 from livekit import rtc
 from livekit.agents.voice import io
+
+from worker.duck import Duck
 
 MIC_RATE = 16000
 
@@ -50,7 +54,12 @@ class RealTimeMic(io.AudioInput):
 
 
 class PacedSpeaker(io.AudioOutput):
-    def __init__(self, sample_rate: int = 24000, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        sample_rate: int = 24000,
+        clock: Callable[[], float] = time.monotonic,
+        duck: Duck | None = None,
+    ) -> None:
         super().__init__(
             label="paced-speaker",
             capabilities=io.AudioOutputCapabilities(pause=True),
@@ -69,7 +78,14 @@ class PacedSpeaker(io.AudioOutput):
         self.paused_s = 0.0
         """Time the audio stood paused in all (a resumed pause is a gap in the agent's line)."""
         self.first_stop: float | None = None
-        """Clock time of the first pause or cut."""
+        """Clock time of the first pause or cut (with a duck: the first cut)."""
+        self._duck = duck
+        self._ducked_at: float | None = None
+        self.ducks = 0
+        self.ducked_s = 0.0
+        """Time the audio went on ducked in all."""
+        self.first_duck: float | None = None
+        """Clock time of the first duck."""
         self.finished: list[tuple[float, bool]] = []
         """(playback position, interrupted) of each finished segment."""
         self._task = asyncio.create_task(self._run())
@@ -85,6 +101,7 @@ class PacedSpeaker(io.AudioOutput):
         self._wake.set()
 
     def clear_buffer(self) -> None:
+        self._end_duck()
         self._queue.clear()
         if self._in_segment:
             self._stopped()
@@ -92,20 +109,36 @@ class PacedSpeaker(io.AudioOutput):
 
     def pause(self) -> None:
         self.pauses += 1
+        if self._duck is not None:
+            if not self._duck.ducked:
+                self.ducks += 1
+                self._ducked_at = self._clock()
+                if self.first_duck is None:
+                    self.first_duck = self._ducked_at
+            self._duck.set(True)
+            return
         self._stopped()
         if self._paused_at is None:
             self._paused_at = self._clock()
         self._playing.clear()
 
     def resume(self) -> None:
-        if not self._playing.is_set():
+        if not self._playing.is_set() or (self._duck is not None and self._duck.ducked):
             self.resumes += 1
+        self._end_duck()
         self._end_pause()
         self._playing.set()
 
     def _stopped(self) -> None:
         if self.first_stop is None:
             self.first_stop = self._clock()
+
+    def _end_duck(self) -> None:
+        if self._duck is not None:
+            self._duck.set(False)
+        if self._ducked_at is not None:
+            self.ducked_s += self._clock() - self._ducked_at
+            self._ducked_at = None
 
     def _end_pause(self) -> None:
         if self._paused_at is not None:
@@ -140,6 +173,7 @@ class PacedSpeaker(io.AudioOutput):
                 self._position += item.duration
 
     async def aclose(self) -> None:
+        self._end_duck()
         self._end_pause()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -52,6 +52,11 @@ class ProfileParams:
     """How long a paused reply waits for the recogniser's verdict on the caller's sound before resuming
     anyway (an STT that died or fell behind). On a slow or busy host the FINAL of a 3 s interruption came
     after `false_interruption_timeout_s`, the agent resumed over the caller and their words were lost."""
+    duck_db: float | None = -18.0
+    """Level of the agent's reply while the caller's voice holds it paused: it goes on this much quieter
+    (worker/duck.py) instead of stopping, so a backchannel leaves no hole in it; None stops it dead as LiveKit
+    does. -18 dB is far enough below the caller's own voice to read as the agent yielding (a common speech
+    ducking depth), near enough to follow the words it goes on with."""
 
 
 WEB = ProfileParams(

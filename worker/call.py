@@ -14,8 +14,11 @@ from livekit.agents import JobContext, JobProcess
 from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers on the main thread)
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
+from turn_detection import params_for
+
 from .agent_file import call_tools, effective_settings
 from .headroom import HeadroomOptions, JobSignals, admits_new_call
+from .livekit_patches import duck_room_output
 from .memory import release_free_memory, tune_allocator
 from .outbound import add_call_context, callee_audio, prefetch
 from .outbound_call import answer_outbound, outbound_dial
@@ -65,7 +68,7 @@ def prewarm(settings: Settings, proc: JobProcess) -> None:
 
 
 async def entrypoint(settings: Settings, ctx: JobContext) -> None:
-    from .pipeline import build_call, load_components
+    from .pipeline import build_call, load_components, turn_options
 
     use_settings(settings)  # for the code that asks get_settings() in this job process
     if settings.pipeline != "parley":
@@ -131,6 +134,7 @@ async def entrypoint(settings: Settings, ctx: JobContext) -> None:
         room_options=_room_options(settings, call.identity if call else None),
     )
     marks.attach_output(session)
+    duck_room_output(session, params_for(profile, turn_options(settings)).duck_db)
     if call is not None and answer is not None:
         listening = asyncio.create_task(
             answer_outbound(ctx, served, call, session, agent, answer, rate, reporter)

@@ -13,6 +13,11 @@ output's queued audio (up to 200 ms) only when its forwarding loop next wakes, u
 that much more of the agent reached the caller after the pause. The patched pause drops the queue at once,
 with the same bookkeeping LiveKit does (the dropped audio counts as discarded, the playhead stays where it
 stopped), so a resumed reply goes on exactly where it would have.
+
+With ducking on (`duck_room_output`, the default of both turn profiles) a pause does not stop the reply: it
+goes on at the ducked level (worker/duck.py) and a resume brings it back up; what was queued plays out
+quieter-from-the-next-frame instead of being dropped, so a backchannel leaves no hole in the agent's words.
+A real interruption still clears the output when its words arrive.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from .duck import Duck
 
 log = logging.getLogger("parley.livekit_patches")
 
@@ -93,11 +100,79 @@ def _install_pause_drop() -> bool:
     replaced.setdefault("_ParticipantAudioOutput.pause", current)
 
     def pause(self: Any) -> None:
+        duck = getattr(self, "_parley_duck", None)
+        if duck is not None:
+            duck.set(True)  # the reply goes on, quieter; the playout clock keeps running
+            return
         current(self)
         drop_queued_audio(self)
 
     pause.parley_patch = True  # type: ignore[attr-defined]
     _ParticipantAudioOutput.pause = pause  # type: ignore[method-assign]
+    for name in ("resume", "clear_buffer"):
+        _unduck_before(_ParticipantAudioOutput, name)
+    return True
+
+
+def _unduck_before(cls: Any, name: str) -> None:
+    """A resumed or cleared reply is at full level again (the next reply must not start ducked)."""
+    current = getattr(cls, name)
+    if getattr(current, "parley_patch", False):
+        return
+    replaced.setdefault(f"_ParticipantAudioOutput.{name}", current)
+
+    def method(self: Any) -> None:
+        duck = getattr(self, "_parley_duck", None)
+        if duck is not None:
+            duck.set(False)
+        current(self)
+
+    method.parley_patch = True  # type: ignore[attr-defined]
+    setattr(cls, name, method)
+
+
+class _DuckedSource:
+    """The room output's audio source with the duck's gain applied to every frame it is given."""
+
+    def __init__(self, source: Any, duck: Duck) -> None:
+        self._source = source
+        self._duck = duck
+
+    async def capture_frame(self, frame: Any) -> None:
+        await self._source.capture_frame(self._duck.apply(frame))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source, name)
+
+
+def room_audio_output(session: Any) -> Any:
+    """The room's participant audio output at the bottom of the session's audio chain, or None."""
+    try:
+        from livekit.agents.voice.room_io._output import _ParticipantAudioOutput
+    except ImportError:
+        return None
+    out = getattr(getattr(session, "output", None), "audio", None)
+    for _ in range(16):  # a chain is a few wrappers deep
+        if out is None or isinstance(out, _ParticipantAudioOutput):
+            return out
+        out = getattr(out, "_next_in_chain", None)
+    return None
+
+
+def duck_room_output(session: Any, level_db: float | None) -> bool:
+    """Duck instead of stopping the session's room audio while the caller's voice pauses it (`level_db`
+    below full; None leaves LiveKit's pause). Call after `session.start`. False (and one log line) when the
+    session has no room output this LiveKit version lets us duck."""
+    if level_db is None:
+        return False
+    out = room_audio_output(session)
+    if out is None or not _install_pause_drop() or not hasattr(out, "_audio_source"):
+        log.warning("room audio output not found; a paused reply stops instead of ducking")
+        return False
+    if getattr(out, "_parley_duck", None) is None:
+        duck = Duck(level_db)
+        out._audio_source = _DuckedSource(out._audio_source, duck)
+        out._parley_duck = duck
     return True
 
 

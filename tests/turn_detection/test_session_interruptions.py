@@ -19,6 +19,7 @@ from livekit.agents.voice import SpeechHandle
 
 from plugins.cpu_voice.voice import CpuVoice
 from turn_detection import Profile, TurnOptions, build_turn_handling
+from worker.duck import Duck
 
 from .session_io import MIC_RATE, PacedSpeaker, ScriptedMic, ScriptedSTT, ScriptLine
 
@@ -67,7 +68,9 @@ class RecordingAgent(Agent):
         raise StopResponse()
 
 
-async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOptions) -> dict:
+async def run_call(
+    track: np.ndarray, script: list[ScriptLine], options: TurnOptions, duck: Duck | None = None
+) -> dict:
     setup = build_turn_handling(options, Profile.WEB)
     session = AgentSession(stt=ScriptedSTT(script), **setup.session_kwargs)
     setup.attach(session)
@@ -83,7 +86,7 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
         if ev.is_final and said:
             reply_ended_at_final.append(said[0].interrupted)
 
-    mic, speaker = ScriptedMic(track), PacedSpeaker()
+    mic, speaker = ScriptedMic(track), PacedSpeaker(duck=duck)
     session.input.audio = mic
     session.output.audio = speaker
     agent = RecordingAgent(setup)
@@ -98,6 +101,11 @@ async def run_call(track: np.ndarray, script: list[ScriptLine], options: TurnOpt
             "finished": list(speaker.finished),
             "pauses": speaker.pauses,
             "resumes": speaker.resumes,
+            "paused_s": speaker.paused_s,
+            "ducks": speaker.ducks,
+            "ducked_s": speaker.ducked_s,
+            "first_duck": speaker.first_duck,
+            "first_stop": speaker.first_stop,
             "user_turns": list(agent.user_turns),
             "ignored": setup.hooks.backchannels_ignored,
             "false_interruptions": false_interruptions,
@@ -122,6 +130,26 @@ async def test_backchannels_do_not_interrupt_the_agent(voice: CpuVoice) -> None:
     assert r["ignored"] == 2
     # the whole reply reached the chat context: the caller's next turn is scored after it
     assert r["agent_line"] == "Let me read you the full list of our opening hours."
+
+
+async def test_a_ducked_reply_has_no_hole_where_the_caller_backchannelled(voice: CpuVoice) -> None:
+    # the worker's room output ducks instead of pausing (worker/livekit_patches.py); the speaker does the same
+    track = caller_track(voice, [(1.2, "Yeah."), (2.6, "Okay.")])
+    script = [ScriptLine("yeah", "Yeah."), ScriptLine("okay", "Okay.")]
+    r = await run_call(track, script, TurnOptions(), duck=Duck(-18.0))
+    assert not r["interrupted"] and r["user_turns"] == []
+    assert r["ducks"] >= 1 and r["ducked_s"] > 0.1  # the caller's voice ducked it ...
+    assert r["paused_s"] == 0.0  # ... and never silenced it
+    assert r["finished"][-1] == (pytest.approx(AGENT_SPEECH_S, abs=0.3), False)
+
+
+async def test_a_ducked_reply_is_still_cut_by_a_barge_in(voice: CpuVoice) -> None:
+    track = caller_track(voice, [(1.2, "Wait, stop.")])
+    r = await run_call(track, [ScriptLine("wait", "Wait, stop.")], TurnOptions(), duck=Duck(-18.0))
+    assert r["interrupted"] and r["user_turns"] == ["Wait, stop."]
+    assert r["first_duck"] is not None and r["first_stop"] is not None
+    assert r["first_duck"] < r["first_stop"]  # ducked at the voice, cut at the words
+    assert r["finished"][-1][1] is True
 
 
 async def test_same_words_interrupt_when_the_filter_is_off(voice: CpuVoice) -> None:

@@ -59,3 +59,65 @@ async def test_pause_drops_the_queued_reply_at_once() -> None:
     out.pause()  # nothing left to drop
     assert out._source_discarded_duration == pytest.approx(queued, abs=0.02)
     await out._audio_source.aclose()
+
+
+def _room_output():  # type: ignore[no-untyped-def]
+    from livekit import rtc
+    from livekit.agents.voice.room_io._output import _ParticipantAudioOutput
+
+    return _ParticipantAudioOutput(
+        None,  # type: ignore[arg-type]  # the queue needs no room
+        sample_rate=24_000,
+        num_channels=1,
+        track_publish_options=rtc.TrackPublishOptions(),
+    )
+
+
+async def test_a_ducked_room_output_goes_on_quieter_and_comes_back_up() -> None:
+    """With ducking the caller's voice does not stop the reply: the queue is kept, the frames that follow are
+    18 dB down, a resume or a clear brings the level back, and the next reply starts at full level."""
+    from types import SimpleNamespace
+
+    from livekit import rtc
+
+    from worker.duck import gain_of
+
+    out = _room_output()
+    session = SimpleNamespace(output=SimpleNamespace(audio=out))
+    assert livekit_patches.duck_room_output(session, -18.0)
+    assert livekit_patches.duck_room_output(session, -18.0)  # once per output
+    got: list[float] = []
+    source = out._audio_source._source
+
+    async def record(frame: rtc.AudioFrame) -> None:
+        got.append(float(abs(int(np.frombuffer(frame.data, np.int16)[-1]))))  # where each frame ends
+
+    source.capture_frame = record  # what reaches the room, frame by frame
+    frame = rtc.AudioFrame(b"\x00\x10" * 1200, 24_000, 1, 1200)  # 4096, 50 ms
+    out._source_pushed_duration = 0.15
+    await out._audio_source.capture_frame(frame)
+    out.pause()
+    assert out._playback_enabled.is_set()  # the reply goes on
+    assert out._source_discarded_duration == 0.0  # nothing dropped
+    await out._audio_source.capture_frame(frame)  # ramps down across this frame
+    await out._audio_source.capture_frame(frame)
+    out.resume()
+    await out._audio_source.capture_frame(frame)  # ramps back up
+    await out._audio_source.capture_frame(frame)
+    out.pause()
+    out.clear_buffer()  # an interruption: the next reply is at full level
+    await out._audio_source.capture_frame(frame)
+    full, ducked = 4096.0, 4096.0 * gain_of(-18.0)
+    assert got[0] == full
+    assert got[1] == pytest.approx(ducked, rel=0.02) and got[2] == pytest.approx(ducked, rel=0.02)
+    assert got[3] == pytest.approx(full, rel=0.02) and got[4] == full
+    assert got[5] == pytest.approx(full, rel=0.02)
+
+
+async def test_ducking_needs_a_room_output_and_a_level() -> None:
+    from types import SimpleNamespace
+
+    assert not livekit_patches.duck_room_output(SimpleNamespace(output=SimpleNamespace(audio=None)), -18.0)
+    assert not livekit_patches.duck_room_output(
+        SimpleNamespace(output=SimpleNamespace(audio=_room_output())), None
+    )

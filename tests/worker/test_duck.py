@@ -1,0 +1,40 @@
+"""The duck's gain: full level untouched, a change ramps over one frame, out-of-range levels refused."""
+
+import numpy as np
+import pytest
+from livekit import rtc
+
+from worker.duck import Duck, gain_of
+
+
+def _frame(value: int = 10_000, n: int = 480) -> rtc.AudioFrame:
+    return rtc.AudioFrame(np.full(n, value, np.int16).tobytes(), 24_000, 1, n)
+
+
+def _pcm(frame: rtc.AudioFrame) -> np.ndarray:
+    return np.frombuffer(frame.data, np.int16)
+
+
+def test_full_level_passes_the_frame_through() -> None:
+    frame = _frame()
+    assert Duck(-18.0).apply(frame) is frame
+
+
+def test_ducking_ramps_down_over_one_frame_then_holds() -> None:
+    duck = Duck(-20.0)
+    duck.set(True)
+    ramp = _pcm(duck.apply(_frame()))
+    assert ramp[0] == 10_000 and ramp[-1] == pytest.approx(1000, abs=2)
+    assert np.all(np.diff(ramp.astype(int)) <= 0)  # no step, no click
+    assert np.all(_pcm(duck.apply(_frame())) == pytest.approx(1000, abs=1))
+    duck.set(False)
+    up = _pcm(duck.apply(_frame()))
+    assert up[0] == pytest.approx(1000, abs=2) and up[-1] == 10_000
+    assert duck.apply(_frame()) is not None and not duck.ducked
+
+
+def test_gain_and_level_range() -> None:
+    assert gain_of(0.0) == 1.0 and gain_of(-20.0) == pytest.approx(0.1)
+    for bad in (3.0, -80.0):
+        with pytest.raises(ValueError, match="duck level"):
+            Duck(bad)
