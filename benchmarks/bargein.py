@@ -97,8 +97,14 @@ async def run_trial(
     track = np.concatenate([np.zeros(int(CALLER_AT_S * RATE), np.float32), audio])
     track = np.concatenate([track, np.zeros(int((AGENT_LINE_S + 2.0) * RATE) - len(track), np.float32)])
     mic = RealTimeMic(track)
-    duck = None if params.duck_db is None else Duck(params.duck_db)
-    speaker = PacedSpeaker(AGENT_RATE, clock=mic.clock, duck=duck)
+    duck = None if params.duck_db is None else Duck(params.duck_db, params.duck_hold_s)
+    sessions: list[Any] = []
+    speaker = PacedSpeaker(
+        AGENT_RATE,
+        clock=mic.clock,
+        duck=duck,
+        caller_speaking=lambda: bool(sessions) and sessions[0].user_state == "speaking",
+    )
 
     class BenchAgent(Agent):
         async def stt_node(self, audio, model_settings):  # type: ignore[no-untyped-def]
@@ -109,6 +115,7 @@ async def run_trial(
             raise StopResponse()
 
     session = AgentSession(stt=stt, **setup.session_kwargs)
+    sessions.append(session)
     setup.attach(session)
     heard: list[str] = []
     session.on(

@@ -59,6 +59,7 @@ class PacedSpeaker(io.AudioOutput):
         sample_rate: int = 24000,
         clock: Callable[[], float] = time.monotonic,
         duck: Duck | None = None,
+        caller_speaking: Callable[[], bool] = lambda: False,
     ) -> None:
         super().__init__(
             label="paced-speaker",
@@ -80,6 +81,7 @@ class PacedSpeaker(io.AudioOutput):
         self.first_stop: float | None = None
         """Clock time of the first pause or cut (with a duck: the first cut)."""
         self._duck = duck
+        self._caller_speaking = caller_speaking
         self._ducked_at: float | None = None
         self.ducks = 0
         self.ducked_s = 0.0
@@ -115,8 +117,12 @@ class PacedSpeaker(io.AudioOutput):
                 self._ducked_at = self._clock()
                 if self.first_duck is None:
                     self.first_duck = self._ducked_at
-            self._duck.set(True)
+            self._duck.start(self._silence, self._caller_speaking)
             return
+        self._silence()
+
+    def _silence(self) -> None:
+        self._end_duck(unduck=False)
         self._stopped()
         if self._paused_at is None:
             self._paused_at = self._clock()
@@ -133,9 +139,9 @@ class PacedSpeaker(io.AudioOutput):
         if self.first_stop is None:
             self.first_stop = self._clock()
 
-    def _end_duck(self) -> None:
-        if self._duck is not None:
-            self._duck.set(False)
+    def _end_duck(self, unduck: bool = True) -> None:
+        if self._duck is not None and unduck:
+            self._duck.stop()
         if self._ducked_at is not None:
             self.ducked_s += self._clock() - self._ducked_at
             self._ducked_at = None

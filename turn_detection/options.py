@@ -57,6 +57,11 @@ class ProfileParams:
     (worker/duck.py) instead of stopping, so a backchannel leaves no hole in it; None stops it dead as LiveKit
     does. -18 dB is far enough below the caller's own voice to read as the agent yielding (a common speech
     ducking depth), near enough to follow the words it goes on with."""
+    duck_hold_s: float = 1.2
+    """A caller still talking this long after the duck is taking the floor, not listening: the reply is then
+    silenced until their words decide. From the barge-in corpus's dev splits: a backchannel's voice lasted at
+    most ~1.1 s, and the VAD reads it as speech `min_silence_duration` longer, from
+    `interrupt_min_speech_s` after its onset (web: 1.1 + 0.2 - 0.1)."""
 
 
 WEB = ProfileParams(
@@ -134,6 +139,7 @@ TELEPHONY = ProfileParams(
     interrupt_min_words=0,
     false_interruption_timeout_s=1.5,
     aec_warmup_s=0.5,
+    duck_hold_s=1.3,  # 1.1 + 0.3 - 0.1, as the web profile's
 )
 
 PROFILES: dict[Profile, ProfileParams] = {Profile.WEB: WEB, Profile.TELEPHONY: TELEPHONY}

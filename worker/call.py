@@ -134,7 +134,8 @@ async def entrypoint(settings: Settings, ctx: JobContext) -> None:
         room_options=_room_options(settings, call.identity if call else None),
     )
     marks.attach_output(session)
-    duck_room_output(session, params_for(profile, turn_options(settings)).duck_db)
+    params = params_for(profile, turn_options(settings))
+    duck_room_output(session, params.duck_db, params.duck_hold_s)
     if call is not None and answer is not None:
         listening = asyncio.create_task(
             answer_outbound(ctx, served, call, session, agent, answer, rate, reporter)

@@ -6,9 +6,16 @@ backchannel ("mm-hmm") or no words at all. Stopped dead, every backchannel left 
 as long as the recogniser took to read it (p50 ~0.7 s, issue 65). Ducked, the caller hears the agent yield at
 once and nothing is missing when it comes back up; a real interruption still cuts the reply when its words
 arrive.
+
+A caller who goes on talking is not listening: once their voice has outlasted a backchannel (`hold_s`) the
+reply is silenced as LiveKit would have, so an interruption whose words the recogniser has not written yet
+does not have the agent murmuring on under it.
 """
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
 
 import numpy as np
 from livekit import rtc
@@ -23,17 +30,41 @@ class Duck:
     """The reply's gain: full, or the ducked level while paused. A change ramps linearly over the next frame,
     so the step makes no click."""
 
-    def __init__(self, level_db: float) -> None:
+    def __init__(self, level_db: float, hold_s: float | None = None) -> None:
         if not -60.0 <= level_db <= 0.0:
             raise ValueError(f"duck level must be within [-60, 0] dB, got {level_db}")
         self.level = gain_of(level_db)
+        self.hold_s = hold_s
         self._gain = 1.0
         self._target = 1.0
         self.ducked = False
+        self._timer: asyncio.TimerHandle | None = None
 
     def set(self, ducked: bool) -> None:
         self.ducked = ducked
         self._target = self.level if ducked else 1.0
+
+    def start(self, silence: Callable[[], None], caller_speaking: Callable[[], bool]) -> None:
+        """Duck now; `hold_s` later, `silence` the reply if the caller is still talking and it is ducked."""
+        if self.ducked:
+            return
+        self.set(True)
+        if self.hold_s is not None:
+            self._timer = asyncio.get_running_loop().call_later(
+                self.hold_s, self._held, silence, caller_speaking
+            )
+
+    def stop(self) -> None:
+        """Back to full level (a resume, a cleared reply)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.set(False)
+
+    def _held(self, silence: Callable[[], None], caller_speaking: Callable[[], bool]) -> None:
+        self._timer = None
+        if self.ducked and caller_speaking():
+            silence()
 
     def apply(self, frame: rtc.AudioFrame) -> rtc.AudioFrame:
         """The frame at the current gain (a copy; the input is left alone)."""

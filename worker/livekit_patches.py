@@ -99,13 +99,16 @@ def _install_pause_drop() -> bool:
         return True
     replaced.setdefault("_ParticipantAudioOutput.pause", current)
 
-    def pause(self: Any) -> None:
-        duck = getattr(self, "_parley_duck", None)
-        if duck is not None:
-            duck.set(True)  # the reply goes on, quieter; the playout clock keeps running
-            return
+    def stop(self: Any) -> None:
         current(self)
         drop_queued_audio(self)
+
+    def pause(self: Any) -> None:
+        duck = getattr(self, "_parley_duck", None)
+        if duck is None:
+            stop(self)
+        else:  # the reply goes on, quieter, until a resume, a clear, or a caller who keeps talking
+            duck.start(lambda: stop(self), self._parley_caller_speaking)
 
     pause.parley_patch = True  # type: ignore[attr-defined]
     _ParticipantAudioOutput.pause = pause  # type: ignore[method-assign]
@@ -124,7 +127,7 @@ def _unduck_before(cls: Any, name: str) -> None:
     def method(self: Any) -> None:
         duck = getattr(self, "_parley_duck", None)
         if duck is not None:
-            duck.set(False)
+            duck.stop()
         current(self)
 
     method.parley_patch = True  # type: ignore[attr-defined]
@@ -159,10 +162,10 @@ def room_audio_output(session: Any) -> Any:
     return None
 
 
-def duck_room_output(session: Any, level_db: float | None) -> bool:
+def duck_room_output(session: Any, level_db: float | None, hold_s: float | None = None) -> bool:
     """Duck instead of stopping the session's room audio while the caller's voice pauses it (`level_db`
-    below full; None leaves LiveKit's pause). Call after `session.start`. False (and one log line) when the
-    session has no room output this LiveKit version lets us duck."""
+    below full; None leaves LiveKit's pause), silencing it once the caller has talked on for `hold_s`. Call
+    after `session.start`. False (and one log line) when the session has no room output to duck."""
     if level_db is None:
         return False
     out = room_audio_output(session)
@@ -170,8 +173,9 @@ def duck_room_output(session: Any, level_db: float | None) -> bool:
         log.warning("room audio output not found; a paused reply stops instead of ducking")
         return False
     if getattr(out, "_parley_duck", None) is None:
-        duck = Duck(level_db)
+        duck = Duck(level_db, hold_s)
         out._audio_source = _DuckedSource(out._audio_source, duck)
+        out._parley_caller_speaking = lambda: getattr(session, "user_state", None) == "speaking"
         out._parley_duck = duck
     return True
 

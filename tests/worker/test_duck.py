@@ -38,3 +38,22 @@ def test_gain_and_level_range() -> None:
     for bad in (3.0, -80.0):
         with pytest.raises(ValueError, match="duck level"):
             Duck(bad)
+
+
+async def test_a_caller_who_talks_on_past_the_hold_silences_the_reply() -> None:
+    import asyncio
+
+    calls: list[str] = []
+    duck = Duck(-18.0, hold_s=0.05)
+    duck.start(lambda: calls.append("silenced"), lambda: True)
+    duck.start(lambda: calls.append("twice"), lambda: True)  # already ducked: one timer
+    await asyncio.sleep(0.1)
+    assert calls == ["silenced"] and duck.ducked
+
+    listening = Duck(-18.0, hold_s=0.05)  # the caller's voice ended within the hold: a backchannel
+    listening.start(lambda: calls.append("listener"), lambda: False)
+    resumed = Duck(-18.0, hold_s=0.05)  # resumed within the hold
+    resumed.start(lambda: calls.append("resumed"), lambda: True)
+    resumed.stop()
+    await asyncio.sleep(0.1)
+    assert calls == ["silenced"] and listening.ducked and not resumed.ducked
