@@ -127,7 +127,10 @@ async def run_trial(
     await session.start(BenchAgent(instructions="barge-in benchmark"))
     try:
         handle = session.say("agent line", audio=_agent_line(), add_to_chat_ctx=False)
-        await asyncio.wait_for(handle.wait_for_playout(), timeout=AGENT_LINE_S + 10)
+        try:
+            await asyncio.wait_for(handle.wait_for_playout(), timeout=AGENT_LINE_S + 10)
+        except TimeoutError:  # the line stood paused for good: a failure, not a crash of the run
+            heard.append(UNFINISHED)
         await asyncio.sleep(0.5)
         cut = handle.interrupted
     finally:
@@ -139,6 +142,9 @@ async def run_trial(
         speaker.first_duck -= CALLER_AT_S + first_voiced_s
     return cut, speaker, heard
 
+
+UNFINISHED = "(the agent's line never finished)"
+"""Noted in a trial's transcripts when the line stood paused past its length + 10 s: not ignored."""
 
 NOISE_S = 3.0
 
@@ -196,14 +202,14 @@ async def run_benchmark(
     noise = [t for t in trials if t.case == "noise"]
 
     return {
-        "backchannel_ignored_rate": _rate([not t.stopped for t in back]),
+        "backchannel_ignored_rate": _rate([not t.stopped and UNFINISHED not in t.heard for t in back]),
         "interrupt_stop_rate": _rate([t.stopped for t in inter]),
         "interrupt_stop_ms": _pct([t.stop_ms for t in inter if t.stopped and t.stop_ms is not None]),
         "backchannel_paused_rate": _rate([t.paused > 0 for t in back]),
         "backchannel_gap_ms": _pct([t.paused_ms for t in back if not t.stopped and t.paused > 0]),
         "backchannel_ducked_ms": _pct([t.ducked_ms for t in back if not t.stopped and t.ducked_ms > 0]),
         "interrupt_duck_ms": _pct([t.duck_ms for t in inter if t.duck_ms is not None]),
-        "noise_ignored_rate": _rate([not t.stopped for t in noise]),
+        "noise_ignored_rate": _rate([not t.stopped and UNFINISHED not in t.heard for t in noise]),
         "noise_paused_rate": _rate([t.paused > 0 for t in noise]),
         "false_interruption_resumes": sum(t.resumed for t in trials),
         "interrupt_min_words": params.interrupt_min_words,
