@@ -11,11 +11,11 @@ utterance starts 1.5 s into it.
 Six noise-only sounds (hum, clicks, white/pink/brown noise, syllable-rate "babble"; benchmarks.turns) are
 played over the line too: they must neither cut nor pause it.
 JSON: `backchannel_ignored_rate` (backchannels after which the agent played its line to the end, paused or
-not), `backchannel_paused_rate` and `backchannel_gap_ms` {p50, p95} (how long a resumed line stood
-silent), `backchannel_ducked_ms` (how long it went on ducked), `interrupt_stop_rate` (interruptions that cut
-the agent's line), `interrupt_stop_ms` {p50, p95} (caller's first voiced sample -> the agent's audio paused
-or cut), `interrupt_duck_ms` (-> ducked; the profile's `duck_db`; `--no-duck` stops it dead instead),
-`noise_ignored_rate`, `noise_paused_rate`,
+not), `backchannel_paused_rate` and `backchannel_gap_ms` {p50, p95} (how long the line stood silent, over
+every backchannel it went on after), `backchannel_ducked_ms` (how long it went on ducked),
+`interrupt_stop_rate` (interruptions that cut the agent's line), `interrupt_stop_ms` {p50, p95} (caller's
+first voiced sample -> the agent's audio silenced or cut), `interrupt_duck_ms` (-> ducked; the profile's
+`duck_db`; `--no-duck` stops it dead instead), `noise_ignored_rate`, `noise_paused_rate`,
 `false_interruption_resumes` (pauses the session took back), `trials` [...]. `--min-words N` and
 `--min-speech S` try other pause rules than the profile's. `--profile telephony` plays every sound through
 a phone line (300-3400 Hz, 8 kHz G.711 mu-law) to the telephony profile, as a SIP caller is heard.
@@ -103,7 +103,11 @@ async def run_trial(
         AGENT_RATE,
         clock=mic.clock,
         duck=duck,
-        caller_speaking=lambda: bool(sessions) and sessions[0].user_state == "speaking",
+        caller_speaking=lambda: (
+            bool(sessions)
+            and sessions[0].user_state == "speaking"
+            and not (duck is not None and setup.hooks.heard_listening_since(duck.started_at))
+        ),
     )
 
     class BenchAgent(Agent):
@@ -194,9 +198,11 @@ async def run_benchmark(
         cut, sp, heard = await run_trial(audio, start, stt, params, prof)
         stop = None if sp.first_stop is None else round(sp.first_stop * 1000, 1)
         paused_ms = round(sp.paused_s * 1000, 1)
-        duck = None if sp.first_duck is None else round(sp.first_duck * 1000, 1)
+        duck_at = None if sp.first_duck is None else round(sp.first_duck * 1000, 1)
         ducked_ms = round(sp.ducked_s * 1000, 1)
-        trials.append(Trial(name, case, cut, sp.pauses, sp.resumes, stop, paused_ms, duck, ducked_ms, heard))
+        trials.append(
+            Trial(name, case, cut, sp.pauses, sp.resumes, stop, paused_ms, duck_at, ducked_ms, heard)
+        )
     back = [t for t in trials if t.case == "backchannel"]
     inter = [t for t in trials if t.case == "interruption"]
     noise = [t for t in trials if t.case == "noise"]
@@ -206,7 +212,7 @@ async def run_benchmark(
         "interrupt_stop_rate": _rate([t.stopped for t in inter]),
         "interrupt_stop_ms": _pct([t.stop_ms for t in inter if t.stopped and t.stop_ms is not None]),
         "backchannel_paused_rate": _rate([t.paused > 0 for t in back]),
-        "backchannel_gap_ms": _pct([t.paused_ms for t in back if not t.stopped and t.paused > 0]),
+        "backchannel_gap_ms": _pct([t.paused_ms for t in back if not t.stopped]),
         "backchannel_ducked_ms": _pct([t.ducked_ms for t in back if not t.stopped and t.ducked_ms > 0]),
         "interrupt_duck_ms": _pct([t.duck_ms for t in inter if t.duck_ms is not None]),
         "noise_ignored_rate": _rate([not t.stopped and UNFINISHED not in t.heard for t in noise]),

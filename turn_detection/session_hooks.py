@@ -63,6 +63,7 @@ class TurnHooks:
         self._voice_ended_at: float | None = None
         """Wall-clock time the VAD said the caller's latest utterance ended (not back-dated)."""
         self.backchannels_ignored = 0
+        self._overlap_read: tuple[float, OverlapVerdict] | None = None  # (when, verdict) of the last words
         self.pending_finals = 0
         """Caller utterances (VAD speech starts) of this turn whose FINAL has not come through the STT node.
         A count, not a flag: the FINAL of a first fragment may arrive while a second is being spoken, and
@@ -233,11 +234,19 @@ class TurnHooks:
                     "word_p": None if sound.word_probability is None else round(sound.word_probability, 2),
                 },
             )
+        if verdict is not OverlapVerdict.EMPTY:
+            self._overlap_read = (time.time(), verdict)
         if verdict is OverlapVerdict.BACKCHANNEL:
             if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
                 self.backchannels_ignored += 1
             return True
         return False
+
+    def heard_listening_since(self, t: float) -> bool:
+        """The caller's latest words over the agent, written after wall time `t`, read as a backchannel: a
+        ducked reply stays on for them however long they take to say (worker/duck.py)."""
+        read = self._overlap_read
+        return read is not None and read[0] >= t and read[1] is OverlapVerdict.BACKCHANNEL
 
     def _reply_stands_paused(self, ev: stt.SpeechEvent) -> bool:
         """True for settled words over the agent's reply while the caller's voice holds it paused."""

@@ -14,7 +14,7 @@ from livekit.agents import JobContext, JobProcess
 from livekit.plugins import openai as _openai_plugin  # noqa: F401  (registers on the main thread)
 from livekit.plugins import silero as _silero_plugin  # noqa: F401
 
-from turn_detection import params_for
+from turn_detection import Profile, params_for
 
 from .agent_file import call_tools, effective_settings
 from .headroom import HeadroomOptions, JobSignals, admits_new_call
@@ -134,8 +134,10 @@ async def entrypoint(settings: Settings, ctx: JobContext) -> None:
         room_options=_room_options(settings, call.identity if call else None),
     )
     marks.attach_output(session)
-    params = params_for(profile, turn_options(settings))
-    duck_room_output(session, params.duck_db, params.duck_hold_s)
+    params = params_for(Profile(profile), turn_options(settings))
+    if agent.turns is not None:
+        hooks = agent.turns.hooks
+        duck_room_output(session, params.duck_db, params.duck_hold_s, hooks.heard_listening_since)
     if call is not None and answer is not None:
         listening = asyncio.create_task(
             answer_outbound(ctx, served, call, session, agent, answer, rate, reporter)

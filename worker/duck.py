@@ -8,13 +8,14 @@ once and nothing is missing when it comes back up; a real interruption still cut
 arrive.
 
 A caller who goes on talking is not listening: once their voice has outlasted a backchannel (`hold_s`) the
-reply is silenced as LiveKit would have, so an interruption whose words the recogniser has not written yet
-does not have the agent murmuring on under it.
+reply is silenced as LiveKit would have, unless the words written so far are a backchannel ("okay, sure"), so
+an interruption whose words the recogniser has not written yet does not have the agent murmuring under it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -38,6 +39,8 @@ class Duck:
         self._gain = 1.0
         self._target = 1.0
         self.ducked = False
+        self.started_at = 0.0
+        """Wall time of the last duck."""
         self._timer: asyncio.TimerHandle | None = None
 
     def set(self, ducked: bool) -> None:
@@ -49,6 +52,7 @@ class Duck:
         if self.ducked:
             return
         self.set(True)
+        self.started_at = time.time()
         if self.hold_s is not None:
             self._timer = asyncio.get_running_loop().call_later(
                 self.hold_s, self._held, silence, caller_speaking

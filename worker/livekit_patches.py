@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -162,10 +163,16 @@ def room_audio_output(session: Any) -> Any:
     return None
 
 
-def duck_room_output(session: Any, level_db: float | None, hold_s: float | None = None) -> bool:
+def duck_room_output(
+    session: Any,
+    level_db: float | None,
+    hold_s: float | None = None,
+    listening_since: Callable[[float], bool] = lambda _t: False,
+) -> bool:
     """Duck instead of stopping the session's room audio while the caller's voice pauses it (`level_db`
-    below full; None leaves LiveKit's pause), silencing it once the caller has talked on for `hold_s`. Call
-    after `session.start`. False (and one log line) when the session has no room output to duck."""
+    below full; None leaves LiveKit's pause), silencing it once the caller has talked on for `hold_s` unless
+    `listening_since(duck time)` says their words so far are a backchannel. Call after `session.start`.
+    False (and one log line) when the session has no room output to duck."""
     if level_db is None:
         return False
     out = room_audio_output(session)
@@ -175,7 +182,9 @@ def duck_room_output(session: Any, level_db: float | None, hold_s: float | None 
     if getattr(out, "_parley_duck", None) is None:
         duck = Duck(level_db, hold_s)
         out._audio_source = _DuckedSource(out._audio_source, duck)
-        out._parley_caller_speaking = lambda: getattr(session, "user_state", None) == "speaking"
+        out._parley_caller_speaking = lambda: (
+            getattr(session, "user_state", None) == "speaking" and not listening_since(duck.started_at)
+        )
         out._parley_duck = duck
     return True
 

@@ -86,7 +86,14 @@ async def run_call(
         if ev.is_final and said:
             reply_ended_at_final.append(said[0].interrupted)
 
-    mic, speaker = ScriptedMic(track), PacedSpeaker(duck=duck)
+    mic = ScriptedMic(track)
+    speaker = PacedSpeaker(
+        duck=duck,
+        caller_speaking=lambda: (
+            session.user_state == "speaking"
+            and not (duck is not None and setup.hooks.heard_listening_since(duck.started_at))
+        ),
+    )
     session.input.audio = mic
     session.output.audio = speaker
     agent = RecordingAgent(setup)
@@ -150,6 +157,22 @@ async def test_a_ducked_reply_is_still_cut_by_a_barge_in(voice: CpuVoice) -> Non
     assert r["first_duck"] is not None and r["first_stop"] is not None
     assert r["first_duck"] < r["first_stop"]  # ducked at the voice, cut at the words
     assert r["finished"][-1][1] is True
+
+
+async def test_a_caller_who_talks_on_is_silenced_unless_their_words_are_a_backchannel(
+    voice: CpuVoice,
+) -> None:
+    # past the hold, words that read as listening keep the reply on, ducked; words that take the floor
+    # silence it before their FINAL comes
+    track = caller_track(voice, [(1.2, "Okay, sure, alright.")])
+    script = [ScriptLine("okay sure", "Okay, sure, alright.", final_after_s=0.8)]
+    listening = await run_call(track, script, TurnOptions(), duck=Duck(-18.0, hold_s=0.4))
+    assert not listening["interrupted"] and listening["paused_s"] == 0.0 and listening["ducks"] >= 1
+    track = caller_track(voice, [(1.2, "Wait, I need to stop you there.")])
+    script = [ScriptLine("wait i need", "Wait, I need to stop you there.", final_after_s=0.8)]
+    taking = await run_call(track, script, TurnOptions(), duck=Duck(-18.0, hold_s=0.4))
+    assert taking["interrupted"]
+    assert taking["first_stop"] - taking["first_duck"] == pytest.approx(0.4, abs=0.25)
 
 
 async def test_same_words_interrupt_when_the_filter_is_off(voice: CpuVoice) -> None:
