@@ -659,6 +659,22 @@ def streams_realtime(step_p90_ms: dict[int, float], snac_ms: dict[int, float], h
     return capacity_rule(step_p90_ms, snac_ms, host_us_per_id)[0]
 
 
+def first_audio_tokens() -> int:
+    """Ids until the engine's window planner can emit the first window, fed one id at a time through its
+    frame assembler (tests/orpheus/test_windows.py checks the windows against a whole-utterance decode)."""
+    from plugins.orpheus.engine.frames import FrameAssembler
+    from plugins.orpheus.engine.windows import plan_window
+
+    asm = FrameAssembler(1, 64)
+    asm.open(0, 7 * 64)
+    rng = np.random.default_rng(0)
+    for n in range(1, 7 * 64):
+        asm.push(np.array([0]), np.array([ids.audio_id((n - 1) % 7, int(rng.integers(0, 4096)))]))
+        if plan_window(0, int(asm.nframes[0]), finished=False) is not None:
+            return n
+    return -1
+
+
 def measure_ttfb(
     gen: Any, o: GpuBenchOptions, capacity: int, load: float, snac_ms: dict[int, float], first_ids: int
 ) -> tuple[dict[str, float], float]:
@@ -764,8 +780,6 @@ def compare_sdpa(gen: Any, o: GpuBenchOptions) -> tuple[Any, dict[int, float]]:
 
 def run(o: GpuBenchOptions) -> dict[str, Any]:
     import torch
-
-    from benchmarks.decoder import first_audio_tokens
 
     device = "cuda" if torch.cuda.is_available() and not o.tiny else "cpu"
     if device == "cpu" and not o.tiny:

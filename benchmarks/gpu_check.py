@@ -96,8 +96,6 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import torch
 
-    from benchmarks.decoder import first_audio_tokens
-
     device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
     if device == "cpu":  # the Triton attention's dry run: its kernels through Triton's interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -245,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             "ttfb_cap",
             res.get("streams_realtime_reply") or res.get("streams_realtime") or max(o.batches),
         )
-        res["first_audio_ids"] = first = first_audio_tokens()
+        res["first_audio_ids"] = first = gpu.first_audio_tokens()
         res.setdefault("ttfb_ms", {})
         host = []
         for load in o.loads:
