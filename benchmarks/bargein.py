@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 
-from benchmarks.cli import emit
+from benchmarks.cli import emit, percentiles
 from benchmarks.turns import (
     RATE,
     BenchError,
-    _pct,
     _rate,
     load_noise_cases,
     load_turn_cases,
@@ -176,9 +175,9 @@ async def run_benchmark(
     return {
         "backchannel_ignored_rate": _rate([not t.stopped for t in back]),
         "interrupt_stop_rate": _rate([t.stopped for t in inter]),
-        "interrupt_stop_ms": _pct([t.stop_ms for t in inter if t.stopped and t.stop_ms is not None]),
+        "interrupt_stop_ms": percentiles([t.stop_ms for t in inter if t.stopped and t.stop_ms is not None]),
         "backchannel_paused_rate": _rate([t.paused > 0 for t in back]),
-        "backchannel_gap_ms": _pct([t.paused_ms for t in back if not t.stopped and t.paused > 0]),
+        "backchannel_gap_ms": percentiles([t.paused_ms for t in back if not t.stopped and t.paused > 0]),
         "noise_ignored_rate": _rate([not t.stopped for t in noise]),
         "noise_paused_rate": _rate([t.paused > 0 for t in noise]),
         "false_interruption_resumes": sum(t.resumed for t in trials),

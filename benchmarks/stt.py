@@ -48,7 +48,7 @@ import soundfile as sf
 from livekit import rtc
 from livekit.agents import stt as lkstt
 
-from benchmarks.cli import emit, fail
+from benchmarks.cli import emit, fail, percentiles
 from plugins.cpu_voice.voice import CpuVoiceError
 from plugins.pronunciation import PronunciationError, Pronunciations, check_pronunciations
 from plugins.whisper.guard import phrase_key
@@ -229,15 +229,6 @@ async def vad_flush_times(pcm: np.ndarray) -> list[float]:
 
     audio = pcm.astype(np.float32) / 32768.0
     return [seg.eos for seg in await vad_segments(audio, params_for(Profile.WEB, TurnOptions()).vad)]
-
-
-def percentiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None}
-    return {
-        "p50": round(float(np.percentile(values, 50)), 1),
-        "p95": round(float(np.percentile(values, 95)), 1),
-    }
 
 
 def stt_options(args: argparse.Namespace, vocabulary: tuple[str, ...] = ()) -> WhisperSTTOptions:
