@@ -26,7 +26,7 @@ import asyncio
 import logging
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,9 +136,6 @@ async def run_benchmark(
     data: Path,
     limit: int | None,
     *,
-    min_words: int | None = None,
-    min_speech_s: float | None = None,
-    stt_prompt: str = ENGLISH_STYLE_PROMPT,
     profile: str = "web",
 ) -> dict[str, Any]:
     from plugins.whisper import StreamingOptions, WhisperSTT, WhisperSTTOptions
@@ -146,15 +143,11 @@ async def run_benchmark(
 
     prof = Profile(profile)
     params = params_for(prof, TurnOptions())
-    if min_words is not None:
-        params = replace(params, interrupt_min_words=min_words)
-    if min_speech_s is not None:
-        params = replace(params, interrupt_min_speech_s=min_speech_s)
     cases = [c for c in load_turn_cases(data) if c.case in ("backchannel", "interruption")]
     if not cases:
         raise BenchError(f"no backchannel/interruption files in {data} (scripts/make_turn_corpus.py)")
     cases = cases[:limit] if limit else cases
-    stt = WhisperSTT(WhisperSTTOptions(streaming=StreamingOptions(style_prompt=stt_prompt)))
+    stt = WhisperSTT(WhisperSTTOptions(streaming=StreamingOptions(style_prompt=ENGLISH_STYLE_PROMPT)))
     stt.prewarm()
     sounds = [
         (c.file, c.case, c.audio[: int((c.segments[-1][1] + 0.3) * RATE)], c.segments[0][0]) for c in cases
@@ -195,34 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--limit", type=int, help="first N files only")
     ap.add_argument(
-        "--min-words", type=int, help="words needed before the agent pauses (default: the profile's)"
-    )
-    ap.add_argument(
         "--profile",
         choices=("web", "telephony"),
         default="web",
         help="the turn profile; telephony plays each sound through a phone line first",
     )
-    ap.add_argument("--min-speech", type=float, help="seconds of speech before the agent pauses")
-    ap.add_argument(
-        "--stt-prompt",
-        default=ENGLISH_STYLE_PROMPT,
-        help="Whisper style prompt in front of every decode (default: the worker's English one; '' = none)",
-    )
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
-        result = asyncio.run(
-            run_benchmark(
-                args.data,
-                args.limit,
-                min_words=args.min_words,
-                min_speech_s=args.min_speech,
-                stt_prompt=args.stt_prompt,
-                profile=args.profile,
-            )
-        )
+        result = asyncio.run(run_benchmark(args.data, args.limit, profile=args.profile))
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

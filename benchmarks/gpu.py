@@ -617,7 +617,7 @@ def first_audio_tokens() -> int:
 
 def measure_ttfb(
     gen: Any, o: GpuBenchOptions, capacity: int, load: float, snac_ms: dict[int, float], first_ids: int
-) -> tuple[dict[str, float], float]:
+) -> tuple[dict[str, float | None], float]:
     """Poisson arrivals at `load` × capacity streams through the engine's own loop shape (batched prefill
     within a token budget, host one step ahead); returns TTFB {p50, p90, p99} and host µs per id."""
     from plugins.orpheus.engine.cuda.generator import Admission
@@ -685,8 +685,6 @@ def measure_ttfb(
         gen.collect(ticket)
     _release_all(gen)
     host_us = (gen.host_s + host_s) / max(1, ids_made) * 1e6
-    if not ttfb:
-        return {"p50": float("nan"), "p90": float("nan"), "p99": float("nan"), "streams": streams}, host_us
     return {**percentiles(ttfb, (50, 90, 99), 2), "streams": streams, "utterances": len(ttfb)}, host_us
 
 

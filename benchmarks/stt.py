@@ -69,6 +69,9 @@ from worker.measurement import VOICED_AMPLITUDE
 from worker.pipeline import WHOLE_TURN_GAP_S
 from worker.settings import ENGLISH_STYLE_PROMPT
 
+FRAME_MS = 20
+"""The frames a call's audio arrives in."""
+
 
 class BenchmarkInputError(ValueError):
     """Unreadable input; reported as one line."""
@@ -237,15 +240,12 @@ def stt_options(args: argparse.Namespace, vocabulary: tuple[str, ...] = ()) -> W
         model=ModelOptions(
             model=args.model or default_model(args.language),
             device=args.device,
-            compute_type=args.compute_type,
             cpu_threads=args.cpu_threads,
             num_workers=args.workers,
         ),
         language=args.language,
         streaming=StreamingOptions(
-            final_beam_size=args.final_beam,
             partial_interval_s=args.partial_interval,
-            settle_s=args.settle_ms / 1000,
             context_gap_s=args.context_gap,
             whole_turn=not args.new_words_only,
             style_prompt=args.prompt,
@@ -294,7 +294,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                 stt,
                 pcm,
                 speed=args.speed,
-                frame_ms=args.frame_ms,
+                frame_ms=FRAME_MS,
                 flush_delay_s=args.flush_delay_ms / 1000,
                 flush_at_s=flushes,
             )
@@ -318,7 +318,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             whole = runner.decode(
                 pcm.astype(np.float32) / 32768.0,
                 DecodeRequest(
-                    language=whole_language, beam_size=args.final_beam, initial_prompt=args.prompt or None
+                    language=whole_language,
+                    beam_size=StreamingOptions.final_beam_size,
+                    initial_prompt=args.prompt or None,
                 ),
             )
             whole_decode_s.append(whole.decode_s)
@@ -520,7 +522,7 @@ async def listen_terms(
                 stts[config, f.domain],
                 pcm,
                 speed=args.speed,
-                frame_ms=args.frame_ms,
+                frame_ms=FRAME_MS,
                 flush_delay_s=args.flush_delay_ms / 1000,
             )
             hyps[config].append(text)
@@ -631,19 +633,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-generated-noise", action="store_true", help="skip the generated silence/noise files")
     p.add_argument("--model", help="default: tiny.en for --language en, the multilingual base otherwise")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
-    p.add_argument("--compute-type", default="default")
     p.add_argument("--cpu-threads", type=int, default=0, help="threads per decode (0 = cores, at most 4)")
     p.add_argument("--workers", type=int, default=2, help="decodes that may run at once")
     p.add_argument("--language", default="en", choices=["en", "ko", "auto"])
-    p.add_argument("--final-beam", type=int, default=1)
     p.add_argument(
         "--partial-interval", type=float, default=0.5, help="seconds of new audio between partials"
-    )
-    p.add_argument(
-        "--settle-ms",
-        type=float,
-        default=StreamingOptions.settle_s * 1000,
-        help="silence before the settle decode",
     )
     p.add_argument(
         "--context-gap",
@@ -657,13 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with a context gap, a FINAL keeps only the words after the earlier one (not the whole turn)",
     )
-    p.add_argument(
-        "--prompt",
-        default=None,
-        help="Whisper style prompt before every decode (default: the worker's for --language; '' = none)",
-    )
     p.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = real time)")
-    p.add_argument("--frame-ms", type=int, default=20)
     p.add_argument("--flush-delay-ms", type=float, default=550.0, help="last voiced sample -> flush")
     p.add_argument(
         "--fragments",
@@ -689,8 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-    if args.prompt is None:  # the worker's default for this language
-        args.prompt = ENGLISH_STYLE_PROMPT if args.language == "en" else ""
+    args.prompt = ENGLISH_STYLE_PROMPT if args.language == "en" else ""  # the worker's style prompt
     if not Path(args.data).is_dir():
         print(f"error: --data {args.data!r} is not a folder", file=sys.stderr)
         return 2
