@@ -37,12 +37,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from benchmarks.cli import emit, fail, percentiles
+from benchmarks.cli import emit, percentiles
 from plugins.orpheus.engine import ids
 
 REALTIME_STEP_MS = 1000.0 / ids.TOKENS_PER_SECOND  # 12.19 ms: one id per stream per step
@@ -402,6 +402,23 @@ def kv_ids_read(o: GpuBenchOptions, b: int, seed: int = 0, draws: int = 200) -> 
     }
 
 
+def measure_steps(
+    gen: Any, o: GpuBenchOptions, batches: tuple[int, ...], host: list[float] | None = None
+) -> tuple[dict[int, float], dict[int, float]]:
+    """Mean and p90 step ms per batch; `host` collects the generator's host µs per id at each batch."""
+    rng = np.random.default_rng(o.seed)
+    mean: dict[int, float] = {}
+    p90: dict[int, float] = {}
+    for b in batches:
+        if b > o.rows:
+            continue
+        stats: dict[str, float] = {}
+        mean[b], p90[b] = steady_step_ms(gen, o, b, rng, stats=stats)
+        if host is not None:
+            host.append(stats["host_us_per_id"])
+    return mean, p90
+
+
 def kernels_per_step(gen: Any, b: int, device: str) -> dict[str, Any]:
     """Kernels one eager decode step launches (a replayed graph launches the same ones): the CUDA profiler's
     device events on a GPU; on CPU the aten ops dispatched (a proxy for the count, not for the cost)."""
@@ -688,6 +705,77 @@ def measure_ttfb(
     return {**percentiles(ttfb, (50, 90, 99), 2), "streams": streams, "utterances": len(ttfb)}, host_us
 
 
+def run(o: GpuBenchOptions) -> dict[str, Any]:
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() and not o.tiny else "cpu"
+    if device == "cpu" and not o.tiny:
+        o = replace(GpuBenchOptions.cpu_tiny(), fp8=False, attention=o.attention)
+    torch.manual_seed(o.seed)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    gen, decoder, mem = build(o, device)
+    capacity_batches = tuple(b for b in o.batches if b <= o.rows)
+    warmed = warm(gen, capacity_batches)
+    gen_host: list[float] = []
+    step_ms, step_p90 = measure_steps(gen, replace(o, mix="stress"), capacity_batches, gen_host)
+    reply_ms, reply_p90 = measure_steps(gen, replace(o, mix="reply"), capacity_batches, gen_host)
+    kernels = kernels_per_step(gen, 64, device)
+    snac_ms = measure_snac(decoder, o)
+    rule_host_us = float(np.median(gen_host)) + o.engine_us_per_id
+    capacity, detail = capacity_rule(step_p90, snac_ms, rule_host_us)
+    capacity_reply, detail_reply = capacity_rule(reply_p90, snac_ms, rule_host_us)
+    first_ids = first_audio_tokens()
+    ttfb: dict[str, Any] = {}
+    host_us: list[float] = []
+    for load in o.loads:
+        # a CPU run has no real-time capacity; it drives the same loop at the largest batch it measured
+        stats, us = measure_ttfb(gen, o, capacity_reply or max(capacity_batches), load, snac_ms, first_ids)
+        ttfb[f"{round(load * 100)}%"] = stats
+        host_us.append(us)
+    after_ready = gen.captures_after_ready
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        label = f"cuda: {props.name} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+        mem["peak"] = torch.cuda.max_memory_allocated() / 1e9
+    else:
+        label = f"cpu (tiny shapes, not a speed figure; torch {torch.__version__})"
+    return {
+        "device": label,
+        "shape": "tiny" if o.tiny else "orpheus-3b (Llama-3.2-3B, vocab 156 940), random weights",
+        "dtype": dtype_label(o, device),
+        "attention_backend": o.attention,
+        "compiled": gen.compiled,
+        "compile_error": gen.compile_error,
+        "streams_realtime": capacity,
+        "streams_realtime_reply": capacity_reply,
+        "capacity_rule": CAPACITY_RULE,
+        "capacity": detail,
+        "capacity_reply": detail_reply,
+        "host_us_per_id_in_rule": round(rule_host_us, 3),
+        "mean_position": {m: round(mean_position(o, m), 1) for m in MIXES},
+        "realtime_step_budget_ms": round(REALTIME_STEP_MS / HEADROOM, 3),
+        "step_ms": {str(b): round(v, 3) for b, v in step_ms.items()},
+        "step_ms_p90": {str(b): round(v, 3) for b, v in step_p90.items()},
+        "step_ms_reply": {str(b): round(v, 3) for b, v in reply_ms.items()},
+        "step_ms_reply_p90": {str(b): round(v, 3) for b, v in reply_p90.items()},
+        "positions": f"rows spread over 0..{o.max_position}, replaced by {o.utterance_ids}-id utterances",
+        "kernels_per_step": kernels,
+        "kv_ids_read_per_step": {str(b): kv_ids_read(o, b) for b in capacity_batches},
+        "graphs_warmed": warmed,
+        "graphs_captured_after_ready": after_ready,
+        "ttfb_ms": ttfb,
+        "first_audio_ids": first_ids,
+        "snac_ms": {str(b): round(v, 3) for b, v in snac_ms.items()},
+        "snac_window_frames": STEADY_WINDOW_FRAMES,
+        "gpu_memory_gb": {k: round(v, 3) for k, v in mem.items()},
+        "cpu_us_per_token": round(float(np.median(host_us)), 3),
+        "options": {k: v for k, v in asdict(o).items() if k not in ("shape", "snac")},
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
 def dtype_label(o: GpuBenchOptions, device: str) -> str:
     """What the run's weights and KV cache were (an FP8 run is not labelled bf16)."""
     if device != "cuda":
@@ -760,17 +848,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print("benchmarks.gpu: --batches takes comma-separated integers", file=sys.stderr)
         return 2
-    import torch
-
-    from benchmarks import gpu_check
-
-    device = "cuda" if torch.cuda.is_available() and not o.tiny else "cpu"
-    if device == "cpu" and not o.tiny:
-        o = replace(GpuBenchOptions.cpu_tiny(), fp8=False, attention=o.attention)
-    result = gpu_check.run(o, device, None, math.inf, every=False)
-    if result["errors"]:
-        phase, error = next(iter(result["errors"].items()))
-        return fail(RuntimeError(f"{phase}: {error}"))
+    result = run(o)
     return emit(result, print_table, args.json)
 
 

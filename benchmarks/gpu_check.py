@@ -41,11 +41,8 @@ def _ints(name: str, default: str) -> tuple[int, ...]:
 
 
 class Phases:
-    """Runs the phases in order under the time budget; the results so far go to `out`/gpu.json after each
-    (no file without `out`: `benchmarks.gpu`'s run, whose JSON is written at the end)."""
-
-    def __init__(self, out: Path | None, budget_s: float) -> None:
-        self.path = None if out is None else out / "gpu.json"
+    def __init__(self, out: Path, budget_s: float) -> None:
+        self.path = out / "gpu.json"
         self.t0 = time.monotonic()
         self.budget_s = budget_s
         self.res: dict[str, Any] = {
@@ -55,16 +52,13 @@ class Phases:
             "skipped": {},
             "phase_s": {},
         }
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
 
     def left(self) -> float:
         return self.budget_s - (time.monotonic() - self.t0)
 
     def dump(self) -> None:
         self.res["seconds"] = round(time.monotonic() - self.t0, 1)
-        if self.path is None:
-            return
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.res, indent=2, default=str))
         tmp.replace(self.path)
@@ -96,11 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny", action="store_true", help="tiny shapes on CPU (a dry run of the phases)")
     args = p.parse_args(argv)
 
+    import numpy as np
     import torch
 
     device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
     if device == "cpu":  # the Triton attention's dry run: its kernels through Triton's interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    ph = Phases(Path(args.out), args.budget_s)
+    res = ph.res
     if device == "cuda":
         o = replace(
             gpu.GpuBenchOptions(),
@@ -114,26 +111,6 @@ def main(argv: list[str] | None = None) -> int:
         o = replace(o, rows=max(o.rows, max(o.batches)))
     else:
         o = replace(gpu.GpuBenchOptions.cpu_tiny(), seconds_per_load=1.0, steady_steps=3, loads=(0.5, 0.9))
-    res = run(o, device, Path(args.out), args.budget_s)
-    print(
-        f"[gpu_check] done in {res['seconds']} s; errors: {list(res['errors'])}; "
-        f"skipped for time: {list(res['skipped'])}",
-        flush=True,
-    )
-    return 2 if "build" not in res["phases_done"] else 1 if res["errors"] else 0
-
-
-def run(
-    o: gpu.GpuBenchOptions, device: str, out: Path | None, budget_s: float, every: bool = True
-) -> dict[str, Any]:
-    """The phases on `device`: `every` = False keeps to `benchmarks.gpu`'s figures (steps, kernels, SNAC,
-    capacity, first audio); True adds the GPU check's (profiles, steps with SNAC beside them, BESIDE, the step
-    split, the attention comparison, the admission profile)."""
-    import numpy as np
-    import torch
-
-    ph = Phases(out, budget_s)
-    res = ph.res
     st: dict[str, Any] = {}
     COMPARE_TRITON = tuple(
         b for b in _ints("COMPARE_TRITON", "64,128,256" if device == "cuda" else "2") if b <= o.rows
@@ -172,7 +149,7 @@ def run(
     def warm() -> None:
         gen = st["gen"]
         # every bucket up to the one the largest measured batch runs in (160 streams run in the 256-row graph)
-        top = max((*o.batches, *(SNAC_ALONGSIDE if every else ())))
+        top = max((*o.batches, *SNAC_ALONGSIDE))
         res["graphs_warmed"] = gpu.warm(gen, (*(b for b in gen.batch_buckets if b < top), top))
         res["compiled"], res["compile_error"] = gen.compiled, gen.compile_error
         res["prefill_graphs"] = len(gen.prefill_shapes())
@@ -364,28 +341,31 @@ def run(
 
     ph.run("env", env)
     if not ph.run("build", build, 30):
-        return res
+        return 2
     ph.run("warm_graphs", warm, 30)
     ph.run("steps", steps, 30)
     ph.run("kernels", kernels, 10)
-    if every:
-        ph.run("step_profile", profile, 10)
+    ph.run("step_profile", profile, 10)
     ph.run("snac", snac, 10)
     ph.run("capacity", capacity)
-    if every and SNAC_ALONGSIDE:
+    if SNAC_ALONGSIDE:
         ph.run("steps_with_snac", alongside, 20)
     ph.run("ttfb", ttfb, 20)
-    if every and BESIDE:
+    if BESIDE:
         ph.run("beside", beside, 60)
-    if every:
-        ph.run("step_parts", parts, 15)
-    if every and COMPARE_TRITON:
+    ph.run("step_parts", parts, 15)
+    if COMPARE_TRITON:
         ph.run("attention_compare", attention, 60)
-    if every and device == "cuda":
+    if device == "cuda":
         ph.run("admission_profile", admission, 10)
     res["partial"] = bool(res["errors"] or res["skipped"])
     ph.dump()
-    return res
+    print(
+        f"[gpu_check] done in {res['seconds']} s; errors: {list(res['errors'])}; "
+        f"skipped for time: {list(res['skipped'])}",
+        flush=True,
+    )
+    return 0 if not res["errors"] else 1
 
 
 if __name__ == "__main__":
