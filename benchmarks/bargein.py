@@ -14,9 +14,9 @@ JSON: `backchannel_ignored_rate` (backchannels after which the agent played its 
 not), `backchannel_paused_rate` and `backchannel_gap_ms` {p50, p95} (how long a resumed line stood
 paused), `interrupt_stop_rate` (interruptions that cut the agent's line), `interrupt_stop_ms` {p50, p95}
 (caller's first voiced sample -> the agent's audio paused or cut), `noise_ignored_rate`, `noise_paused_rate`,
-`false_interruption_resumes` (pauses the session took back), `trials` [...]. `--min-words N` and
-`--min-speech S` try other pause rules than the profile's. `--profile telephony` plays every sound through
-a phone line (300-3400 Hz, 8 kHz G.711 mu-law) to the telephony profile, as a SIP caller is heard.
+`false_interruption_resumes` (pauses the session took back), `trials` [...]. The pause rules are the
+profile's. `--profile telephony` plays every sound through a phone line (300-3400 Hz, 8 kHz G.711 mu-law)
+to the telephony profile, as a SIP caller is heard.
 """
 
 from __future__ import annotations
