@@ -578,6 +578,10 @@ async def speak_terms(
 
 async def run_terms(args: argparse.Namespace) -> dict[str, Any]:
     vocabularies, said, files = load_terms_corpus(Path(args.data))
+    if args.speak and not said:  # a corpus written before the labels carried them
+        raise BenchmarkInputError(
+            f"{args.data}: no pronunciations in labels.json (scripts/make_vocab_corpus.py)"
+        )
     if args.speak:
         files, hyps, ms = await speak_terms(args, vocabularies, said, files)
     else:

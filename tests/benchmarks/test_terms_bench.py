@@ -117,6 +117,10 @@ def test_a_folder_that_is_not_a_vocabulary_corpus_is_one_line(
     (tmp_path / "labels.json").write_text(json.dumps({"vocabulary": VOCAB, "files": files}))
     assert main(["--terms", "--data", str(tmp_path)]) == 2
     assert "'bakery', which has no vocabulary" in capsys.readouterr().err
+    files = {"a.wav": {"domain": "pharmacy", "kind": "plain", "text": "Hi.", "terms": []}}
+    (tmp_path / "labels.json").write_text(json.dumps({"vocabulary": VOCAB, "files": files}))
+    assert main(["--terms", "--speak", "heart", "--data", str(tmp_path)]) == 2
+    assert "no pronunciations" in capsys.readouterr().err
     labels = {"vocabulary": VOCAB, "pronunciations": {"pharmacy": {"Okonkwo": "<laugh>"}}, "files": {}}
     (tmp_path / "labels.json").write_text(json.dumps(labels))
     assert main(["--terms", "--data", str(tmp_path)]) == 2
