@@ -16,9 +16,9 @@ every backchannel it went on after), `backchannel_ducked_ms` (how long it went o
 `interrupt_stop_rate` (interruptions that cut the agent's line), `interrupt_stop_ms` {p50, p95} (caller's
 first voiced sample -> the agent's audio silenced or cut), `interrupt_duck_ms` (-> ducked; the profile's
 `duck_db`; `--no-duck` stops it dead instead), `noise_ignored_rate`, `noise_paused_rate`,
-`false_interruption_resumes` (pauses the session took back), `trials` [...]. `--min-words N` and
-`--min-speech S` try other pause rules than the profile's. `--profile telephony` plays every sound through
-a phone line (300-3400 Hz, 8 kHz G.711 mu-law) to the telephony profile, as a SIP caller is heard.
+`false_interruption_resumes` (pauses the session took back), `trials` [...]. The pause rules are the
+profile's. `--profile telephony` plays every sound through a phone line (300-3400 Hz, 8 kHz G.711 mu-law)
+to the telephony profile, as a SIP caller is heard.
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 
-from benchmarks.cli import emit
+from benchmarks.cli import emit, percentiles
 from benchmarks.turns import (
     RATE,
     BenchError,
-    _pct,
     _rate,
     load_noise_cases,
     load_turn_cases,
@@ -164,10 +163,7 @@ async def run_benchmark(
     data: Path,
     limit: int | None,
     *,
-    min_words: int | None = None,
-    min_speech_s: float | None = None,
     duck: bool = True,
-    stt_prompt: str = ENGLISH_STYLE_PROMPT,
     profile: str = "web",
 ) -> dict[str, Any]:
     from plugins.whisper import StreamingOptions, WhisperSTT, WhisperSTTOptions
@@ -175,17 +171,13 @@ async def run_benchmark(
 
     prof = Profile(profile)
     params = params_for(prof, TurnOptions())
-    if min_words is not None:
-        params = replace(params, interrupt_min_words=min_words)
-    if min_speech_s is not None:
-        params = replace(params, interrupt_min_speech_s=min_speech_s)
     if not duck:
         params = replace(params, duck_db=None)
     cases = [c for c in load_turn_cases(data) if c.case in ("backchannel", "interruption")]
     if not cases:
         raise BenchError(f"no backchannel/interruption files in {data} (scripts/make_turn_corpus.py)")
     cases = cases[:limit] if limit else cases
-    stt = WhisperSTT(WhisperSTTOptions(streaming=StreamingOptions(style_prompt=stt_prompt)))
+    stt = WhisperSTT(WhisperSTTOptions(streaming=StreamingOptions(style_prompt=ENGLISH_STYLE_PROMPT)))
     stt.prewarm()
     sounds = [
         (c.file, c.case, c.audio[: int((c.segments[-1][1] + 0.3) * RATE)], c.segments[0][0]) for c in cases
@@ -210,11 +202,13 @@ async def run_benchmark(
     return {
         "backchannel_ignored_rate": _rate([not t.stopped and UNFINISHED not in t.heard for t in back]),
         "interrupt_stop_rate": _rate([t.stopped for t in inter]),
-        "interrupt_stop_ms": _pct([t.stop_ms for t in inter if t.stopped and t.stop_ms is not None]),
+        "interrupt_stop_ms": percentiles([t.stop_ms for t in inter if t.stopped and t.stop_ms is not None]),
         "backchannel_paused_rate": _rate([t.paused > 0 for t in back]),
-        "backchannel_gap_ms": _pct([t.paused_ms for t in back if not t.stopped]),
-        "backchannel_ducked_ms": _pct([t.ducked_ms for t in back if not t.stopped and t.ducked_ms > 0]),
-        "interrupt_duck_ms": _pct([t.duck_ms for t in inter if t.duck_ms is not None]),
+        "backchannel_gap_ms": percentiles([t.paused_ms for t in back if not t.stopped]),
+        "backchannel_ducked_ms": percentiles(
+            [t.ducked_ms for t in back if not t.stopped and t.ducked_ms > 0]
+        ),
+        "interrupt_duck_ms": percentiles([t.duck_ms for t in inter if t.duck_ms is not None]),
         "noise_ignored_rate": _rate([not t.stopped and UNFINISHED not in t.heard for t in noise]),
         "noise_paused_rate": _rate([t.paused > 0 for t in noise]),
         "false_interruption_resumes": sum(t.resumed for t in trials),
@@ -233,19 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--limit", type=int, help="first N files only")
     ap.add_argument(
-        "--min-words", type=int, help="words needed before the agent pauses (default: the profile's)"
-    )
-    ap.add_argument(
         "--profile",
         choices=("web", "telephony"),
         default="web",
         help="the turn profile; telephony plays each sound through a phone line first",
-    )
-    ap.add_argument("--min-speech", type=float, help="seconds of speech before the agent pauses")
-    ap.add_argument(
-        "--stt-prompt",
-        default=ENGLISH_STYLE_PROMPT,
-        help="Whisper style prompt in front of every decode (default: the worker's English one; '' = none)",
     )
     ap.add_argument(
         "--no-duck",
@@ -257,15 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     try:
         result = asyncio.run(
-            run_benchmark(
-                args.data,
-                args.limit,
-                min_words=args.min_words,
-                min_speech_s=args.min_speech,
-                duck=not args.no_duck,
-                stt_prompt=args.stt_prompt,
-                profile=args.profile,
-            )
+            run_benchmark(args.data, args.limit, duck=not args.no_duck, profile=args.profile)
         )
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)

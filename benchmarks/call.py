@@ -10,7 +10,7 @@ call, `--set pipeline=…` for the wiring) behind one local livekit-server, and 
 at the track it receives; without it the calls run offline through an AgentSession with scripted devices.
 Runs are interleaved: each round calls every pipeline with every call, the pipeline order rotated. v2v is the
 caller's last voiced sample → the first voiced audio of the agent's answer (found by the speech that made
-it, worker/turn_marks.py), DESIGN §6. `pipeline` `both` = parley,stock (the old contract).
+it, worker/turn_marks.py), DESIGN §6.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ RunRecord = tuple[str, str, int, CallResult]  # (pipeline, call, round, result)
 
 
 def parse_pipelines(text: str) -> list[str]:
-    """'parley,stock-tuned,stock' (any subset, in that order of mention); 'both' = parley,stock."""
-    names = ["parley", "stock"] if text == "both" else [n.strip() for n in text.split(",") if n.strip()]
+    """'parley,stock-tuned,stock' (any subset, in that order of mention)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
     bad = [n for n in names if n not in PIPELINES]
     if bad or not names:
         raise ValueError(f"unknown pipeline {bad[0] if bad else text!r}; choose from {', '.join(PIPELINES)}")
@@ -413,9 +413,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         report = pipelines_json(runs, pipelines, args.runs, livekit)
         _waterfalls(report, out)
-        if pipelines == ["parley", "stock"] and args.pipeline == "both":  # the old `both` keys stay
-            report["parley"] = report["pipelines"]["parley"]
-            report["stock"] = report["pipelines"]["stock"]
         print(pipelines_table(report))
         _print_heard(report)
     if args.script:
@@ -439,7 +436,7 @@ def _interrupt(signum: int, _frame: Any) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.call", description=__doc__.split("\n")[0])
     ap.add_argument("--data", action="append", help="a call: folder of turns (*.wav 16 kHz, or turns.json)")
-    ap.add_argument("--pipeline", default="parley", help="parley,stock-tuned,stock (any subset) or both")
+    ap.add_argument("--pipeline", default="parley", help="parley,stock-tuned,stock (any subset)")
     ap.add_argument("--runs", type=int, default=1, help="rounds; each calls every pipeline, order rotated")
     ap.add_argument(
         "--round-start", type=int, default=0, help="number of the first round (sets the rotation)"

@@ -1,12 +1,15 @@
-"""The shared end of every benchmark's `main()`: one-line errors, the table, the JSON file (DESIGN §6)."""
+"""The shared end of every benchmark's `main()`: one-line errors, the table, the JSON file (DESIGN §6); and
+the percentiles every report gives."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 Table = Callable[[dict[str, Any]], None]
 
@@ -31,6 +34,19 @@ def emit(report: dict[str, Any], print_table: Table, json_path: str | Path | Non
 def print_json(report: dict[str, Any]) -> None:
     """The table of a benchmark whose report is its table."""
     print(json.dumps(report, indent=2))
+
+
+def pct(values: Sequence[float | None], q: float, digits: int = 1) -> float | None:
+    """The q-th percentile of the values that are there (None skipped), rounded; None when none is."""
+    vals = [v for v in values if v is not None]
+    return round(float(np.percentile(vals, q)), digits) if vals else None
+
+
+def percentiles(
+    values: Sequence[float | None], qs: Sequence[int] = (50, 95), digits: int = 1
+) -> dict[str, float | None]:
+    """{"p50": …, "p95": …} (or the percentiles `qs` name), as every benchmark's JSON gives them."""
+    return {f"p{q}": pct(values, q, digits) for q in qs}
 
 
 def fail(err: BaseException, code: int = 1) -> int:

@@ -1,8 +1,7 @@
 """Orpheus engine speed on one GPU with the `--backend cuda` generator: how many real-time streams it holds.
 
     python -m benchmarks.gpu [--json out/gpu.json] [--tiny] [--seconds 20] [--fp8] [--attention flex|sdpa]
-                             [--compile auto|on|off] [--no-prefill-graphs]
-                             [--batches 1,16,64,128,256] [--compare-sdpa 64,256]
+                             [--compile auto|on|off] [--batches 1,16,64,128,256]
 
 Random weights of the real Orpheus 3B shape (speed does not depend on the weights' values), bf16, the same
 generator, sampling and SNAC decoder the engine serves with, driven as the engine drives it: the host one step
@@ -11,7 +10,6 @@ before timing (`graphs_captured_after_ready` says if any was not). Measured:
 - `step_ms` {batch: ms}: wall time per decode step in a steady state at that many streams: rows spread over
   positions 0..`max_position` ids, and each row that ends is replaced at once by a new 6-second utterance
   (prefill included), i.e. admissions at the rate that load needs;
-- `step_ms_sdpa` {batch: ms} (GPU): the same with the padded SDPA attention, for comparison;
 - `kernels_per_step`: kernels one decode step launches (CUDA profiler; on CPU the aten ops, a proxy);
 - `kv_ids_read_per_step` {batch: {length_aware, padded, ratio}}: KV ids the attention reads per step on the
   same position mix (arithmetic, no clock);
@@ -33,7 +31,6 @@ speed figure). Needs only torch, numpy and snac.
 from __future__ import annotations
 
 import argparse
-import gc
 import itertools
 import math
 import sys
@@ -45,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.cli import emit
+from benchmarks.cli import emit, percentiles
 from plugins.orpheus.engine import ids
 
 REALTIME_STEP_MS = 1000.0 / ids.TOKENS_PER_SECOND  # 12.19 ms: one id per stream per step
@@ -92,10 +89,6 @@ class GpuBenchOptions:
     mix: str = "stress"  # "stress": positions uniform 0..max_position; "reply": sentence pieces of replies
     engine_us_per_id: float = 10.0  # the engine's own host work per id (benchmarks.tts --overhead), added
     compile: str = "auto"  # the generator's Inductor-compiled step ("off": the eager step in graphs)
-    compile_batch: str = "dynamic"  # "static": one compile per batch bucket
-    prefill_graphs: bool = True
-    compile_prefill: bool = False  # the admission pass Inductor-fused too
-    compare_sdpa: tuple[int, ...] = (64, 256)  # batches re-measured with the padded SDPA path (GPU)
     fp8: bool = False
     seed: int = 0
     shape: dict[str, Any] = field(default_factory=dict)  # LlamaShape overrides (tiny runs)
@@ -114,15 +107,9 @@ class GpuBenchOptions:
             utterance_ids=70,
             steady_steps=5,
             seconds_per_load=2.0,
-            compare_sdpa=(),
             shape=dict(hidden_size=64, intermediate_size=128, layers=2, heads=4, kv_heads=2),
             snac=dict(decoder_dim=64, encoder_dim=16),
         )
-
-
-def _sync(torch: Any, device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def build_model(o: GpuBenchOptions, device: str) -> Any:
@@ -146,9 +133,6 @@ def build_generator(model: Any, o: GpuBenchOptions, attention: str) -> Any:
         attention=attention,
         kv_fp8=o.kv_fp8 and attention == "triton",
         compile=o.compile,
-        compile_batch=o.compile_batch,
-        prefill_graphs=o.prefill_graphs,
-        compile_prefill=o.compile_prefill,
     )
     return BatchGenerator(model, opts)
 
@@ -494,29 +478,17 @@ def measure_snac(decoder: Any, o: GpuBenchOptions) -> dict[int, float]:
 
 class SnacAlongside:
     """The engine's SNAC thread in miniature, run beside the decode steps: every stream completes a window
-    each `IDS_PER_WINDOW` ids, so `b / IDS_PER_WINDOW` windows fall due per step, and a new stream's first
-    window (one per `utterance_ids` ids per stream) is wanted at once. A batch fires when a window is due and
-    takes every waiting window (at most `max_batch`), as `DecodeBatcher` and `OrpheusEngine.collect` do.
-    `coalesce_ms` > 0 is an experiment the engine does not ship: a full window waits that long for others
-    (first windows still go at once). On a GPU its kernels run on the
-    default stream while the generator's run on its own, so the two overlap as far as the device lets them;
-    the GIL and the host copies are shared as in the engine's one process."""
+    each `IDS_PER_WINDOW` ids, so `b / IDS_PER_WINDOW` windows fall due per step. A batch fires as soon as a
+    window is due and takes every waiting window (at most `max_batch`), as `DecodeBatcher` and
+    `OrpheusEngine.collect` do. On a GPU its kernels run on the default stream while the generator's run on
+    its own, so the two overlap as far as the device lets them; the GIL and the host copies are shared as in
+    the engine's one process."""
 
-    def __init__(
-        self,
-        decoder: Any,
-        b: int,
-        rng: np.random.Generator,
-        utterance_ids: int,
-        coalesce_ms: float = 0.0,
-        max_batch: int = 64,
-    ) -> None:
+    def __init__(self, decoder: Any, b: int, rng: np.random.Generator, max_batch: int = 64) -> None:
         self.decoder, self.max_batch = decoder, max_batch
-        self.rate, self.first_rate = b / IDS_PER_WINDOW, b / utterance_ids
-        self.coalesce_s = coalesce_ms / 1000.0
+        self.rate = b / IDS_PER_WINDOW
         self.windows = [rng.integers(0, ids.CODEBOOK, (STEADY_WINDOW_FRAMES, 7)) for _ in range(max_batch)]
-        self.due, self.firsts, self.done, self.batches, self.decode_s = 0.0, 0.0, 0, 0, 0.0
-        self.waiting_since = math.inf  # when the oldest undecoded full window fell due
+        self.due, self.done, self.batches, self.decode_s = 0.0, 0, 0, 0.0
         self._cv = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="snac-alongside", daemon=True)
@@ -531,11 +503,7 @@ class SnacAlongside:
 
     def step(self) -> None:
         with self._cv:
-            before = int(self.due)
             self.due += self.rate
-            self.firsts += self.first_rate
-            if int(self.due) > before and math.isinf(self.waiting_since):
-                self.waiting_since = time.perf_counter()
             self._cv.notify()
 
     def backlog(self) -> float:
@@ -543,31 +511,20 @@ class SnacAlongside:
         with self._cv:
             return self.due - self.done
 
-    def _fire_in(self) -> float:
-        """Seconds until a batch should fire (0: now); called with the lock held."""
-        pending = int(self.due) - self.done
-        if pending <= 0:
-            return math.inf
-        if self.firsts >= 1.0 or pending >= self.max_batch:
-            return 0.0
-        return max(0.0, self.waiting_since + self.coalesce_s - time.perf_counter())
-
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._stop and (wait := self._fire_in()) > 0.0:
-                    self._cv.wait(None if math.isinf(wait) else wait)
+                while not self._stop and int(self.due) <= self.done:
+                    self._cv.wait()
                 if self._stop:
                     return
                 n = min(int(self.due) - self.done, self.max_batch)
-                self.firsts -= math.floor(self.firsts)
             t = time.perf_counter()
             self.decoder.decode(self.windows[:n])
             with self._cv:
                 self.done += n
                 self.batches += 1
                 self.decode_s += time.perf_counter() - t
-                self.waiting_since = time.perf_counter() if int(self.due) > self.done else math.inf
 
     def __enter__(self) -> SnacAlongside:
         self._thread.start()
@@ -581,12 +538,12 @@ class SnacAlongside:
 
 
 def steps_with_snac(
-    gen: Any, decoder: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator, coalesce_ms: float = 0.0
+    gen: Any, decoder: Any, o: GpuBenchOptions, b: int, rng: np.random.Generator
 ) -> dict[str, float]:
     """`steady_step_ms` at `b` streams with `SnacAlongside` decoding their windows as they fall due: what a
     step costs when SNAC shares the device, and whether SNAC keeps up (`backlog_windows` at the end; more
     than `b` means a stream would be a window behind)."""
-    snac = SnacAlongside(decoder, b, rng, o.utterance_ids, coalesce_ms)
+    snac = SnacAlongside(decoder, b, rng)
     snac.warm()
     with snac:
         mean, p90 = steady_step_ms(gen, o, b, rng, on_step=snac.step)
@@ -659,9 +616,25 @@ def streams_realtime(step_p90_ms: dict[int, float], snac_ms: dict[int, float], h
     return capacity_rule(step_p90_ms, snac_ms, host_us_per_id)[0]
 
 
+def first_audio_tokens() -> int:
+    """Ids until the engine's window planner can emit the first window, fed one id at a time through its
+    frame assembler (tests/orpheus/test_windows.py checks the windows against a whole-utterance decode)."""
+    from plugins.orpheus.engine.frames import FrameAssembler
+    from plugins.orpheus.engine.windows import plan_window
+
+    asm = FrameAssembler(1, 64)
+    asm.open(0, 7 * 64)
+    rng = np.random.default_rng(0)
+    for n in range(1, 7 * 64):
+        asm.push(np.array([0]), np.array([ids.audio_id((n - 1) % 7, int(rng.integers(0, 4096)))]))
+        if plan_window(0, int(asm.nframes[0]), finished=False) is not None:
+            return n
+    return -1
+
+
 def measure_ttfb(
     gen: Any, o: GpuBenchOptions, capacity: int, load: float, snac_ms: dict[int, float], first_ids: int
-) -> tuple[dict[str, float], float]:
+) -> tuple[dict[str, float | None], float]:
     """Poisson arrivals at `load` × capacity streams through the engine's own loop shape (batched prefill
     within a token budget, host one step ahead); returns TTFB {p50, p90, p99} and host µs per id."""
     from plugins.orpheus.engine.cuda.generator import Admission
@@ -729,43 +702,11 @@ def measure_ttfb(
         gen.collect(ticket)
     _release_all(gen)
     host_us = (gen.host_s + host_s) / max(1, ids_made) * 1e6
-    if not ttfb:
-        return {"p50": float("nan"), "p90": float("nan"), "p99": float("nan"), "streams": streams}, host_us
-    a = np.asarray(ttfb)
-    return {
-        "p50": round(float(np.percentile(a, 50)), 2),
-        "p90": round(float(np.percentile(a, 90)), 2),
-        "p99": round(float(np.percentile(a, 99)), 2),
-        "streams": streams,
-        "utterances": int(a.size),
-    }, host_us
-
-
-def compare_sdpa(gen: Any, o: GpuBenchOptions) -> tuple[Any, dict[int, float]]:
-    """Re-measure some batches with the padded SDPA attention (same weights, a fresh cache), then return to
-    the configured attention. Frees the first generator's graphs and cache before allocating the second."""
-    import torch
-
-    model = gen.model
-    gen.close()
-    del gen
-    gc.collect()
-    torch.cuda.empty_cache()
-    other = "sdpa" if o.attention == "flex" else "flex"
-    g2 = build_generator(model, o, other)
-    warm(g2, o.compare_sdpa)
-    ms, _ = measure_steps(g2, o, o.compare_sdpa)
-    g2.close()
-    del g2
-    gc.collect()
-    torch.cuda.empty_cache()
-    return model, ms
+    return {**percentiles(ttfb, (50, 90, 99), 2), "streams": streams, "utterances": len(ttfb)}, host_us
 
 
 def run(o: GpuBenchOptions) -> dict[str, Any]:
     import torch
-
-    from benchmarks.decoder import first_audio_tokens
 
     device = "cuda" if torch.cuda.is_available() and not o.tiny else "cpu"
     if device == "cpu" and not o.tiny:
@@ -794,9 +735,6 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
         ttfb[f"{round(load * 100)}%"] = stats
         host_us.append(us)
     after_ready = gen.captures_after_ready
-    sdpa_ms: dict[int, float] = {}
-    if device == "cuda" and o.compare_sdpa:
-        _, sdpa_ms = compare_sdpa(gen, o)
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         label = f"cuda: {props.name} (torch {torch.__version__}, CUDA {torch.version.cuda})"
@@ -822,9 +760,6 @@ def run(o: GpuBenchOptions) -> dict[str, Any]:
         "step_ms_p90": {str(b): round(v, 3) for b, v in step_p90.items()},
         "step_ms_reply": {str(b): round(v, 3) for b, v in reply_ms.items()},
         "step_ms_reply_p90": {str(b): round(v, 3) for b, v in reply_p90.items()},
-        f"step_ms_{'sdpa' if o.attention == 'flex' else 'flex'}": {
-            str(b): round(v, 3) for b, v in sdpa_ms.items()
-        },
         "positions": f"rows spread over 0..{o.max_position}, replaced by {o.utterance_ids}-id utterances",
         "kernels_per_step": kernels,
         "kv_ids_read_per_step": {str(b): kv_ids_read(o, b) for b in capacity_batches},
@@ -853,13 +788,9 @@ def dtype_label(o: GpuBenchOptions, device: str) -> str:
 def print_table(r: dict[str, Any]) -> None:
     print(f"device: {r['device']}  ({r['shape']}, {r['dtype']}, attention {r['attention_backend']})")
     budget = r["realtime_step_budget_ms"]
-    other = next((k for k in r if k in ("step_ms_sdpa", "step_ms_flex")), "")
-    print(
-        f"{'batch':>6} {'step ms':>9} {'p90':>8} {other:>13}   real-time step budget (20% headroom): "
-        f"{budget} ms"
-    )
+    print(f"{'batch':>6} {'step ms':>9} {'p90':>8}   real-time step budget (20% headroom): {budget} ms")
     for b, ms in r["step_ms"].items():
-        print(f"{b:>6} {ms:>9.3f} {r['step_ms_p90'][b]:>8.3f} {r.get(other, {}).get(b, '-'):>13}")
+        print(f"{b:>6} {ms:>9.3f} {r['step_ms_p90'][b]:>8.3f}")
     print(f"{'windows':>7} {'SNAC ms':>9}")
     for b, ms in r["snac_ms"].items():
         print(f"{b:>7} {ms:>9.3f}")
@@ -898,9 +829,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attention", default="flex", choices=["flex", "sdpa", "triton"])
     p.add_argument("--kv-fp8", action="store_true", help="FP8 KV cache (with --attention triton)")
     p.add_argument("--compile", default="auto", choices=["auto", "on", "off"], help="Inductor-compiled step")
-    p.add_argument("--no-prefill-graphs", action="store_true", help="eager admission passes")
     p.add_argument("--batches", default="", help="comma-separated decode batches to measure")
-    p.add_argument("--compare-sdpa", default=None, help="batches to re-measure with the other attention")
     args = p.parse_args(argv)
     o = GpuBenchOptions.cpu_tiny() if args.tiny else GpuBenchOptions()
     o = replace(
@@ -909,7 +838,6 @@ def main(argv: list[str] | None = None) -> int:
         attention=args.attention,
         kv_fp8=args.kv_fp8,
         compile=args.compile,
-        prefill_graphs=not args.no_prefill_graphs,
     )
     if args.seconds > 0:
         o = replace(o, seconds_per_load=args.seconds)
@@ -917,10 +845,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.batches:
             batches = _ints(args.batches)
             o = replace(o, batches=batches, rows=max(o.rows, batches[-1]))
-        if args.compare_sdpa is not None:
-            o = replace(o, compare_sdpa=_ints(args.compare_sdpa))
     except ValueError:
-        print("benchmarks.gpu: --batches and --compare-sdpa take comma-separated integers", file=sys.stderr)
+        print("benchmarks.gpu: --batches takes comma-separated integers", file=sys.stderr)
         return 2
     result = run(o)
     return emit(result, print_table, args.json)

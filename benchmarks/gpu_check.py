@@ -3,17 +3,14 @@
     python -m benchmarks.gpu_check --out DIR [--budget-s 300] [--tiny]
 
 The device call that runs it has a hard time limit, so each phase (build, graph warm-up, steady-state steps
-per batch, kernels per step, SNAC, capacity, steps with SNAC beside them, TTFB per load, the padded-SDPA
+per batch, kernels per step, SNAC, capacity, steps with SNAC beside them, TTFB per load, the Triton attention
 comparison) checks the time left first, and DIR/gpu.json is rewritten after each one: a timeout or a crash
 still leaves every figure measured so far, with `partial`, `phases_done`, `errors` (a phase that raised:
 exit status 1) and `skipped` (a phase the time left could not hold: reported, not a failure).
 scripts/gpu_check.sh runs this, then the GPU-marked tests.
-Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_EAGER=64,256 (the step
-uncompiled, admissions eager: the first GPU check's path)  COMPARE_STATIC=256 (the step compiled per batch
-bucket; GPU only, one compile each)  COMPARE_SDPA=64,256  FP8=0  COMPILE=auto (the step: auto/on/off)
-COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256 (steps with SNAC
-decoding beside them; SNAC_COALESCE_MS=40 adds a run where a full window waits up to 40 ms for others to
-batch with, an experiment the engine does not ship). An empty list skips its phase.
+Knobs (env): BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  FP8=0  COMPILE=auto (the step:
+auto/on/off)  SNAC_ALONGSIDE=64,96,128,192,256 (steps with SNAC decoding beside them)
+COMPARE_TRITON=64,128,256  TRITON_FP8=1  PROFILE_BATCH=256. An empty list skips its phase.
 BESIDE="CMD" (with BESIDE_READY=PATH, a file CMD writes once its load runs): after the TTFB phase, CMD is
 started in the background and the steps, the steps with SNAC and the TTFB are measured again under
 `beside` while it runs: what another process on the same GPU (the speech engine at a caller's load) costs
@@ -96,8 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import torch
 
-    from benchmarks.decoder import first_audio_tokens
-
     device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
     if device == "cpu":  # the Triton attention's dry run: its kernels through Triton's interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -109,27 +104,22 @@ def main(argv: list[str] | None = None) -> int:
             batches=_ints("BATCHES", "1,16,64,128,256"),
             loads=tuple(float(x) for x in os.environ.get("LOADS", "0.5,0.9").split(",") if x.strip()),
             seconds_per_load=float(os.environ.get("SECONDS_PER_LOAD", "8")),
-            compare_sdpa=_ints("COMPARE_SDPA", ""),
             steady_steps=40,
             fp8=os.environ.get("FP8", "0") == "1",
             compile=os.environ.get("COMPILE", "auto"),
-            compile_prefill=os.environ.get("COMPILE_PREFILL", "0") == "1",
         )
         o = replace(o, rows=max(o.rows, max(o.batches)))
     else:
         o = replace(gpu.GpuBenchOptions.cpu_tiny(), seconds_per_load=1.0, steady_steps=3, loads=(0.5, 0.9))
     st: dict[str, Any] = {}
-    COMPARE_STATIC = tuple(b for b in _ints("COMPARE_STATIC", "") if b <= o.rows)
     COMPARE_TRITON = tuple(
         b for b in _ints("COMPARE_TRITON", "64,128,256" if device == "cuda" else "2") if b <= o.rows
     )
     PROFILE_BATCH = int(os.environ.get("PROFILE_BATCH", "256" if device == "cuda" else "4"))
-    SNAC_COALESCE_MS = float(os.environ.get("SNAC_COALESCE_MS", "0"))  # > 0: also with SNAC batches pooled
     SNAC_ALONGSIDE = tuple(
         b for b in _ints("SNAC_ALONGSIDE", "64,96,128,192,256" if device == "cuda" else "2,8") if b <= o.rows
     )
     BESIDE = os.environ.get("BESIDE", "")
-    COMPARE_EAGER = tuple(b for b in _ints("COMPARE_EAGER", "" if device == "cuda" else "4") if b <= o.rows)
 
     def env() -> None:
         res["torch"] = torch.__version__
@@ -217,26 +207,16 @@ def main(argv: list[str] | None = None) -> int:
         """Steps with SNAC decoding beside them at the rate the streams' windows fall due (the engine's
         shape: its own thread, the default stream), and the capacity that gives."""
         rng = np.random.default_rng(o.seed + 2)
-        for key, ms in (("steps_with_snac", 0.0), ("steps_with_snac_coalesced", SNAC_COALESCE_MS)):
-            if key.endswith("coalesced"):
-                if not ms:
-                    continue
-                res["snac_coalesce_ms"] = ms
-            res.setdefault(key, {})
-            for b in SNAC_ALONGSIDE:
-                if ph.left() < 20:
-                    res["skipped"][f"{key}_{b}"] = "time"
-                    break
-                m = gpu.steps_with_snac(st["gen"], st["dec"], o, b, rng, coalesce_ms=ms)
-                res[key][str(b)] = m
-                print(f"  step b={b} with SNAC beside it (coalesce {ms} ms): {m}", flush=True)
-                ph.dump()
-        for key, out in (
-            ("steps_with_snac", "streams_realtime_alongside"),
-            ("steps_with_snac_coalesced", "streams_realtime_coalesced"),
-        ):
-            measured = {int(k): v for k, v in res.get(key, {}).items()}
-            res[out] = gpu.streams_realtime_alongside(measured) if measured else None
+        measured = res.setdefault("steps_with_snac", {})
+        for b in SNAC_ALONGSIDE:
+            if ph.left() < 20:
+                res["skipped"][f"steps_with_snac_{b}"] = "time"
+                break
+            measured[str(b)] = m = gpu.steps_with_snac(st["gen"], st["dec"], o, b, rng)
+            print(f"  step b={b} with SNAC beside it: {m}", flush=True)
+            ph.dump()
+        by_batch = {int(k): v for k, v in measured.items()}
+        res["streams_realtime_alongside"] = gpu.streams_realtime_alongside(by_batch) if by_batch else None
 
     def ttfb() -> None:
         snac_ms = {int(k): float(v) for k, v in res.get("snac_ms", {}).items()} or {1: 0.0}
@@ -245,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             "ttfb_cap",
             res.get("streams_realtime_reply") or res.get("streams_realtime") or max(o.batches),
         )
-        res["first_audio_ids"] = first = first_audio_tokens()
+        res["first_audio_ids"] = first = gpu.first_audio_tokens()
         res.setdefault("ttfb_ms", {})
         host = []
         for load in o.loads:
@@ -322,35 +302,6 @@ def main(argv: list[str] | None = None) -> int:
         st["gen"] = gpu.build_generator(model, opts, attention or o.attention)
         return st["gen"]
 
-    def eager() -> None:
-        """The same model, the step uncompiled and admissions eager (the first GPU check's path)."""
-        oe = replace(o, compile="off", prefill_graphs=False)
-        g2 = swap(oe)
-        gpu.warm(g2, tuple(b for b in g2.batch_buckets if b <= max(COMPARE_EAGER)))
-        rng = np.random.default_rng(o.seed)
-        res["step_ms_eager"], res["step_parts_eager"] = {}, {}
-        for b in COMPARE_EAGER:
-            mean, _ = gpu.steady_step_ms(g2, oe, b, rng)
-            res["step_ms_eager"][str(b)] = round(mean, 3)
-            res["step_parts_eager"][str(b)] = gpu.step_parts(g2, oe, b, rng)
-            ph.dump()
-
-    def static() -> None:
-        """The step compiled per batch bucket (flex may then pick its split-KV decode kernel), at the
-        batches in COMPARE_STATIC only: each is a compile of its own."""
-        os_ = replace(o, compile_batch="static")
-        g2 = swap(os_)
-        g2.warm_graphs(list(COMPARE_STATIC))  # these buckets only (gpu.warm adds the batch of 1)
-        g2.mark_ready()
-        rng = np.random.default_rng(o.seed)
-        res["step_ms_static"], res["step_parts_static"] = {}, {}
-        for b in COMPARE_STATIC:
-            mean, _ = gpu.steady_step_ms(g2, os_, b, rng)
-            res["step_ms_static"][str(b)] = round(mean, 3)
-            res["step_parts_static"][str(b)] = gpu.step_parts(g2, os_, b, rng, admissions=False)
-            ph.dump()
-        res["static_captures_after_ready"] = g2.captures_after_ready
-
     def beside() -> None:
         """The measured phases again while BESIDE runs; the figures measured alone stay where they were."""
         keys = (
@@ -388,11 +339,6 @@ def main(argv: list[str] | None = None) -> int:
                 res.pop(k, None)
             res.update(alone)
 
-    def sdpa() -> None:
-        gen = st.pop("gen")
-        _, ms = gpu.compare_sdpa(gen, o)
-        res["step_ms_sdpa"] = {str(b): round(v, 3) for b, v in ms.items()}
-
     ph.run("env", env)
     if not ph.run("build", build, 30):
         return 2
@@ -412,12 +358,6 @@ def main(argv: list[str] | None = None) -> int:
         ph.run("attention_compare", attention, 60)
     if device == "cuda":
         ph.run("admission_profile", admission, 10)
-    if COMPARE_EAGER:
-        ph.run("compare_eager", eager, 40)
-    if device == "cuda" and COMPARE_STATIC:
-        ph.run("compare_static", static, 120)
-    if device == "cuda" and o.compare_sdpa:
-        ph.run("compare_sdpa", sdpa, 60)
     res["partial"] = bool(res["errors"] or res["skipped"])
     ph.dump()
     print(

@@ -94,10 +94,10 @@ def audio_eot_ms(pcm: np.ndarray, runs: int = 10) -> float | None:
 
 def _sentence() -> np.ndarray:
     """The sentence as int16 at 16 kHz."""
-    from simulator.room_caller import load_wav_16k
+    from simulator.audio_io import load_turn
     from simulator.test_speech import speech_dir
 
-    return load_wav_16k(speech_dir() / SENTENCE)
+    return load_turn(speech_dir() / SENTENCE)
 
 
 def measure() -> dict[str, Any]:

@@ -10,19 +10,8 @@ import numpy as np
 
 from simulator.offline import CallResult
 
+from .cli import pct, percentiles
 from .heard import replies_heard
-
-
-def pct(values: list[float], q: float) -> float | None:
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return None
-    return round(float(np.percentile(vals, q)), 1)
-
-
-def p50_p95(values: list[Any]) -> dict[str, float | None]:
-    return {"p50": pct(values, 50), "p95": pct(values, 95)}
-
 
 EARLY_MS = 100.0
 """This much agent voice heard inside a caller's turn is the agent taking the turn before the caller
@@ -69,7 +58,7 @@ def turn_taking(turns: list[dict[str, Any]]) -> dict[str, Any]:
         "early_turns": [
             {k: t[k] for k in ("call", "run", "file", "spoke_over_ms", "user_text") if k in t} for t in early
         ],
-        "endpoint_ms": {**p50_p95(endpoints), "max": max(endpoints) if endpoints else None},
+        "endpoint_ms": {**percentiles(endpoints), "max": max(endpoints) if endpoints else None},
         "held_over_1500ms": sum(1 for v in endpoints if v > HELD_MS),
         "fragment_replies": len(fragments) if answered else None,
         "backchannels": backchannels(turns),
@@ -89,12 +78,12 @@ def call_json(res: CallResult) -> dict[str, Any]:
         if res.greeting_first_audio_ms is None
         else round(res.greeting_first_audio_ms, 1),
         "turns": turns,
-        "v2v_ms": p50_p95([t.v2v_ms for t in res.turns]),
-        "first_audible_ms": p50_p95([t.first_audible_ms for t in res.turns]),
-        "agent_stop_ms": p50_p95([t.agent_stop_ms for t in res.turns]),
-        "stt_final_ms": p50_p95([t.stt_final_ms for t in res.turns]),
-        "llm_ttft_ms": p50_p95([t.llm_ttft_ms for t in res.turns]),
-        "llm_to_tts_request_ms": p50_p95([t.llm_to_tts_request_ms for t in res.turns]),
+        "v2v_ms": percentiles([t.v2v_ms for t in res.turns]),
+        "first_audible_ms": percentiles([t.first_audible_ms for t in res.turns]),
+        "agent_stop_ms": percentiles([t.agent_stop_ms for t in res.turns]),
+        "stt_final_ms": percentiles([t.stt_final_ms for t in res.turns]),
+        "llm_ttft_ms": percentiles([t.llm_ttft_ms for t in res.turns]),
+        "llm_to_tts_request_ms": percentiles([t.llm_to_tts_request_ms for t in res.turns]),
         "reply_words": {"p50": pct([t.reply_words for t in res.turns if t.reply_words is not None], 50)},
         "apologies": sum(1 for t in res.turns if t.problem == "apology"),
         "repeat_requests": sum(1 for t in res.turns if t.problem == "repeat_request"),
@@ -299,16 +288,16 @@ def summarise(
             vals = [t["v2v_ms"] for t in turns if t["call"] == call and t["v2v_ms"] is not None]
             cci = median_ci(vals)
             by_call[call] = {
-                "v2v_ms": p50_p95(vals),
+                "v2v_ms": percentiles(vals),
                 "v2v_ci95_ms": [round(cci[0], 1), round(cci[1], 1)] if cci else None,
                 "turns": sum(1 for t in turns if t["call"] == call),
             }
         out["pipelines"][name] = {
-            "v2v_ms": p50_p95(v2v),
+            "v2v_ms": percentiles(v2v),
             "v2v_ci95_ms": [round(ci[0], 1), round(ci[1], 1)] if ci else None,
-            "first_audible_ms": p50_p95([t["first_audible_ms"] for t in turns]),
+            "first_audible_ms": percentiles([t["first_audible_ms"] for t in turns]),
             # turns said over the agent: their first voiced sample -> the agent's last one at the caller
-            "agent_stop_ms": p50_p95([t.get("agent_stop_ms") for t in turns]),
+            "agent_stop_ms": percentiles([t.get("agent_stop_ms") for t in turns]),
             "greeting_first_audio_ms": pct(greetings, 50),
             "greetings_ms": greetings,
             "errors": errors,

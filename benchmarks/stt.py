@@ -18,25 +18,40 @@ words is text Whisper invented, which the agent would reply to (`unreadable_answ
 `cer` (characters, spaces and punctuation removed) is reported beside `wer`: it is the figure for Korean,
 where a word split is a matter of spelling. The model defaults to the language's (tiny.en for English, the
 multilingual base otherwise).
+
+A business's own words (`--terms`, a corpus of scripts/make_vocab_corpus.py): does Whisper write the names,
+drugs, brands and streets a business lists as listed, and what does the list cost (terms written where nobody
+said them, WER, decode time)? Each file is streamed with the style prompt alone (`none`) and with the
+business's vocabulary (`listed`). `--speak VOICES` asks the other edge: the corpus's sentences spoken by
+Parley's CPU voices as written and with the business's pronunciation list, heard by a listener primed with
+the vocabulary.
+
+    python scripts/make_vocab_corpus.py && python -m benchmarks.stt --terms --data out/corpus-vocab/test
+    python -m benchmarks.stt --terms --speak heart,espeak-en,espeak-en+f3 --data out/corpus-vocab/test
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
 from livekit import rtc
 from livekit.agents import stt as lkstt
 
-from benchmarks.cli import emit, fail
+from benchmarks.cli import emit, fail, percentiles
+from plugins.cpu_voice.voice import CpuVoiceError
+from plugins.pronunciation import PronunciationError, Pronunciations, check_pronunciations
+from plugins.whisper.guard import phrase_key
 from plugins.whisper.model import (
     PRIORITY_PARTIAL,
     SAMPLE_RATE,
@@ -48,10 +63,14 @@ from plugins.whisper.model import (
 )
 from plugins.whisper.stream import turn_text
 from plugins.whisper.stt import StreamingOptions, WhisperConfigError, WhisperSTT, WhisperSTTOptions
+from plugins.whisper.vocabulary import check_vocabulary, vocabulary_prompt
 from plugins.word_error import cer, compare_form, wer
 from worker.measurement import VOICED_AMPLITUDE
 from worker.pipeline import WHOLE_TURN_GAP_S
 from worker.settings import ENGLISH_STYLE_PROMPT
+
+FRAME_MS = 20
+"""The frames a call's audio arrives in."""
 
 
 class BenchmarkInputError(ValueError):
@@ -215,34 +234,28 @@ async def vad_flush_times(pcm: np.ndarray) -> list[float]:
     return [seg.eos for seg in await vad_segments(audio, params_for(Profile.WEB, TurnOptions()).vad)]
 
 
-def percentiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None}
-    return {
-        "p50": round(float(np.percentile(values, 50)), 1),
-        "p95": round(float(np.percentile(values, 95)), 1),
-    }
-
-
-async def run(args: argparse.Namespace) -> dict[str, object]:
-    options = WhisperSTTOptions(
+def stt_options(args: argparse.Namespace, vocabulary: tuple[str, ...] = ()) -> WhisperSTTOptions:
+    """The streaming recogniser the flags describe (`vocabulary`: a business's listed terms)."""
+    return WhisperSTTOptions(
         model=ModelOptions(
             model=args.model or default_model(args.language),
             device=args.device,
-            compute_type=args.compute_type,
             cpu_threads=args.cpu_threads,
             num_workers=args.workers,
         ),
         language=args.language,
         streaming=StreamingOptions(
-            final_beam_size=args.final_beam,
             partial_interval_s=args.partial_interval,
-            settle_s=args.settle_ms / 1000,
             context_gap_s=args.context_gap,
             whole_turn=not args.new_words_only,
             style_prompt=args.prompt,
+            vocabulary=vocabulary,
         ),
     )
+
+
+async def run(args: argparse.Namespace) -> dict[str, object]:
+    options = stt_options(args)
     stt = WhisperSTT(options)
     stt.prewarm()
     unheard: list[float] = []
@@ -281,7 +294,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                 stt,
                 pcm,
                 speed=args.speed,
-                frame_ms=args.frame_ms,
+                frame_ms=FRAME_MS,
                 flush_delay_s=args.flush_delay_ms / 1000,
                 flush_at_s=flushes,
             )
@@ -305,7 +318,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             whole = runner.decode(
                 pcm.astype(np.float32) / 32768.0,
                 DecodeRequest(
-                    language=whole_language, beam_size=args.final_beam, initial_prompt=args.prompt or None
+                    language=whole_language,
+                    beam_size=StreamingOptions.final_beam_size,
+                    initial_prompt=args.prompt or None,
                 ),
             )
             whole_decode_s.append(whole.decode_s)
@@ -410,6 +425,207 @@ def print_table(report: dict[str, object]) -> None:
         print(f"{name:36s} {value}")
 
 
+# --- a business's own words (`--terms`) ------------------------------------------------------------------
+TERM_CONFIGS = {"listen": ("none", "listed"), "speak": ("written", "respelled")}
+
+
+@dataclass(frozen=True)
+class TermFile:
+    """One file of the vocabulary corpus (scripts/make_vocab_corpus.py), or one sentence of it spoken."""
+
+    file: str
+    domain: str
+    kind: str  # term | plain | noise
+    text: str
+    terms: tuple[str, ...]
+    voice: str = ""  # the synthesis engine ("hibari", "espeak", "piper"), or the CPU voice that spoke it
+
+
+def contains(text: str, term: str) -> bool:
+    """The term's words, in order, as whole words of the text (case, punctuation and apostrophes ignored)."""
+    return f" {phrase_key(term)} " in f" {phrase_key(text)} "
+
+
+def load_terms_corpus(
+    folder: Path,
+) -> tuple[dict[str, tuple[str, ...]], dict[str, Pronunciations], list[TermFile]]:
+    """The businesses' vocabularies and pronunciation lists, and the files, from the corpus's labels.json."""
+    path = folder / "labels.json"
+    try:
+        labels = json.loads(path.read_text())
+        vocabularies = {name: check_vocabulary(terms) for name, terms in labels["vocabulary"].items()}
+        said = {name: check_pronunciations(p) for name, p in labels.get("pronunciations", {}).items()}
+        files = [
+            TermFile(
+                name, f["domain"], f["kind"], f["text"], tuple(f["terms"]), f.get("voice", "").split(":")[0]
+            )
+            for name, f in sorted(labels["files"].items())
+        ]
+    except FileNotFoundError:
+        raise BenchmarkInputError(f"{path} not found (python scripts/make_vocab_corpus.py)") from None
+    except (ValueError, KeyError, TypeError, PronunciationError) as e:
+        raise BenchmarkInputError(f"{path}: not a vocabulary corpus ({e})") from None
+    unknown = sorted({f.domain for f in files} - set(vocabularies))
+    if unknown or not files:
+        what = f"files of business {unknown[0]!r}, which has no vocabulary" if unknown else "no files"
+        raise BenchmarkInputError(f"{path}: {what}")
+    return vocabularies, said, files
+
+
+def score_terms(
+    files: list[TermFile], hyps: list[str], vocabularies: dict[str, tuple[str, ...]], *, by_voice: bool = True
+) -> dict[str, Any]:
+    """Of the terms said, the share written as listed; listed terms written where nobody said them; the WER
+    of every speech file (what the list costs the other words); noise clips with any text."""
+    said = heard = invented = 0
+    for f, hyp in zip(files, hyps, strict=True):
+        said += len(f.terms)
+        heard += sum(contains(hyp, term) for term in f.terms)
+        invented += sum(1 for t in vocabularies[f.domain] if contains(hyp, t) and not contains(f.text, t))
+    speech = [(f.text, h) for f, h in zip(files, hyps, strict=True) if f.kind != "noise"]
+    per_voice = {}
+    for v in sorted({f.voice for f in files if f.voice}) if by_voice else []:
+        pairs = [(f, h) for f, h in zip(files, hyps, strict=True) if f.voice == v]
+        r = score_terms([f for f, _ in pairs], [h for _, h in pairs], vocabularies, by_voice=False)
+        per_voice[v] = {k: r[k] for k in ("term_recall", "terms_said", "invented_terms", "wer")}
+    return {
+        "term_recall": round(heard / said, 4) if said else None,
+        "terms_said": said,
+        "terms_heard": heard,
+        "invented_terms": invented,
+        "wer": round(wer([r for r, _ in speech], [h for _, h in speech]), 4),
+        "noise_transcripts": sum(1 for f, h in zip(files, hyps, strict=True) if f.kind == "noise" and h),
+        "noise_files": sum(1 for f in files if f.kind == "noise"),
+        **({"by_voice": per_voice} if by_voice else {}),
+    }
+
+
+async def listen_terms(
+    args: argparse.Namespace, vocabularies: dict[str, tuple[str, ...]], files: list[TermFile]
+) -> tuple[list[TermFile], dict[str, list[str]], dict[str, list[float]]]:
+    """Each file streamed like a call, with the style prompt alone (`none`) and with the business's vocabulary
+    (`listed`), the two interleaved file by file; the settle/final decode times."""
+    stts = {
+        (c, d): WhisperSTT(stt_options(args, terms if c == "listed" else ()))
+        for c in TERM_CONFIGS["listen"]
+        for d, terms in vocabularies.items()
+    }
+    runner = shared_runner(stt_options(args).model)
+    runner.load()
+    hyps: dict[str, list[str]] = {c: [] for c in TERM_CONFIGS["listen"]}
+    ms: dict[str, list[float]] = {c: [] for c in TERM_CONFIGS["listen"]}
+    for f in files:
+        pcm = load_audio(Path(args.data) / f.file)
+        for config in TERM_CONFIGS["listen"]:
+            runner.recent.clear()
+            text, _, _ = await stream_file(
+                stts[config, f.domain],
+                pcm,
+                speed=args.speed,
+                frame_ms=FRAME_MS,
+                flush_delay_s=args.flush_delay_ms / 1000,
+            )
+            hyps[config].append(text)
+            ms[config] += [
+                (st.decode_s + st.queued_s) * 1000 for st in runner.recent if st.priority != PRIORITY_PARTIAL
+            ]
+            if not args.quiet:
+                print(f"{f.file:32s} {config:9s} {text[:70]!r}", file=sys.stderr)
+    runner.close()
+    return files, hyps, ms
+
+
+async def speak_terms(
+    args: argparse.Namespace,
+    vocabularies: dict[str, tuple[str, ...]],
+    said: dict[str, Pronunciations],
+    files: list[TermFile],
+) -> tuple[list[TermFile], dict[str, list[str]], dict[str, list[float]]]:
+    """Each sentence with a term spoken by the CPU voices `--speak`, as written and with the business's
+    pronunciation list (interleaved, neither always first), and heard whole by `--model` (default the
+    multilingual base, not the model callers are transcribed with) primed with the business's vocabulary,
+    as a caller who knows the names. A proxy: a respelling of a name's native reading that Whisper has
+    rarely heard can count as missed; a name said unrecognisably is missed without doubt."""
+    from benchmarks.heard import LISTEN_RATE, Listener
+    from caches.builder import synthesize_pcm
+    from caches.frames import resample_pcm
+    from plugins.cpu_voice import CpuVoiceTTS
+    from plugins.cpu_voice.voice import open_voice
+
+    voices = [v.strip() for v in args.speak.split(",") if v.strip()]
+    listener = Listener(args.model or "base", args.cpu_threads)
+    sentences = sorted({(f.domain, f.text) for f in files if f.kind == "term"})
+    spoken = [
+        TermFile(f"{v}/{i}", d, "term", text, tuple(t for t in vocabularies[d] if contains(text, t)), voice=v)
+        for i, (d, text) in enumerate(sentences)
+        for v in voices
+    ]
+    engines = {v: open_voice(v) for v in voices}  # one model per voice, shared by its TTSs
+    configs = TERM_CONFIGS["speak"]
+    hyps: dict[str, list[str]] = {c: [] for c in configs}
+    ms: dict[str, list[float]] = {c: [] for c in configs}
+    for i, f in enumerate(spoken):
+        for config in configs if i % 2 == 0 else configs[::-1]:
+            listed = said.get(f.domain) if config == "respelled" else None
+            tts = CpuVoiceTTS(voice=f.voice, engine=engines[f.voice], pronunciations=listed)
+            began = time.perf_counter()
+            pcm = await synthesize_pcm(tts, f.text)
+            ms[config].append((time.perf_counter() - began) * 1000)
+            audio = resample_pcm(pcm, tts.sample_rate, LISTEN_RATE).astype(np.float32) / 32768.0
+            hyps[config].append(listener.hear(audio, "en", vocabulary_prompt(vocabularies[f.domain])))
+    return spoken, hyps, ms
+
+
+async def run_terms(args: argparse.Namespace) -> dict[str, Any]:
+    vocabularies, said, files = load_terms_corpus(Path(args.data))
+    if args.speak and not said:  # a corpus written before the labels carried them
+        raise BenchmarkInputError(
+            f"{args.data}: no pronunciations in labels.json (scripts/make_vocab_corpus.py)"
+        )
+    if args.speak:
+        files, hyps, ms = await speak_terms(args, vocabularies, said, files)
+    else:
+        files, hyps, ms = await listen_terms(args, vocabularies, files)
+    return {
+        "configs": {
+            c: {
+                **score_terms(files, h, vocabularies),
+                "decode_ms" if not args.speak else "synth_ms": percentiles(ms[c]),
+            }
+            for c, h in hyps.items()
+        },
+        "files_scored": len(files),
+        "terms_listed": {d: len(t) for d, t in vocabularies.items()},
+        "model": args.model or ("base" if args.speak else default_model(args.language)),
+        "voices": args.speak or None,
+        "files": [
+            {"file": f.file, "ref": f.text, "terms": list(f.terms), **{c: h[i] for c, h in hyps.items()}}
+            for i, f in enumerate(files)
+        ],
+    }
+
+
+def print_terms_table(report: dict[str, Any]) -> None:
+    configs = report["configs"]
+    print(f"{'':28s}" + "".join(f"{c:>16s}" for c in configs))
+    rows = [
+        ("term recall", lambda r: f"{r['terms_heard']}/{r['terms_said']} {percent_text(r['term_recall'])}"),
+        ("invented terms", lambda r: str(r["invented_terms"])),
+        ("WER, all speech", lambda r: percent_text(r["wer"])),
+        ("noise clips with text", lambda r: f"{r['noise_transcripts']} of {r['noise_files']}"),
+    ]
+    for name, cell in rows:
+        print(f"{name:28s}" + "".join(f"{cell(r):>16s}" for r in configs.values()))
+    for config, r in configs.items():
+        times = r.get("decode_ms") or r["synth_ms"]
+        print(f"{config}: {'decode' if 'decode_ms' in r else 'synthesis'} p50 / p95 {_pair(times)}")
+        for voice, v in r["by_voice"].items():
+            print(
+                f"  {voice:13s} recall {percent_text(v['term_recall'])} of {v['terms_said']}, "
+                f"invented {v['invented_terms']}, WER {percent_text(v['wer'])}"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.stt", description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True, help="folder of 16 kHz mono *.wav + same-name *.txt")
@@ -421,19 +637,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-generated-noise", action="store_true", help="skip the generated silence/noise files")
     p.add_argument("--model", help="default: tiny.en for --language en, the multilingual base otherwise")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
-    p.add_argument("--compute-type", default="default")
     p.add_argument("--cpu-threads", type=int, default=0, help="threads per decode (0 = cores, at most 4)")
     p.add_argument("--workers", type=int, default=2, help="decodes that may run at once")
     p.add_argument("--language", default="en", choices=["en", "ko", "auto"])
-    p.add_argument("--final-beam", type=int, default=1)
     p.add_argument(
         "--partial-interval", type=float, default=0.5, help="seconds of new audio between partials"
-    )
-    p.add_argument(
-        "--settle-ms",
-        type=float,
-        default=StreamingOptions.settle_s * 1000,
-        help="silence before the settle decode",
     )
     p.add_argument(
         "--context-gap",
@@ -447,13 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with a context gap, a FINAL keeps only the words after the earlier one (not the whole turn)",
     )
-    p.add_argument(
-        "--prompt",
-        default=None,
-        help="Whisper style prompt before every decode (default: the worker's for --language; '' = none)",
-    )
     p.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = real time)")
-    p.add_argument("--frame-ms", type=int, default=20)
     p.add_argument("--flush-delay-ms", type=float, default=550.0, help="last voiced sample -> flush")
     p.add_argument(
         "--fragments",
@@ -465,18 +667,29 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip streaming: decode each speech file once, whole (a quick comparison of models)",
     )
+    p.add_argument(
+        "--terms",
+        action="store_true",
+        help="--data is a vocabulary corpus (scripts/make_vocab_corpus.py): term recall without and with the "
+        "business's vocabulary",
+    )
+    p.add_argument(
+        "--speak",
+        default="",
+        help="with --terms: the corpus's sentences said by these CPU voices (e.g. heart,espeak-en) as "
+        "written and with the business's pronunciations, heard by --model (default base)",
+    )
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-    if args.prompt is None:  # the worker's default for this language
-        args.prompt = ENGLISH_STYLE_PROMPT if args.language == "en" else ""
+    args.prompt = ENGLISH_STYLE_PROMPT if args.language == "en" else ""  # the worker's style prompt
     if not Path(args.data).is_dir():
         print(f"error: --data {args.data!r} is not a folder", file=sys.stderr)
         return 2
     try:
-        report = asyncio.run(run(args))
-    except (WhisperModelError, WhisperConfigError, BenchmarkInputError) as e:
+        report = asyncio.run(run_terms(args) if args.terms or args.speak else run(args))
+    except (WhisperModelError, WhisperConfigError, BenchmarkInputError, CpuVoiceError) as e:
         return fail(e, 2)
-    return emit(report, print_table, args.json)
+    return emit(report, print_terms_table if args.terms or args.speak else print_table, args.json)
 
 
 if __name__ == "__main__":

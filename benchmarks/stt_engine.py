@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.cli import emit, print_json
+from benchmarks.cli import emit, percentiles, print_json
 from plugins.whisper.engine_client import SpeechClientOptions, SpeechEngineClient
 from plugins.whisper.model import PRIORITY_FINAL, PRIORITY_PARTIAL, SAMPLE_RATE, DecodeRequest
 
@@ -79,10 +79,6 @@ def clips(o: SttBenchOptions) -> list[np.ndarray]:
             return out
     rng = np.random.default_rng(o.seed)
     return [(rng.standard_normal(8 * SAMPLE_RATE) * 0.05).astype(np.float32) for _ in range(8)]
-
-
-def pct(values: list[float], q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 1) if values else None
 
 
 async def load(address: str, n: int, o: SttBenchOptions, audio: list[np.ndarray]) -> dict[str, Any]:
@@ -131,9 +127,9 @@ async def load(address: str, n: int, o: SttBenchOptions, audio: list[np.ndarray]
         "streams": n,
         "offered_per_s": round(n * o.rate_per_stream, 1) if o.rate_per_stream > 0 else None,
         "decodes_per_s": round(decoded / took, 1),
-        "latency_ms": {"p50": pct(every, 50), "p95": pct(every, 95), "p99": pct(every, 99)},
-        "partial_ms": {"p50": pct(lat[PRIORITY_PARTIAL], 50), "p95": pct(lat[PRIORITY_PARTIAL], 95)},
-        "final_ms": {"p50": pct(lat[PRIORITY_FINAL], 50), "p95": pct(lat[PRIORITY_FINAL], 95)},
+        "latency_ms": percentiles(every, (50, 95, 99)),
+        "partial_ms": percentiles(lat[PRIORITY_PARTIAL]),
+        "final_ms": percentiles(lat[PRIORITY_FINAL]),
         "mean_batch": round(decoded / batches, 1) if batches else None,
         "largest_batch": after["max_batch_seen"],
         "errors": len(errors),

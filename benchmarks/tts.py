@@ -37,9 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from benchmarks.cli import emit, fail
+from benchmarks.cli import emit, fail, percentiles
 from plugins.local_socket import default_socket_path
 from plugins.orpheus.client import EngineClient, EngineEvent
 
@@ -112,10 +110,6 @@ async def one_stream(client: EngineClient, text: str, voice: str, timeout_s: flo
     return st
 
 
-def pct(values: list[float], q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 2) if values else None
-
-
 def summarize(results: list[StreamStats], concurrency: int, via: str) -> dict[str, Any]:
     ok = [r for r in results if r.error is None and r.ttfb_ms is not None]
     ttfb = [r.ttfb_ms for r in ok if r.ttfb_ms is not None]
@@ -125,8 +119,8 @@ def summarize(results: list[StreamStats], concurrency: int, via: str) -> dict[st
         "via": via,
         "concurrency": concurrency,
         "streams": len(results),
-        "ttfb_ms": {"p50": pct(ttfb, 50), "p95": pct(ttfb, 95), "p99": pct(ttfb, 99)},
-        "engine_ttfb_ms": {"p50": pct(eng, 50), "p99": pct(eng, 99)},
+        "ttfb_ms": percentiles(ttfb, (50, 95, 99), 2),
+        "engine_ttfb_ms": percentiles(eng, (50, 99), 2),
         "rtf": round(statistics.median(rtf), 4) if rtf else None,
         "audio_s_per_stream": round(statistics.median([r.audio_s for r in ok]), 2) if ok else None,
         "underruns": sum(r.underruns for r in ok),
@@ -330,11 +324,10 @@ async def bench_plugin(args: argparse.Namespace, address: str) -> dict[str, Any]
     ]
     report.update(
         plugin_overhead_ms={
-            "p50": pct(overhead, 50),
-            "p95": pct(overhead, 95),
+            **percentiles(overhead, digits=2),
             "max": round(max(overhead), 2) if overhead else None,
         },
-        cancel_ms={"p50": pct(cancel_ms, 50), "p95": pct(cancel_ms, 95)},
+        cancel_ms=percentiles(cancel_ms, digits=2),
         leaked_streams=leaked,
     )
     return report

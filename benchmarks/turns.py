@@ -46,7 +46,7 @@ import soxr
 from livekit import rtc
 
 from benchmarks import smart_turn
-from benchmarks.cli import emit
+from benchmarks.cli import emit, percentiles
 from plugins.whisper.model import take_words
 from simulator import phone_line as phone
 from turn_detection.audio_eot import TRAILING_SILENCE_S, load_model, predict_window
@@ -538,15 +538,6 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
 
 
-def _pct(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None}
-    return {
-        "p50": round(float(np.percentile(values, 50)), 1),
-        "p95": round(float(np.percentile(values, 95)), 1),
-    }
-
-
 def _rate(flags: list[bool]) -> float | None:
     return round(sum(flags) / len(flags), 4) if flags else None
 
@@ -560,7 +551,9 @@ def _breakdown(results: list[CaseResult]) -> dict[str, Any]:
             "files": len(rs),
             "false_cutoff_rate": _rate([r.false_cutoff for r in rs]) if rs[0].kind == "pause" else None,
             "missed_rate": _rate([r.missed for r in rs]),
-            "endpoint_delay_ms": _pct([r.endpoint_delay_ms for r in rs if r.endpoint_delay_ms is not None]),
+            "endpoint_delay_ms": percentiles(
+                [r.endpoint_delay_ms for r in rs if r.endpoint_delay_ms is not None]
+            ),
         }
     return out
 
@@ -602,8 +595,8 @@ def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, A
     return {
         "false_cutoff_rate": _rate([r.false_cutoff for r in pauses]) or 0.0,
         "missed_rate": _rate([r.missed for r in results]) or 0.0,
-        "endpoint_delay_ms": _pct(delays),
-        "decision_delay_ms": _pct(decisions),
+        "endpoint_delay_ms": percentiles(delays),
+        "decision_delay_ms": percentiles(decisions),
         "noise_turns": sum(len(r.commits) for r in noise),
         # the issue's targets: cut-offs inside an unfinished clause/sequence vs after a complete clause,
         # and the endpoint delay of finished turns alone
@@ -613,7 +606,7 @@ def summarise(results: list[CaseResult], noise: list[CaseResult]) -> dict[str, A
             c: _rate([r.false_cutoff for r in pauses if r.clause == c])
             for c in sorted({r.clause for r in pauses if r.clause})
         },
-        "done_endpoint_delay_ms": _pct(done),
+        "done_endpoint_delay_ms": percentiles(done),
         "failures": failures(results),
         # of the open-clause cut-offs, the share where the recogniser misheard the part's last word: what
         # the text and LM terms read there was not what the caller said
@@ -720,7 +713,7 @@ async def run_benchmark(
         **parley,
         "profile": profile.value,
         "audio_model": eot is not None,
-        "stt_decode_ms": _pct([d * 1000 for d in decode]),
+        "stt_decode_ms": percentiles([d * 1000 for d in decode]),
         "stt_latency_model": "measured" if stt_latency_s is None else f"fixed {stt_latency_s * 1000:.0f} ms",
         "text": "reference" if reference_text else "decoded",
         "split": sorted({c.split for c in cases if c.split}),
@@ -731,7 +724,7 @@ async def run_benchmark(
         if lm is None
         else {
             "scorer": "in-process" if isinstance(lm, EotTextModel) else lm.opts.base,
-            "query_ms": _pct(lm.query_ms),
+            "query_ms": percentiles(lm.query_ms),
             "on_the_clock": "none (always ready)"
             if score_latency is None
             else "measured"

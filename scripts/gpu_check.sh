@@ -23,11 +23,8 @@
 # pytest-gpu.log, pytest-gpu.xml, env.txt, summary.txt.
 # Knobs (env): GPU_CHECK_BUDGET_S=450 (whole run)  WHEELS=.gpucheck/wh  OUT=/tmp/gpu-check-out (or the device
 # tool's $OUT)  BATCHES=1,16,64,128,256  LOADS=0.5,0.9  SECONDS_PER_LOAD=8  COMPARE_TRITON=64,128,256
-#   TRITON_FP8=1  PROFILE_BATCH=256  COMPARE_SDPA= COMPARE_EAGER= COMPARE_STATIC= (off; e.g. 64,256 to
-#   rerun those decided comparisons)  FP8=0 (1: FP8 weights)  COMPILE=auto (the step: auto/on/off)
-#   COMPILE_PREFILL=0 (1: the admission pass compiled too)  SNAC_ALONGSIDE=64,96,128,192,256
-#   SNAC_COALESCE_MS=0 (40: also with SNAC batches pooled)  TESTS=1 (0: no pytest step); an empty list
-#   skips its phase.  ORPHEUS=1 (0: no engine benchmark)  STT=1 (0: no speech engine step)
+#   TRITON_FP8=1  PROFILE_BATCH=256  FP8=0 (1: FP8 weights)  COMPILE=auto (the step: auto/on/off)
+#   SNAC_ALONGSIDE=64,96,128,192,256  TESTS=1 (0: no pytest step); an empty list skips its phase.  ORPHEUS=1 (0: no engine benchmark)  STT=1 (0: no speech engine step)
 #   STT_STREAMS=64,256  STT_SECONDS=15  STT_MAX_BATCH=64  STT_RESERVE_S=80 (kept for step 2b)
 #   TEST_RESERVE_S=105 (kept for step 3 and the summary)
 #   STT_PROFILE=1,16,64,128 (batch sizes timed phase by phase: features, encoder, greedy decoding)
@@ -168,8 +165,7 @@ if r:
             print(f"{'':11}{b:>6} {mean.get(b, '-'):>8} {c['step_p90_ms']:>8} {c['snac_ms']:>7} {c['host_ms']:>7} "
                   f"{c['total_ms']:>8}  {'yes' if c['fits'] else 'no'}")
         print(f"  {cap}: {r.get(cap)}")
-    print("snac_ms (windows: ms, 8-frame windows):", r.get("snac_ms"), "| bf16:", r.get("snac_ms_bf16"),
-          "| sdpa:", r.get("step_ms_sdpa") or "-")
+    print("snac_ms (windows: ms, 8-frame windows):", r.get("snac_ms"), "| bf16:", r.get("snac_ms_bf16"))
     att = r.get("attention_compare") or {}
     if att:
         print("decode attention, step ms [mean, p90] by rows:")
@@ -186,11 +182,9 @@ if r:
               pr.get("device_ms", pr.get("cpu_ms")), "ms,", pr.get("kernels"), "kernels")
         for k, n, ms, share in pr.get("top", []):
             print(f"  {share:>5} % {ms:>8} ms x{n:<4} {k}")
-    for key in ("steps_with_snac", "steps_with_snac_coalesced"):
-        for b, m in (r.get(key) or {}).items():
-            print(f"  {key}, b={b}: {m}")
-    print("streams_realtime_alongside:", r.get("streams_realtime_alongside"),
-          "| coalesced:", r.get("streams_realtime_coalesced"))
+    for b, m in (r.get("steps_with_snac") or {}).items():
+        print(f"  steps_with_snac, b={b}: {m}")
+    print("streams_realtime_alongside:", r.get("streams_realtime_alongside"))
     for load, t in (r.get("ttfb_ms") or {}).items():
         print(f"TTFB {load} ({t.get('streams')} streams, {t.get('utterances')} utt): p50 {t.get('p50')} "
               f"p90 {t.get('p90')} p99 {t.get('p99')} ms")
@@ -218,8 +212,6 @@ if r:
     print("step parts (decode alone, one admission pass of 1 / 8):", r.get("step_parts"))
     ap = r.get("admission_profile") or {}
     print("admission pass on the device:", ap.get("device_ms"), "ms,", ap.get("kernels"), "kernels")
-    print("eager step (first check's path):", r.get("step_ms_eager"), "| parts:", r.get("step_parts_eager"))
-    print("static-batch compile:", r.get("step_ms_static"), "| parts:", r.get("step_parts_static"))
     print("phase s:", r.get("phase_s"))
     for k, v in (r.get("errors") or {}).items():
         print(f"ERROR {k}: {str(v)[:300]}")

@@ -409,20 +409,6 @@ def all_templates(seed: int = 16) -> list[Template]:
     return old + new
 
 
-def relabel(out: Path) -> int:
-    """Write the templates' agent lines into an existing corpus's labels (its audio is left as it is)."""
-    lines = {t.id: t.agent_line for t in all_templates()}
-    done = 0
-    for path in sorted(out.glob("*/*/labels.json")):
-        labels = json.loads(path.read_text())
-        for label in labels:
-            label["agent_line"] = lines[label["template"]]
-        path.write_text(json.dumps(labels, indent=1))
-        done += 1
-    print(f"{done} label files updated under {out}")
-    return 0 if done else 1
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("out/corpus"))
@@ -439,14 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"every render in the held-out voice ({HELD_OUT_VOICE.engine}:{HELD_OUT_VOICE.name})",
     )
-    ap.add_argument(
-        "--relabel",
-        action="store_true",
-        help="only add the agent's lines to the labels of a corpus already rendered in --out",
-    )
     args = ap.parse_args(argv)
-    if args.relabel:
-        return relabel(args.out)
     # the held-out voice says each template `--renders` times (each with its own rate, pauses and noise)
     if not 1 <= args.renders <= len(VOICES):
         print(f"error: --renders must be within [1, {len(VOICES)}]", file=sys.stderr)

@@ -9,7 +9,7 @@ times by voices drawn from the turn corpus's eight (hibari, espeak-ng) and Piper
 levels and noise, half of them through a phone line (8 kHz, 300-3400 Hz, G.711 mu-law).
 
     python scripts/make_vocab_corpus.py     # -> out/corpus-vocab/{dev,test}/*.wav + labels.json
-    python -m benchmarks.vocabulary --data out/corpus-vocab/dev
+    python -m benchmarks.stt --terms --data out/corpus-vocab/dev [--speak heart,espeak-en]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ NOISE_CLIPS = 4
 @dataclass(frozen=True)
 class Domain:
     """One business of the corpus text: its listed vocabulary, sentences with and without a term, and how
-    each term is said (the pronunciation corpus's respellings)."""
+    each term is said (the respellings `benchmarks.stt --terms --speak` reads with)."""
 
     name: str
     vocabulary: tuple[str, ...]
@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         labels: dict[str, dict] = {}
         vocabularies = {d.name: list(d.vocabulary) for d in domains}
+        pronunciations = {d.name: d.pronunciations for d in domains}
         for d in domains:
             lines = [("term", s) for s in d.with_terms] + [("plain", s) for s in d.without_terms]
             jobs = [(kind, text, i) for kind, text in lines for i in range(args.renders)]
@@ -121,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                 terms = [t for t in d.vocabulary if t in text]
                 labels[name] = {"domain": d.name, "kind": kind, "text": text, "terms": terms, **label}
         (folder / "labels.json").write_text(
-            json.dumps({"vocabulary": vocabularies, "files": labels}, indent=1)
+            json.dumps(
+                {"vocabulary": vocabularies, "pronunciations": pronunciations, "files": labels}, indent=1
+            )
         )
         print(f"{split}: {len(labels)} files, businesses {', '.join(vocabularies)} -> {folder}")
     return 0

@@ -11,8 +11,10 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import soundfile as sf
 from livekit import rtc
 from livekit.agents.voice import io
 
@@ -24,9 +26,21 @@ __all__ = [
     "Track",
     "first_voiced_sample",
     "last_voiced_sample",
+    "load_turn",
     "voiced_seconds",
     "voiced_windows",
 ]
+
+
+def load_turn(path: Path, rate: int = 16_000) -> np.ndarray:
+    """A WAV's first channel as int16 at `rate` (resampled when the file has another)."""
+    data, sr = sf.read(str(path), dtype="int16", always_2d=True)
+    pcm = data[:, 0].copy()
+    if sr != rate:
+        import soxr
+
+        pcm = soxr.resample(pcm, sr, rate).astype(np.int16)
+    return np.asarray(pcm, np.int16)
 
 
 def voiced_seconds(track: Track, lo: float, hi: float) -> float:

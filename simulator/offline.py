@@ -22,7 +22,7 @@ from livekit.agents import llm
 from livekit.agents.metrics import EOUMetrics, LLMMetrics, TTSMetrics
 from livekit.agents.voice import Agent, AgentSession, ModelSettings
 
-from .audio_io import Loudspeaker, ScriptedMic
+from .audio_io import Loudspeaker, ScriptedMic, load_turn
 from .call_plan import TurnPlan
 
 log = logging.getLogger("parley.harness")
@@ -223,17 +223,6 @@ def instrument(agent: Agent, rec: Recorder) -> Agent:
     agent.llm_node = llm_node.__get__(agent)  # type: ignore[method-assign]
     agent.tts_node = tts_node.__get__(agent)  # type: ignore[method-assign]
     return agent
-
-
-def load_turn(path: Path, rate: int = 16_000) -> np.ndarray:
-    pcm, sr = sf.read(str(path), dtype="int16")
-    if pcm.ndim > 1:
-        pcm = pcm[:, 0]
-    if sr != rate:
-        import soxr
-
-        pcm = soxr.resample(pcm, sr, rate).astype(np.int16)
-    return np.asarray(pcm, np.int16)
 
 
 @dataclass(frozen=True)

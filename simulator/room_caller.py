@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import soundfile as sf
 from livekit import rtc
 
 from worker.measurement import (
@@ -40,7 +39,7 @@ from worker.measurement import (
 )
 from worker.measurement import Mark as WorkerMark
 
-from .audio_io import Track
+from .audio_io import Track, load_turn
 from .call_plan import TurnPlan, default_filler_texts, is_filler_text, norm_text, plan_from_json
 from .rtc_exit import exit_now
 
@@ -201,16 +200,6 @@ async def publish_mic(room: rtc.Room) -> Microphone:
     mic = Microphone(source)
     mic.start()
     return mic
-
-
-def load_wav_16k(path: Path) -> np.ndarray:
-    data, sr = sf.read(str(path), dtype="int16", always_2d=True)
-    pcm = data[:, 0].copy()
-    if sr != MIC_RATE:
-        import soxr
-
-        pcm = soxr.resample(pcm, sr, MIC_RATE).astype(np.int16)
-    return np.asarray(pcm, np.int16)
 
 
 # --- what the caller saw ----------------------------------------------------------------------------------
@@ -463,7 +452,7 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
                 await asyncio.sleep((item.delay_ms or 0.0) / 1000)
             elif i > 0:
                 await after_reply(sent[-1], item.delay_ms)
-            utt = mic.say(load_wav_16k(item.path))
+            utt = mic.say(load_turn(item.path, MIC_RATE))
             last = await utt.last_voiced
             sent.append(
                 SentTurn(

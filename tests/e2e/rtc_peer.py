@@ -19,7 +19,8 @@ import numpy as np
 import soundfile as sf
 from livekit import api, rtc
 
-from simulator.room_caller import Listener, load_wav_16k, publish_mic, room_options, wait_for
+from simulator.audio_io import load_turn
+from simulator.room_caller import Listener, publish_mic, room_options, wait_for
 from simulator.rtc_exit import exit_now
 from web.tokens import TokenOptions, issue_call_token
 from worker.measurement import VOICED_AMPLITUDE
@@ -47,7 +48,7 @@ async def loopback(args: argparse.Namespace) -> dict[str, object]:
     await talker.connect(args.url, issue_call_token(tok, room_name, "talker").token, room_options())
     connect_ms = (time.monotonic() - t0) * 1000
     mic = await publish_mic(talker)
-    speech = load_wav_16k(Path(args.wav))
+    speech = load_turn(Path(args.wav))
     if not await wait_for(listener.first_frame.is_set, 15):
         raise SystemExit("rtc_peer: listener got no audio frame within 15 s")
     last_sent = await mic.say(speech).last_voiced

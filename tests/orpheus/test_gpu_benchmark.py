@@ -122,7 +122,7 @@ def test_gpu_check_driver_writes_every_phase_on_cpu(tmp_path: Path) -> None:
     r = json.loads((tmp_path / "gpu.json").read_text())
     assert r["phases_done"] == [
         *("env", "build", "warm_graphs", "steps", "kernels", "step_profile", "snac", "capacity"),
-        *("steps_with_snac", "ttfb", "step_parts", "attention_compare", "compare_eager"),
+        *("steps_with_snac", "ttfb", "step_parts", "attention_compare"),
     ]
     assert r["partial"] is False and r["errors"] == {}
     assert set(r["step_ms"]) == {"1", "2", "4", "8"} and set(r["ttfb_ms"]) == {"50%", "90%"}
@@ -140,13 +140,12 @@ def test_gpu_check_driver_writes_every_phase_on_cpu(tmp_path: Path) -> None:
     parts = r["step_parts"]["8"]
     assert set(parts) == {"decode_ms", "admit_1_ms", "admit_1_host_ms", "admit_8_ms", "admit_8_host_ms"}
     assert all(v > 0 for v in parts.values()) and parts["admit_1_host_ms"] <= parts["admit_1_ms"]
-    assert set(r["step_ms_eager"]) == {"4"} and r["compiled"] is False  # compile is "auto": CUDA only
+    assert r["compiled"] is False  # compile is "auto": CUDA only
     assert r["graphs_captured_after_ready"] == 0 and r["attention_backend"] == "flex"
-    assert set(r["steps_with_snac"]) == {"2", "8"} and "steps_with_snac_coalesced" not in r
-    assert "snac_coalesce_ms" not in r
+    assert set(r["steps_with_snac"]) == {"2", "8"}
     for b, m in r["steps_with_snac"].items():
         assert m["step_ms"] > 0 and m["snac_windows"] >= 0 and m["backlog_windows"] >= 0, (b, m)
-    assert r["streams_realtime_alongside"] in (0, 2, 8) and r["streams_realtime_coalesced"] is None
+    assert r["streams_realtime_alongside"] in (0, 2, 8)
 
 
 def test_alongside_capacity_needs_the_budget_and_snac_keeping_up() -> None:
@@ -170,8 +169,8 @@ def test_snac_alongside_decodes_the_windows_that_fall_due() -> None:
             return [np.zeros(1, np.int16)] * len(windows)
 
     dec = CountingDecoder()
-    # 2 windows per step, no new streams (utterances longer than the run)
-    snac = gpu.SnacAlongside(dec, 56, np.random.default_rng(0), utterance_ids=10**9, max_batch=4)
+    # 2 windows per step
+    snac = gpu.SnacAlongside(dec, 56, np.random.default_rng(0), max_batch=4)
     with snac:
         for _ in range(10):
             snac.step()
@@ -181,23 +180,6 @@ def test_snac_alongside_decodes_the_windows_that_fall_due() -> None:
             time.sleep(0.01)
     assert snac.done == 20 and snac.backlog() == 0
     assert max(dec.sizes) <= 4 and sum(dec.sizes) == 20
-    # coalescing: windows wait up to 10 s for others, so five steps' worth go out in batches of max_batch
-    # (or all together once the wait ends at exit); nothing is decoded one by one as it falls due
-    dec = CountingDecoder()
-    snac = gpu.SnacAlongside(
-        dec, 28, np.random.default_rng(0), utterance_ids=10**9, coalesce_ms=10_000, max_batch=4
-    )
-    with snac:
-        for _ in range(3):
-            snac.step()  # 3 windows due, fewer than a batch: they wait
-        time.sleep(0.05)
-        assert dec.sizes == []
-        snac.step()  # the 4th fills a batch: it fires
-        for _ in range(200):
-            if dec.sizes:
-                break
-            time.sleep(0.01)
-    assert dec.sizes == [4]
 
 
 def test_gpu_check_driver_out_of_time_still_leaves_json(tmp_path: Path) -> None:
@@ -221,7 +203,6 @@ def test_gpu_check_measures_again_beside_another_process(
     ready = tmp_path / "load.ready"
     monkeypatch.setenv("BESIDE", f"sleep 0.5; echo running > {ready}; sleep 1")
     monkeypatch.setenv("BESIDE_READY", str(ready))
-    monkeypatch.setenv("COMPARE_EAGER", "")
     monkeypatch.setenv("SNAC_ALONGSIDE", "2")
     assert gpu_check.main(["--tiny", "--out", str(tmp_path), "--budget-s", "300"]) == 0
     r = json.loads((tmp_path / "gpu.json").read_text())
