@@ -42,7 +42,6 @@ from .report import (
     pipelines_json,
     pipelines_table,
     timeline_png,
-    waterfall_png,
 )
 
 log = logging.getLogger("parley.bench.call")
@@ -220,8 +219,8 @@ def _write_call_files(res: CallResult, folder: Path) -> dict[str, str]:
 def _printer(args: argparse.Namespace, out: Path, single: bool) -> Any:
     def on_run(rec: RunRecord) -> None:
         name, call, r, res = rec
-        if single or args.demo or args.show_text:
-            print(conversation_text(res, show_text=args.demo or args.show_text))
+        if single or args.demo:
+            print(conversation_text(res, show_text=args.demo))
             print(latency_table(res))
         j = call_json(res)
         if r == args.round_start:  # audio and a timeline of the first round; later ones only in the JSON
@@ -273,21 +272,13 @@ def load_calls(args: argparse.Namespace, out: Path) -> dict[str, list[TurnPlan]]
 
 
 def merge(args: argparse.Namespace) -> dict[str, Any]:
-    """Reports of rounds run one invocation at a time (`--round-start`), as one report and waterfalls."""
+    """Reports of rounds run one invocation at a time (`--round-start`), as one report."""
     from .report import merge_reports
 
     report = merge_reports([json.loads(Path(f).read_text()) for f in args.merge])
-    _waterfalls(report, Path(args.out))
     print(pipelines_table(report))
     _write_json(args, report)
     return report
-
-
-def _waterfalls(report: dict[str, Any], out: Path) -> None:
-    for name, r in report["pipelines"].items():
-        png = out / f"waterfall-{name}.png"
-        if waterfall_png(name, r["turns"], png):
-            r["waterfall"] = str(png)
 
 
 def records_runs(folders: list[str]) -> list[RunRecord]:
@@ -357,7 +348,6 @@ def from_records(args: argparse.Namespace) -> dict[str, Any]:
         listen_runs([r[3] for r in runs], args.listen)
     pipelines = [p for p in PIPELINES if any(r[0] == p for r in runs)]
     report = pipelines_json(runs, pipelines, len({r[2] for r in runs}), livekit=True)
-    _waterfalls(report, Path(args.out))
     print(pipelines_table(report))
     _print_heard(report)
     _write_json(args, report)
@@ -394,7 +384,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         runs = run_room(calls, pipelines, args.runs, out, on_run, args.round_start, args.isolation)
     else:
         runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run, args.round_start))
-    print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio, timelines and waterfalls in {out})")
+    print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio and timelines in {out})")
     mark_backchannels(runs, calls)
     if args.listen:
         listen_runs([r[3] for r in runs], args.listen)  # after the calls: no CPU taken from them
@@ -412,7 +402,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             report["transport"] = "livekit-room"
     else:
         report = pipelines_json(runs, pipelines, args.runs, livekit)
-        _waterfalls(report, out)
         print(pipelines_table(report))
         _print_heard(report)
     if args.script:
@@ -446,9 +435,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--agent", help="an agent file (sets PARLEY_AGENT for the worker / offline session)")
     ap.add_argument("--script", help="a call script: rendered into OUT/caller/ and played as one more call")
     ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--out", default="out/call", help="folder for audio, timelines and waterfalls")
+    ap.add_argument("--out", default="out/call", help="folder for audio and timelines")
     ap.add_argument("--demo", action="store_true", help="print the conversation text (make demo)")
-    ap.add_argument("--show-text", action="store_true", help="print transcripts and replies")
     ap.add_argument(
         "--livekit",
         nargs="?",

@@ -210,17 +210,18 @@ def timeline_png(res: CallResult, path: Path) -> bool:
 
 # --- several pipelines, several runs ---------------------------------------------------------------------
 
-WATERFALL_MARKS = (
-    ("vad_end", "VAD end of speech", "tab:olive"),
-    ("end_of_turn", "end-of-turn decision", "tab:orange"),
-    ("stt_final", "final transcript", "tab:green"),
-    ("llm_first_token", "LLM first token", "tab:purple"),
-    ("tts_text", "first text to TTS", "tab:pink"),
-    ("tts_first_audio", "TTS first audio", "tab:brown"),
-    ("published_first_voiced", "worker publishes voiced audio", "tab:red"),
-    ("answer_published", "worker publishes the answer", "darkred"),
-    ("caller_first_voiced", "caller hears the answer", "black"),
+TURN_MARKS = (
+    "vad_end",
+    "end_of_turn",
+    "stt_final",
+    "llm_first_token",
+    "tts_text",
+    "tts_first_audio",
+    "published_first_voiced",
+    "answer_published",
+    "caller_first_voiced",
 )
+"""The per-turn marks whose medians a report gives (`marks_ms`), in the order a turn passes them."""
 
 
 def turn_errors(res: CallResult) -> list[str]:
@@ -309,7 +310,7 @@ def summarise(
             "spoken_s": {"p50": pct([t["spoken_s"] for t in turns if t["spoken_s"] is not None], 50)},
             "marks_ms": {
                 k: pct([t["marks"].get(k) for t in turns if t["marks"].get(k) is not None], 50)
-                for k, _, _ in WATERFALL_MARKS
+                for k in TURN_MARKS
             },
             "turn_taking": turn_taking(turns),
             "replies_heard": replies_heard(turns),
@@ -388,43 +389,3 @@ def _early(tt: dict[str, Any] | None) -> str:
 def _fragments(tt: dict[str, Any] | None) -> str:
     """Replies whose LLM was sent only part of the caller's turn ("—" without the worker's marks)."""
     return "—" if not tt or tt.get("fragment_replies") is None else str(tt["fragment_replies"])
-
-
-def waterfall_png(name: str, turns: list[dict[str, Any]], path: Path) -> bool:
-    """One row per (call, turn): each mark's median over the runs, in ms after the caller's last voiced
-    sample; the bar runs to when the caller heard the answer. False when matplotlib is missing."""
-    plt = pyplot()
-    if plt is None:
-        return False
-    keys: list[tuple[str, str]] = []
-    for t in turns:
-        k = (t.get("call", ""), t["file"])
-        if k not in keys:
-            keys.append(k)
-    fig, ax = plt.subplots(figsize=(11, max(3, 0.35 * len(keys) + 1.5)))
-    for row, (call, file) in enumerate(keys):
-        same = [t for t in turns if t.get("call", "") == call and t["file"] == file]
-        med = {
-            m: float(np.median(v))
-            for m, _, _ in WATERFALL_MARKS
-            if (v := [t["marks"][m] for t in same if t["marks"].get(m) is not None])
-        }
-        end = med.get("caller_first_voiced")
-        if end is not None:
-            ax.barh(row, end, color="lightgray", height=0.6)
-        for m, label, color in WATERFALL_MARKS:
-            if m in med:
-                ax.plot(med[m], row, "o", color=color, ms=5, label=label if row == 0 else None)
-    ax.set_yticks(range(len(keys)), [f"{c} {f}" if c else f for c, f in keys], fontsize=7)
-    ax.invert_yaxis()
-    ax.axvline(0, color="tab:blue", lw=1)
-    ax.set_xlabel("ms after the caller's last voiced sample (median over runs)")
-    ax.set_title(f"Where each turn's time goes — {name}")
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(handles, labels, fontsize=7, loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(str(path), dpi=110)
-    plt.close(fig)
-    return True

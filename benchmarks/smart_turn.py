@@ -46,9 +46,9 @@ def model_path() -> Path:
     return Path(os.environ.get("PARLEY_SMART_TURN_ONNX", str(DEFAULT_PATH)))
 
 
-def fetch(dest: Path | None = None) -> Path:
+def fetch() -> Path:
     """Download the pipecat-ai wheel (no dependencies) with pip and keep only the ONNX."""
-    dest = dest or model_path()
+    dest = model_path()
     if dest.is_file():
         return dest
     with tempfile.TemporaryDirectory(prefix="parley-pipecat-") as tmp:
@@ -100,10 +100,9 @@ class SmartTurn:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.smart_turn", description=__doc__.split("\n")[0])
     ap.add_argument("command", choices=["fetch"])
-    ap.add_argument("--dest", type=Path)
-    a = ap.parse_args(argv)
+    ap.parse_args(argv)
     try:
-        print(fetch(a.dest))
+        print(fetch())
     except SmartTurnError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

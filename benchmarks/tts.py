@@ -42,6 +42,7 @@ from plugins.local_socket import default_socket_path
 from plugins.orpheus.client import EngineClient, EngineEvent
 
 SAMPLE_RATE = 24000
+STREAM_TIMEOUT_S = 300.0
 REPLIES = [
     "Sure, I can help with that. Your table for two is booked at seven. Anything else?",
     "Let me check. The store opens at nine tomorrow, and closes at six in the evening.",
@@ -81,7 +82,9 @@ def count_underruns(arrivals: list[tuple[float, float]]) -> int:
     return gaps
 
 
-async def one_stream(client: EngineClient, text: str, voice: str, timeout_s: float) -> StreamStats:
+async def one_stream(
+    client: EngineClient, text: str, voice: str, timeout_s: float = STREAM_TIMEOUT_S
+) -> StreamStats:
     st = StreamStats()
     stream = client.open_stream(voice=voice, request_id="bench")
     t0 = time.perf_counter()
@@ -190,13 +193,13 @@ async def read_tokens(http: Any, port: int) -> float:
 
 # -- via engine -------------------------------------------------------------------------------------------
 async def bench_engine(args: argparse.Namespace, address: str) -> dict[str, Any]:
-    client = EngineClient(address, args.secret, pool_size=args.pool)
+    client = EngineClient(address, args.secret)
     await client.connect()
-    await one_stream(client, "Warming up.", args.voice, args.timeout)  # first-use costs are not measured
+    await one_stream(client, "Warming up.", args.voice)  # first-use costs are not measured
     results: list[StreamStats] = []
     for r in range(args.rounds):
         texts = [REPLIES[(r + i) % len(REPLIES)] for i in range(args.concurrency)]
-        results += await asyncio.gather(*(one_stream(client, t, args.voice, args.timeout) for t in texts))
+        results += await asyncio.gather(*(one_stream(client, t, args.voice) for t in texts))
     await client.close()
     return summarize(results, args.concurrency, "engine")
 
@@ -205,14 +208,14 @@ async def bench_overhead(args: argparse.Namespace, engine: LocalEngine) -> dict[
     """All streams running on stand-ins; CPU seconds and audio tokens over a steady window."""
     import aiohttp
 
-    client = EngineClient(engine.address, args.secret, pool_size=args.pool)
+    client = EngineClient(engine.address, args.secret)
     await client.connect()
     # made before any stream starts: a session's first SSL context takes ~0.2 s of this loop, which would
     # stall every stream's reading at once and count as an underrun on all of them
     http = aiohttp.ClientSession()
     tasks = []
     for _ in range(args.concurrency):
-        tasks.append(asyncio.create_task(one_stream(client, LONG_REPLY, args.voice, args.timeout)))
+        tasks.append(asyncio.create_task(one_stream(client, LONG_REPLY, args.voice)))
         await asyncio.sleep(0.085 / max(1, args.concurrency) * 4)  # staggered starts, like real calls
     await asyncio.sleep(2.0)  # let every stream reach steady state
     cpu0, tok0, t0 = engine.cpu_seconds(), await read_tokens(http, engine.http_port), time.perf_counter()
@@ -238,7 +241,7 @@ async def bench_overhead(args: argparse.Namespace, engine: LocalEngine) -> dict[
 
 
 # -- via plugin -------------------------------------------------------------------------------------------
-async def plugin_reply(tts: Any, text: str, timeout_s: float) -> StreamStats:
+async def plugin_reply(tts: Any, text: str, timeout_s: float = STREAM_TIMEOUT_S) -> StreamStats:
     """One reply pushed into the plugin's stream as the agent does; its audio consumed as LiveKit would."""
     from livekit.agents import APIConnectOptions
 
@@ -270,7 +273,7 @@ async def plugin_reply(tts: Any, text: str, timeout_s: float) -> StreamStats:
     return res
 
 
-async def plugin_cancel(tts: Any, text: str, timeout_s: float) -> float | None:
+async def plugin_cancel(tts: Any, text: str, timeout_s: float = STREAM_TIMEOUT_S) -> float | None:
     """Barge-in: close a reply once its audio plays; ms until the engine confirms the stream is stopped."""
     from livekit.agents import APIConnectOptions
 
@@ -305,14 +308,12 @@ async def bench_plugin(args: argparse.Namespace, address: str) -> dict[str, Any]
 
         voice = FallbackTTS(orpheus, CpuVoiceTTS())
     await voice.warm_up()
-    await plugin_reply(voice, "Warming up.", args.timeout)  # first-use costs are not the plugin's
+    await plugin_reply(voice, "Warming up.")  # first-use costs are not the plugin's
     results: list[StreamStats] = []
     for r in range(args.rounds):
         texts = [REPLIES[(r + i) % len(REPLIES)] for i in range(args.concurrency)]
-        results += await asyncio.gather(*(plugin_reply(voice, t, args.timeout) for t in texts))
-    cancels = [
-        await plugin_cancel(voice, REPLIES[i % len(REPLIES)], args.timeout) for i in range(args.rounds)
-    ]
+        results += await asyncio.gather(*(plugin_reply(voice, t) for t in texts))
+    cancels = [await plugin_cancel(voice, REPLIES[i % len(REPLIES)]) for i in range(args.rounds)]
     cancel_ms = [c for c in cancels if c is not None]
     leaked = voice.active_streams
     await voice.aclose()
@@ -383,8 +384,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--address", default="", help="a running engine (default: start one on CPU)")
     p.add_argument("--secret", default="")
     p.add_argument("--voice", default="tara")
-    p.add_argument("--pool", type=int, default=1, help="client connections")
-    p.add_argument("--timeout", type=float, default=300.0, help="per stream")
     p.add_argument(
         "--serve-arg", action="append", default=[], help="extra flag for the started engine (repeat)"
     )
@@ -400,18 +399,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve = ["--max-streams", str(max(2, args.concurrency)), *args.serve_arg]
         if args.overhead:
-            engine = LocalEngine(
-                [
-                    "--backend",
-                    "standin",
-                    "--snac-dir",
-                    "standin",
-                    "--standin-speed",
-                    str(args.standin_speed),
-                    *serve,
-                ],
-                http_port=free_port(),
-            )
+            standin = [
+                "--backend",
+                "standin",
+                "--snac-dir",
+                "standin",
+                "--standin-speed",
+                str(args.standin_speed),
+            ]
+            engine = LocalEngine([*standin, *serve], http_port=free_port())
             engine.wait_ready()
             coro: Awaitable[dict[str, Any]] = bench_overhead(args, engine)
         else:

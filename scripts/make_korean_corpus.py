@@ -19,19 +19,18 @@ same files with no data beside it.
 from __future__ import annotations
 
 import argparse
-import io
 import random
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-import soxr
 import yaml
 
-RATE = 16000
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_turn_corpus import RATE, espeak
+
 LEAD_S, TAIL_S = 0.2, 0.4
 TEST_SHARE = 0.5
 
@@ -39,14 +38,6 @@ SENTENCES: tuple[str, ...] = tuple(
     yaml.safe_load((Path(__file__).resolve().parent / "data" / "korean_corpus.yaml").read_text())["sentences"]
 )
 VARIANTS = ("", "+m1", "+m3", "+f2", "+f4")
-
-
-def espeak(text: str, variant: str, rate: int, pitch: int) -> np.ndarray:
-    """espeak-ng's Korean voice, as 16 kHz float32."""
-    cmd = ["espeak-ng", "-v", f"ko{variant}", "-s", str(rate), "-p", str(pitch), "--stdout", text]
-    wav = subprocess.run(cmd, capture_output=True, check=True).stdout
-    audio, sr = sf.read(io.BytesIO(wav), dtype="float32")
-    return soxr.resample(audio, sr, RATE).astype(np.float32)
 
 
 def split(seed: int) -> dict[str, list[int]]:
@@ -65,7 +56,9 @@ def render(out: Path, seed: int) -> dict[str, int]:
         folder.mkdir(parents=True, exist_ok=True)
         for i in indices:
             text = SENTENCES[i]
-            audio = espeak(text, rng.choice(VARIANTS), rate=rng.randint(135, 165), pitch=rng.randint(35, 65))
+            audio = espeak(
+                f"ko{rng.choice(VARIANTS)}", text, wpm=rng.randint(135, 165), pitch=rng.randint(35, 65)
+            )
             peak = float(np.max(np.abs(audio))) or 1.0
             audio = audio / peak * 10 ** (-3 / 20)
             pcm = np.concatenate(

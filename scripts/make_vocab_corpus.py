@@ -98,10 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("out/corpus-vocab"))
     ap.add_argument("--renders", type=int, default=2, help="renderings of each sentence")
     ap.add_argument("--seed", type=int, default=11, help="which businesses go to dev and which to test")
-    ap.add_argument("--render-seed", type=int, help="voices, levels and noise (default: --seed)")
     ap.add_argument("--only", choices=("dev", "test"), help="render one split")
     args = ap.parse_args(argv)
-    render_seed = args.seed if args.render_seed is None else args.render_seed
     synth = Synth()
     for split, domains in split_domains(args.seed).items():
         if args.only and split != args.only:
@@ -117,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs += [("noise", "", i) for i in range(NOISE_CLIPS)]
             for n, (kind, text, i) in enumerate(jobs):
                 name = f"{d.name}_{kind}_{n:03d}.wav"
-                audio, rate, label = render(synth, text, f"{d.name}:{kind}:{text}:{i}", render_seed)
+                audio, rate, label = render(synth, text, f"{d.name}:{kind}:{text}:{i}", args.seed)
                 sf.write(str(folder / name), audio, rate, subtype="ULAW" if rate == PHONE_RATE else "PCM_16")
                 terms = [t for t in d.vocabulary if t in text]
                 labels[name] = {"domain": d.name, "kind": kind, "text": text, "terms": terms, **label}
