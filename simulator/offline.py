@@ -12,7 +12,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,30 +72,13 @@ class TurnResult:
     """What a listener heard of the reply at the caller (benchmarks/heard.py; None where none listened)."""
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "v2v_ms": _r(self.v2v_ms),
-            "first_audible_ms": _r(self.first_audible_ms),
-            "stt_final_ms": _r(self.stt_final_ms),
-            "llm_ttft_ms": _r(self.llm_ttft_ms),
-            "tts_ttfb_ms": _r(self.tts_ttfb_ms),
-            "llm_to_tts_request_ms": _r(self.llm_to_tts_request_ms),
-            "endpoint_ms": _r(self.endpoint_ms),
-            "user_text": self.user_text,
-            "reply_text": self.reply_text,
-            "error": self.error,
-            "start": self.start,
-            "marks": {k: _r(v) for k, v in self.marks.items()},
-            "reply_words": self.reply_words,
-            "spoken_s": None if self.spoken_s is None else round(self.spoken_s, 2),
-            "problem": self.problem,
-            "agent_stop_ms": _r(self.agent_stop_ms),
-            "spoke_over_ms": _r(self.spoke_over_ms),
-            "answered_words": self.answered_words,
-            "backchannel": self.backchannel,
-            "completed_reply": self.completed_reply,
-            "heard": self.heard,
-        }
+        """Every field but the two clock times; milliseconds to 0.1, spoken seconds to 0.01."""
+        out = asdict(self)
+        del out["speech_start"], out["speech_end"]
+        out.update({k: _r(v) for k, v in out.items() if k.endswith("_ms")})
+        out["marks"] = {k: _r(v) for k, v in self.marks.items()}
+        out["spoken_s"] = None if self.spoken_s is None else round(self.spoken_s, 2)
+        return out
 
 
 def _r(v: float | None) -> float | None:

@@ -18,7 +18,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -244,18 +244,11 @@ class RoomCallRecord:
 
     def save(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
-        meta = {
-            "room": self.room,
-            "t_connect": self.t_connect,
-            "end": self.end,
-            "greeting_first_audio": self.greeting_first_audio,
+        meta = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("mic", "agent")}
+        meta |= {
             "turns": [asdict(t) for t in self.turns],
             "transcripts": [asdict(t) for t in self.transcripts],
-            "metrics": [[t, m] for t, m in self.metrics],
-            "errors": self.errors,
             "marks": [mark_message(m) for m in self.marks],
-            "receive": self.receive,
-            "hung_up": self.hung_up,
         }
         (out / RECORD_JSON).write_text(json.dumps(meta, indent=1))
         arrays = {**_pack(self.mic, "mic"), **_pack(self.agent, "agent")}
@@ -266,21 +259,13 @@ class RoomCallRecord:
         meta = json.loads((out / RECORD_JSON).read_text())
         with np.load(out / RECORD_AUDIO) as z:
             mic, agent = _unpack(z, "mic"), _unpack(z, "agent")
-        return cls(
-            room=meta["room"],
-            t_connect=meta["t_connect"],
-            end=meta["end"],
-            greeting_first_audio=meta["greeting_first_audio"],
+        meta.update(
             turns=[SentTurn(**t) for t in meta["turns"]],
             transcripts=[Transcript(**t) for t in meta["transcripts"]],
             metrics=[(float(t), m) for t, m in meta["metrics"]],
-            errors=list(meta["errors"]),
-            mic=mic,
-            agent=agent,
             marks=[parse_mark(m) for m in meta.get("marks", [])],
-            receive=dict(meta.get("receive", {})),
-            hung_up=meta.get("hung_up"),
         )
+        return cls(**meta, mic=mic, agent=agent)
 
 
 def _pack(track: Track, name: str) -> dict[str, np.ndarray]:
