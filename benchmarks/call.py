@@ -125,7 +125,6 @@ async def run_offline(
     pipelines: list[str],
     runs: int,
     on_run: Any = None,
-    first_round: int = 0,
 ) -> list[RunRecord]:
     settings = load_settings()
     llm_server = None
@@ -146,7 +145,7 @@ async def run_offline(
     builder = OfflineBuilder(settings, llm_url)
     out: list[RunRecord] = []
     try:
-        for r in range(first_round, first_round + runs):
+        for r in range(runs):
             for name in rotated(pipelines, r):
                 for call, plan in calls.items():
                     session, agent, stt_model = builder.build(name)
@@ -190,7 +189,6 @@ def run_room(
     runs: int,
     out: Path,
     on_run: Any = None,
-    first_round: int = 0,
     isolation: Literal["auto", "netns", "loopback"] = "auto",
 ) -> list[RunRecord]:
     from simulator.room_runner import LiveKitCallOptions, RoomRun, run_room_benchmark
@@ -202,7 +200,7 @@ def run_room(
         if on_run:
             on_run((run.pipeline, run.call, run.round, run.result))
 
-    done = run_room_benchmark(calls, pipelines, runs, opts, on_run=each, first_round=first_round)
+    done = run_room_benchmark(calls, pipelines, runs, opts, on_run=each)
     return [(r.pipeline, r.call, r.round, r.result) for r in done]
 
 
@@ -223,7 +221,7 @@ def _printer(args: argparse.Namespace, out: Path, single: bool) -> Any:
             print(conversation_text(res, show_text=args.demo))
             print(latency_table(res))
         j = call_json(res)
-        if r == args.round_start:  # audio and a timeline of the first round; later ones only in the JSON
+        if r == 0:  # audio and a timeline of the first round; later ones only in the JSON
             _write_call_files(res, out / f"round{r}" / f"{name}-{call}")
         print(
             f"round {r} {name:<11} {call}: v2v p50 {j['v2v_ms']['p50']} ms, p95 {j['v2v_ms']['p95']} ms, "
@@ -271,58 +269,12 @@ def load_calls(args: argparse.Namespace, out: Path) -> dict[str, list[TurnPlan]]
     return calls
 
 
-def merge(args: argparse.Namespace) -> dict[str, Any]:
-    """Reports of rounds run one invocation at a time (`--round-start`), as one report."""
-    from .report import merge_reports
-
-    report = merge_reports([json.loads(Path(f).read_text()) for f in args.merge])
-    print(pipelines_table(report))
-    _write_json(args, report)
-    return report
-
-
-def records_runs(folders: list[str]) -> list[RunRecord]:
-    """Room calls recorded earlier (STACK/roundN/PIPELINE-CALL/record.json), e.g. by an invocation that
-    was cut short, as runs."""
-    from simulator.call_plan import default_filler_texts, plan_from_json
-    from simulator.room_caller import RoomCallRecord
-    from simulator.room_result import to_call_result
-
-    fillers = default_filler_texts()
-    runs: list[RunRecord] = []
-    for folder in folders:
-        for rec_json in sorted(Path(folder).glob("round*/*/record.json")):
-            r = int(rec_json.parent.parent.name.removeprefix("round"))
-            name = next(
-                (
-                    p
-                    for p in sorted(PIPELINES, key=len, reverse=True)
-                    if rec_json.parent.name.startswith(p + "-")
-                ),
-                None,
-            )
-            if name is None:
-                continue
-            call = rec_json.parent.name[len(name) + 1 :]
-            record = RoomCallRecord.load(rec_json.parent)
-            res = to_call_result(record, fillers, pipeline=name)
-            plan_json = rec_json.parent / "plan.json"  # the caller's plan, saved beside each room call
-            if plan_json.is_file():
-                _mark_backchannels(res, plan_from_json(json.loads(plan_json.read_text())))
-            runs.append((name, call, r, res))
-    return runs
-
-
 def mark_backchannels(runs: list[RunRecord], calls: dict[str, list[TurnPlan]]) -> None:
     """Each turn the call plan marks as a backchannel, by its file (a call cut short has fewer turns)."""
     for _, call, _, res in runs:
-        _mark_backchannels(res, calls.get(call, []))
-
-
-def _mark_backchannels(res: CallResult, plan: list[TurnPlan]) -> None:
-    marked = {t.path.name for t in plan if t.backchannel}
-    for tr in res.turns:
-        tr.backchannel = Path(tr.file).name in marked
+        marked = {t.path.name for t in calls.get(call, []) if t.backchannel}
+        for tr in res.turns:
+            tr.backchannel = Path(tr.file).name in marked
 
 
 def _print_heard(report: dict[str, Any]) -> None:
@@ -340,25 +292,7 @@ def _backchannel_line(turn_taking: dict[str, Any]) -> str:
     )
 
 
-def from_records(args: argparse.Namespace) -> dict[str, Any]:
-    runs = records_runs(args.records)
-    if not runs:
-        raise PlanError(f"no round*/*/record.json under {', '.join(args.records)}")
-    if args.listen:
-        listen_runs([r[3] for r in runs], args.listen)
-    pipelines = [p for p in PIPELINES if any(r[0] == p for r in runs)]
-    report = pipelines_json(runs, pipelines, len({r[2] for r in runs}), livekit=True)
-    print(pipelines_table(report))
-    _print_heard(report)
-    _write_json(args, report)
-    return report
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    if args.merge:
-        return merge(args)
-    if args.records:
-        return from_records(args)
     pipelines = parse_pipelines(args.pipeline)
     out = Path(args.out)
     if args.agent:
@@ -370,7 +304,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         served = served_agent_for(os.environ["PARLEY_AGENT"])
         print(f"== agent: {served.name if served and served.name else args.agent} ({args.agent}) ==")
     calls = load_calls(args, out)
-    single = len(pipelines) == 1 and args.runs == 1 and len(calls) == 1 and not args.round_start
+    single = len(pipelines) == 1 and args.runs == 1 and len(calls) == 1
     on_run = _printer(args, out, single)
     t = time.monotonic()
     livekit = use_room(args.livekit)
@@ -381,9 +315,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(machine_speed.describe(speed), flush=True)
     if livekit:
         print(f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) ==")
-        runs = run_room(calls, pipelines, args.runs, out, on_run, args.round_start, args.isolation)
+        runs = run_room(calls, pipelines, args.runs, out, on_run, args.isolation)
     else:
-        runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run, args.round_start))
+        runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run))
     print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio and timelines in {out})")
     mark_backchannels(runs, calls)
     if args.listen:
@@ -391,7 +325,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if single:
         name, call, _, res = runs[0]
         report = call_json(res)
-        folder = out / f"round{args.round_start}" / f"{name}-{call}"
+        folder = out / "round0" / f"{name}-{call}"
         report["files"] = {
             "wav": str(folder / f"call-{name}.wav"),
             "timeline": str(folder / f"timeline-{name}.png"),
@@ -427,11 +361,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", action="append", help="a call: folder of turns (*.wav 16 kHz, or turns.json)")
     ap.add_argument("--pipeline", default="parley", help="parley,stock-tuned,stock (any subset)")
     ap.add_argument("--runs", type=int, default=1, help="rounds; each calls every pipeline, order rotated")
-    ap.add_argument(
-        "--round-start", type=int, default=0, help="number of the first round (sets the rotation)"
-    )
-    ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge reports of earlier invocations")
-    ap.add_argument("--records", nargs="+", metavar="DIR", help="report room calls recorded under DIR/stack")
     ap.add_argument("--agent", help="an agent file (sets PARLEY_AGENT for the worker / offline session)")
     ap.add_argument("--script", help="a call script: rendered into OUT/caller/ and played as one more call")
     ap.add_argument("--json", help="write the results here")

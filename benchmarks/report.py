@@ -257,21 +257,6 @@ def pipelines_json(
     return summarise(raw, pipelines, n_runs, livekit)
 
 
-def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """Several multi-pipeline reports (rounds run one invocation at a time) as one."""
-    pipelines = list(dict.fromkeys(n for rep in reports for n in rep["pipelines"]))
-    raw: dict[str, dict[str, list[Any]]] = {
-        n: {"turns": [], "greetings_ms": [], "errors": []} for n in pipelines
-    }
-    for rep in reports:
-        for name, r in rep["pipelines"].items():
-            for key in raw[name]:
-                raw[name][key] += r.get(key, [])
-    livekit = all(rep.get("livekit") for rep in reports)
-    n_runs = len({(t["run"]) for r in raw.values() for t in r["turns"]})
-    return summarise(raw, pipelines, n_runs, livekit)
-
-
 def summarise(
     raw: dict[str, dict[str, list[Any]]], pipelines: list[str], n_runs: int, livekit: bool
 ) -> dict[str, Any]:

@@ -214,7 +214,6 @@ def run_room_benchmark(
     runs: int,
     opts: LiveKitCallOptions,
     on_run: Callable[[RoomRun], None] | None = None,
-    first_round: int = 0,
 ) -> list[RoomRun]:
     """Every pipeline served by its own real worker process (`--set pipeline=…`, one agent name each) behind
     one livekit-server; each round calls every pipeline with every call, the pipeline order rotated."""
@@ -228,7 +227,7 @@ def run_room_benchmark(
             stack.start_worker(name=log_name, env={"PARLEY_AGENT_NAME": name}, options={"pipeline": name})
         waited = wait_until_quiet(stack)
         log.info("workers ready", extra={"pipelines": list(pipelines), "waited_s": round(waited, 1)})
-        for r in range(first_round, first_round + runs):
+        for r in range(runs):
             for name in rotated(list(pipelines), r):
                 for call, plan in calls.items():
                     out = opts.out_dir / f"round{r}" / f"{name}-{call}"

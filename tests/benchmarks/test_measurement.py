@@ -441,10 +441,9 @@ def test_agent_voice_inside_a_callers_turn_counts_as_taken_early() -> None:
     assert tt["fragment_replies"] == 1 and tt["fragment_turns"][0]["file"] == "a.wav"
 
 
-def test_room_calls_read_back_from_their_records_keep_the_plans_backchannel_marks(tmp_path: Path) -> None:
-    from benchmarks.call import records_runs
-    from simulator.call_plan import TurnPlan, plan_to_json
+def test_a_room_calls_record_reads_back_as_it_was_saved(tmp_path: Path) -> None:
     from simulator.room_caller import RoomCallRecord, SentTurn
+    from simulator.room_result import to_call_result
 
     mic = _agent_track([(1.0, 1.8), (4.0, 4.4)], until=6.0, rate=16_000)
     agent = _agent_track([(2.3, 5.0)], until=6.0)
@@ -452,13 +451,14 @@ def test_room_calls_read_back_from_their_records_keep_the_plans_backchannel_mark
         SentTurn("a.wav", start=0.9, last_voiced=1.8),
         SentTurn("b.wav", start=3.9, last_voiced=4.4, start_mode="during_reply"),
     ]
-    folder = tmp_path / "stack" / "round0" / "parley-call"
-    RoomCallRecord("r", 0.0, 6.0, None, turns, [], [], [], mic, agent).save(folder)
-    plan = [
-        TurnPlan(Path("a.wav"), "after_reply", 0),
-        TurnPlan(Path("b.wav"), "during_reply", 700, "Mm-hmm.", backchannel=True),
-    ]
-    (folder / "plan.json").write_text(json.dumps(plan_to_json(plan)))
-    [(pipeline, call, round_, res)] = records_runs([str(tmp_path / "stack")])
-    assert (pipeline, call, round_) == ("parley", "call", 0)
-    assert [t.backchannel for t in res.turns] == [False, True]
+    saved = RoomCallRecord("r", 0.0, 6.0, None, turns, [], [(2.0, {"k": 1})], ["e"], mic, agent, hung_up=5.5)
+    saved.save(tmp_path)
+    loaded = RoomCallRecord.load(tmp_path)
+    assert (loaded.turns, loaded.metrics, loaded.errors, loaded.hung_up) == (
+        turns,
+        [(2.0, {"k": 1})],
+        ["e"],
+        5.5,
+    )
+    assert loaded.agent.chunks[0][0] == agent.chunks[0][0] and len(loaded.mic.chunks) == len(mic.chunks)
+    assert [t.file for t in to_call_result(loaded).turns] == ["a.wav", "b.wav"]
