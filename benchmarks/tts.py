@@ -399,14 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve = ["--max-streams", str(max(2, args.concurrency)), *args.serve_arg]
         if args.overhead:
-            standin = [
-                "--backend",
-                "standin",
-                "--snac-dir",
-                "standin",
-                "--standin-speed",
-                str(args.standin_speed),
-            ]
+            speed = str(args.standin_speed)
+            standin = ["--backend", "standin", "--snac-dir", "standin", "--standin-speed", speed]
             engine = LocalEngine([*standin, *serve], http_port=free_port())
             engine.wait_ready()
             coro: Awaitable[dict[str, Any]] = bench_overhead(args, engine)

@@ -255,22 +255,8 @@ def _spans_between_breaks(audio: np.ndarray, pauses: list[float]) -> list[tuple[
 
 def espeak(voice: str, text: str, *, wpm: int = 165, pitch: int = 50, ssml: bool = False) -> np.ndarray:
     """espeak-ng speech as float32 mono 16 kHz (espeak writes 22.05 kHz WAV to stdout)."""
-    out = subprocess.run(
-        [
-            "espeak-ng",
-            "-v",
-            voice,
-            "-s",
-            str(wpm),
-            "-p",
-            str(pitch),
-            *(["-m"] if ssml else []),
-            "--stdout",
-            text,
-        ],
-        check=True,
-        capture_output=True,
-    ).stdout
+    cmd = ["espeak-ng", "-v", voice, "-s", str(wpm), "-p", str(pitch), *(["-m"] if ssml else []), "--stdout"]
+    out = subprocess.run([*cmd, text], check=True, capture_output=True).stdout
     audio, sr = sf.read(io.BytesIO(out), dtype="float32")
     return soxr.resample(audio, sr, RATE).astype(np.float32)
 

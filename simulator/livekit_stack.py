@@ -43,6 +43,10 @@ API_KEY = "devkey"
 API_SECRET = "secret-for-parley-e2e-tests-only-32b"
 
 
+NO_PERSISTENCE = ("--save", "", "--appendonly", "no")
+"""Redis keeps nothing on disk: the stack is thrown away after each run."""
+
+
 class ComponentMissing(RuntimeError):
     """A part of the stack is not installed here; the message is the one-line skip reason."""
 
@@ -577,26 +581,15 @@ class E2EStack:
         self.ns.check_sealed()
         if self.opts.capture:
             self._capture = self.spawn(
-                "tshark",
-                ["tshark", "-q", "-n", "-i", "any", "-w", str(self.capture_path)],
+                "tshark", ["tshark", "-q", "-n", "-i", "any", "-w", str(self.capture_path)]
             )
             self.wait_log(self._capture, r"Capturing on", 20)
         cfg = self.opts.out_dir / "livekit.yaml"
         cfg.write_text(livekit_server_config(self.opts, self.ns))
         if self.opts.redis:
+            port = str(self.opts.redis_port)
             redis = self.spawn(
-                "redis",
-                [
-                    "redis-server",
-                    "--bind",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.opts.redis_port),
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ],
+                "redis", ["redis-server", "--bind", "127.0.0.1", "--port", port, *NO_PERSISTENCE]
             )
             self.wait_tcp(self.opts.redis_port, redis)
         server = self.spawn("livekit-server", [str(find_binary("livekit-server")), "--config", str(cfg)])
