@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,31 +78,12 @@ def load_plan(data: Path) -> list[TurnPlan]:
 
 
 def plan_to_json(plan: list[TurnPlan]) -> list[dict[str, Any]]:
-    return [
-        {
-            "file": str(t.path),
-            "start": t.start,
-            "delay_ms": t.delay_ms,
-            "text": t.text,
-            "expect": t.expect,
-            "backchannel": t.backchannel,
-        }
-        for t in plan
-    ]
+    return [{"file": str(t.path), **{k: v for k, v in asdict(t).items() if k != "path"}} for t in plan]
 
 
 def plan_from_json(items: list[dict[str, Any]]) -> list[TurnPlan]:
-    return [
-        TurnPlan(
-            Path(i["file"]),
-            i["start"],
-            i["delay_ms"],
-            i.get("text", ""),
-            i.get("expect", []),
-            bool(i.get("backchannel", False)),
-        )
-        for i in items
-    ]
+    keys = ("start", "delay_ms", "text", "expect", "backchannel")
+    return [TurnPlan(Path(i["file"]), **{k: i[k] for k in keys if k in i}) for i in items]
 
 
 # --- judging replies --------------------------------------------------------------------------------------
@@ -172,32 +153,30 @@ def agent_fixed_lines() -> dict[str, set[str]]:
     except ImportError:  # pragma: no cover
         pass
     try:  # the cached apology lines the filler controller may play
-        from caches.phrases import load_phrases
-
-        phrases = load_phrases()
-        for by_kind in [
-            *phrases.defaults.values(),
-            *(v for b in phrases.voice_overrides.values() for v in b.values()),
-        ]:
-            lines["apology"].update(by_kind.get("apology", ()))  # type: ignore[call-overload]
+        lines["apology"].update(_phrase_lines("apology"))
     except Exception:  # pragma: no cover - no phrase set in this checkout
         pass
     return lines
 
 
-def default_filler_texts() -> set[str]:
-    """Every acknowledgement and hold line of the phrase set (what the worker may play as a filler)."""
+def _phrase_lines(*kinds: str) -> set[str]:
+    """The phrase set's lines of these kinds, the defaults and every voice's own."""
     from caches.phrases import load_phrases
 
     phrases = load_phrases()
     out: set[str] = set()
-    for kinds in [
+    for by_kind in [
         *phrases.defaults.values(),
-        *(v for by in phrases.voice_overrides.values() for v in by.values()),
+        *(v for b in phrases.voice_overrides.values() for v in b.values()),
     ]:
-        for kind in ("acknowledgement", "hold"):
-            out.update(kinds.get(kind, ()))  # type: ignore[call-overload]
+        for kind in kinds:
+            out.update(by_kind.get(kind, ()))  # type: ignore[call-overload]
     return out
+
+
+def default_filler_texts() -> set[str]:
+    """Every acknowledgement and hold line of the phrase set (what the worker may play as a filler)."""
+    return _phrase_lines("acknowledgement", "hold")
 
 
 def is_filler_text(text: str, norm_fillers: set[str]) -> bool:
