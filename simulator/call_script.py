@@ -34,6 +34,8 @@ import yaml
 
 RATE = 16_000
 LEAD_S, TAIL_S = 0.3, 1.0  # silence before and after each line, as in a phone call
+PLAN_KEYS = ("start", "delay_ms", "expect", "backchannel")
+"""A parsed turn's fields that turns.json carries as they are (simulator/call_plan.py reads them)."""
 _PAUSE = re.compile(r"\[pause\s+([0-9]*\.?[0-9]+)\s*\]")
 _VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -97,12 +99,10 @@ def parse_script(script: Path, agent_file: Path | None = None) -> tuple[str, lis
             not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 60_000
         ):
             raise _fail(script, f"{where}.delay_ms", "must be a whole number of ms from 0 to 60000")
-        barge = t.get("barge_in", False)
-        if not isinstance(barge, bool):
-            raise _fail(script, f"{where}.barge_in", "must be true or false")
-        backchannel = t.get("backchannel", False)
-        if not isinstance(backchannel, bool):
-            raise _fail(script, f"{where}.backchannel", "must be true or false")
+        for flag in ("barge_in", "backchannel"):
+            if not isinstance(t.get(flag, False), bool):
+                raise _fail(script, f"{where}.{flag}", "must be true or false")
+        barge, backchannel = t.get("barge_in", False), t.get("backchannel", False)
         if backchannel and t.get("barge_in") is False:
             raise _fail(script, f"{where}.backchannel", "is said over the reply: leave barge_in out")
         turns.append(
@@ -183,16 +183,7 @@ def render_script(
         name = f"{i:02d}-{_slug(t['say'])}.wav"
         sf.write(out_dir / name, render_line(speaker, t["say"]), RATE, subtype="PCM_16")
         text = " ".join(_PAUSE.sub(" ", t["say"]).split())
-        listing.append(
-            {
-                "file": name,
-                "text": text,
-                "start": t["start"],
-                "delay_ms": t["delay_ms"],
-                "expect": t["expect"],
-                "backchannel": t["backchannel"],
-            }
-        )
+        listing.append({"file": name, "text": text, **{k: t[k] for k in PLAN_KEYS}})
     (out_dir / "turns.json").write_text(json.dumps(listing, indent=1, ensure_ascii=False))
     return out_dir
 
