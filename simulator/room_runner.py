@@ -8,6 +8,7 @@ process in that network and turns its record into a `CallResult` (`simulator.roo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -101,10 +102,7 @@ def run_caller(
     plan_file = out / "plan.json"
     plan_file.write_text(json.dumps(plan_to_json(plan)))
     cmd = [
-        str(PYTHON),
-        "-m",
-        "simulator.room_caller",
-        "caller",
+        *(str(PYTHON), "-m", "simulator.room_caller", "caller"),
         *("--url", stack.livekit_url, "--api-key", API_KEY, "--api-secret", API_SECRET),
         *("--agent-name", agent_name or stack.opts.agent_name, "--out", str(out)),
         *("--join-timeout-s", str(opts.join_timeout_s), "--reply-timeout-s", str(opts.reply_timeout_s)),
@@ -190,20 +188,19 @@ def wait_until_quiet(stack: E2EStack, max_s: float = 180.0, idle_pct: float = 15
             procs += [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             continue
+
+    def busy() -> float:
+        """CPU % of every process since the last call (the first call starts the count)."""
+        total = 0.0
+        for p in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                total += p.cpu_percent(None)
+        return total
+
     while time.monotonic() - t0 < max_s:
-        busy = 0.0
-        for p in procs:
-            try:
-                p.cpu_percent(None)
-            except psutil.NoSuchProcess:
-                pass
+        busy()
         time.sleep(2.0)
-        for p in procs:
-            try:
-                busy += p.cpu_percent(None)
-            except psutil.NoSuchProcess:
-                pass
-        if busy < idle_pct:
+        if busy() < idle_pct:
             break
     return time.monotonic() - t0
 
