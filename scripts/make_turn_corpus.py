@@ -18,13 +18,8 @@ hand-edited audio), so the same command always gives the same files.
     (the other half was the test split until 2026-12-07 and is retired: word tables had been fitted to it);
     `test` is scripts/data/turn_corpus_test.yaml, written after the rules were fixed, said by `TEST_VOICES`,
     which dev does not use.
-  - Pauses: `--pauses separate` (default) synthesises each part on its own and puts digital silence
-    between them, so the part before a pause ends with the falling pitch of a finished sentence (half get
-    a trailing comma's continuation rise). `--pauses in-sentence` has the espeak-ng voices say the whole
-    turn in one utterance with an SSML break at each pause, so the words before it keep the level pitch of
-    an unfinished clause, as a hesitating caller's do (hibari has no breaks: its files stay separate). The
-    other draws (rates, levels, noise, pause lengths) are the same, so the two renderings pair file by
-    file. Each label's `pause_rendering` says which was used.
+  - Pauses: each part is synthesised on its own with digital silence between them, so the part before a
+    pause ends with the falling pitch of a finished sentence (half get a trailing comma's continuation rise).
   - `--held-out-voice`: every template said `--renders` times by a Piper voice (a third engine), for
     figures on a voice the tuning never heard.
   - Output: out/corpus/{dev,test}/{web,telephony}/ with WAVs, same-name .txt transcripts and labels.json in
@@ -37,7 +32,6 @@ hand-edited audio), so the same command always gives the same files.
 from __future__ import annotations
 
 import argparse
-import html
 import io
 import json
 import random
@@ -204,58 +198,10 @@ class Synth:
         pcm = self._piper.synthesize(text, rate).astype(np.float32) / 32768.0
         return soxr.resample(pcm, self._piper.sample_rate, RATE).astype(np.float32)
 
-    def with_breaks(
-        self, voice: Voice, parts: list[str], pauses: list[float], rate: float, seed: int
-    ) -> tuple[np.ndarray, list[tuple[int, int]]] | None:
-        """The parts said as one espeak-ng utterance with an SSML break of each pause between them: the
-        audio (silence trimmed at both ends) and each part's sample span; None where the breaks cannot be
-        found again in the audio (the caller falls back to separate parts)."""
-        if voice.engine != "espeak" or not pauses:
-            return None
-        body = "".join(
-            html.escape(part) + (f' <break time="{round(pause * 1000)}ms"/> ' if i < len(pauses) else "")
-            for i, (part, pause) in enumerate(zip(parts, [*pauses, 0.0], strict=True))
-        )
-        audio = trim(
-            espeak(
-                f"{voice.name}{voice.variant}",
-                f"<speak>{body}</speak>",
-                wpm=round(165 * rate),
-                pitch=45 + seed % 20,
-                ssml=True,
-            )
-        )
-        spans = _spans_between_breaks(audio, pauses)
-        return None if spans is None else (audio, spans)
 
-
-def _spans_between_breaks(audio: np.ndarray, pauses: list[float]) -> list[tuple[int, int]] | None:
-    """Each part's sample span, cut at the silent runs the breaks left: the longest runs, in order, each at
-    least 80 % of its break (espeak's own clause pauses are far shorter)."""
-    frame = RATE // 100
-    n = len(audio) // frame
-    rms = np.sqrt(np.mean(audio[: n * frame].reshape(n, frame) ** 2, axis=1) + 1e-12)
-    quiet = 20 * np.log10(rms / rms.max()) <= -40.0
-    runs: list[tuple[int, int]] = []
-    start = None
-    for i, q in enumerate([*quiet, False]):
-        if q and start is None:
-            start = i
-        elif not q and start is not None:
-            runs.append((start, i))
-            start = None
-    longest = sorted(sorted(runs, key=lambda r: r[0] - r[1])[: len(pauses)])
-    if len(longest) < len(pauses):
-        return None
-    if any((b - a) / 100 < 0.8 * p for (a, b), p in zip(longest, pauses, strict=True)):
-        return None
-    edges = [0, *[x for a, b in longest for x in (a * frame, b * frame)], len(audio)]
-    return [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
-
-
-def espeak(voice: str, text: str, *, wpm: int = 165, pitch: int = 50, ssml: bool = False) -> np.ndarray:
+def espeak(voice: str, text: str, *, wpm: int = 165, pitch: int = 50) -> np.ndarray:
     """espeak-ng speech as float32 mono 16 kHz (espeak writes 22.05 kHz WAV to stdout)."""
-    cmd = ["espeak-ng", "-v", voice, "-s", str(wpm), "-p", str(pitch), *(["-m"] if ssml else []), "--stdout"]
+    cmd = ["espeak-ng", "-v", voice, "-s", str(wpm), "-p", str(pitch), "--stdout"]
     out = subprocess.run([*cmd, text], check=True, capture_output=True).stdout
     audio, sr = sf.read(io.BytesIO(out), dtype="float32")
     return soxr.resample(audio, sr, RATE).astype(np.float32)
@@ -309,11 +255,10 @@ def pause_s(case: str, rng: random.Random) -> float:
 
 
 def render(
-    synth: Synth, template: Template, voice: Voice, index: int, seed: int, pauses: str = "separate"
+    synth: Synth, template: Template, voice: Voice, index: int, seed: int
 ) -> tuple[np.ndarray, list[tuple[float, float]], list[str], dict[str, float | str]]:
     """One utterance: speech parts with exact silences between them, then level and noise. Returns the
-    audio, each part's speech span and the parts' words. Every random draw is made in the same order
-    whatever `pauses` is, so the renderings of one seed pair file by file."""
+    audio, each part's speech span and the parts' words."""
     rng = random.Random(f"{seed}:{template.id}:{index}")
     parts = fill(template, rng)
     rate = rng.uniform(0.85, 1.2)
@@ -329,24 +274,18 @@ def render(
             spoken = part.rstrip(",") + ","  # half the hesitations get the TTS's continuation rise
         spoken_parts.append(spoken)
         seeds.append(rng.randrange(1000))
-    joined = synth.with_breaks(voice, parts, gaps, rate, seeds[0]) if pauses == "in-sentence" else None
-    if joined is not None:  # one utterance: the breaks' silences are the pauses
-        speech, spans = joined
-        pieces = [lead, speech]
-        segments = [(round((len(lead) + a) / RATE, 3), round((len(lead) + b) / RATE, 3)) for a, b in spans]
-    else:
-        pieces = [lead]
-        segments = []
-        pos = len(lead)
-        for i, spoken in enumerate(spoken_parts):
-            if i:
-                gap = np.zeros(round(gaps[i - 1] * RATE), np.float32)
-                pieces.append(gap)
-                pos += len(gap)
-            speech = synth(voice, spoken, rate, seeds[i])
-            segments.append((round(pos / RATE, 3), round((pos + len(speech)) / RATE, 3)))
-            pieces.append(speech)
-            pos += len(speech)
+    pieces = [lead]
+    segments = []
+    pos = len(lead)
+    for i, spoken in enumerate(spoken_parts):
+        if i:
+            gap = np.zeros(round(gaps[i - 1] * RATE), np.float32)
+            pieces.append(gap)
+            pos += len(gap)
+        speech = synth(voice, spoken, rate, seeds[i])
+        segments.append((round(pos / RATE, 3), round((pos + len(speech)) / RATE, 3)))
+        pieces.append(speech)
+        pos += len(speech)
     pieces.append(np.zeros(int(1.5 * RATE), np.float32))
     audio = np.concatenate(pieces)
     voiced = np.concatenate([audio[int(a * RATE) : int(b * RATE)] for a, b in segments])
@@ -360,7 +299,6 @@ def render(
         "level_dbfs": round(level_db, 1),
         "noise": kind,
         "snr_db": round(snr_db, 1),
-        "pause_rendering": "in-sentence" if joined is not None else "separate",
     }
     return np.clip(audio, -1, 1).astype(np.float32), segments, parts, info
 
@@ -401,12 +339,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--renders", type=int, default=4, help="utterances per template (different voices)")
     ap.add_argument(
-        "--pauses",
-        choices=("separate", "in-sentence"),
-        default="separate",
-        help="how a hesitation's pause is rendered (see the module docstring)",
-    )
-    ap.add_argument(
         "--held-out-voice",
         action="store_true",
         help=f"every render in the held-out voice ({HELD_OUT_VOICE.engine}:{HELD_OUT_VOICE.name})",
@@ -435,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         if split == "retired":
             continue
         for index, voice in enumerate(drawn):
-            audio, segments, parts, info = render(synth, template, voice, index, args.seed, args.pauses)
+            audio, segments, parts, info = render(synth, template, voice, index, args.seed)
             text = " ".join(parts)
             name = f"{template.id}_{index}.wav"
             voice_name = f"{voice.engine}:{voice.name}{voice.variant if voice.engine == 'espeak' else ''}"
