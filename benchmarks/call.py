@@ -34,6 +34,7 @@ from simulator.offline import CallResult, run_call, write_stereo
 from worker.settings import Settings, SettingsError, load_settings
 
 from . import machine_speed
+from .cli import write_json
 from .heard import add_listen_arguments, describe, listen_runs
 from .report import (
     call_json,
@@ -342,14 +343,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["script"] = _check_script(list(calls)[-1], args.script_dir, runs)
     if speed is not None:
         report["machine_speed"] = speed
-    _write_json(args, report)
-    return report
-
-
-def _write_json(args: argparse.Namespace, report: dict[str, Any]) -> None:
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False))
+        write_json(args.json, report)
+    return report
 
 
 def _interrupt(signum: int, _frame: Any) -> None:

@@ -16,7 +16,7 @@ Table = Callable[[dict[str, Any]], None]
 
 def write_json(path: str | Path, report: dict[str, Any]) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(report, indent=2))
+    Path(path).write_text(json.dumps(report, indent=2, ensure_ascii=False))
 
 
 def emit(report: dict[str, Any], print_table: Table, json_path: str | Path | None) -> int:

@@ -20,16 +20,18 @@ point. No network, no download: both models ship inside Python packages.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks.cli import emit
 
 log = logging.getLogger("parley.bench.machine_speed")
 
@@ -132,11 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--json", type=Path, help="write the timings here")
     args = ap.parse_args(argv)
-    speed = measure()
-    print(describe(speed))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(speed, indent=1))
+    sys.exit(emit(measure(), lambda speed: print(describe(speed)), args.json))
 
 
 if __name__ == "__main__":
