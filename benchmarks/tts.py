@@ -40,6 +40,7 @@ from typing import Any
 from benchmarks.cli import emit, fail, percentiles
 from plugins.local_socket import default_socket_path
 from plugins.orpheus.client import EngineClient, EngineEvent
+from worker.llm_server import free_port
 
 SAMPLE_RATE = 24000
 STREAM_TIMEOUT_S = 300.0
@@ -173,14 +174,6 @@ class LocalEngine:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def read_tokens(http: Any, port: int) -> float:
