@@ -63,6 +63,8 @@ FRAME_S = 0.02
 PAD_S = 2.0
 MISS_AFTER_S = 3.0
 HELD_MS = 1500.0  # a finished turn answered later than this counts as held
+BASELINES = ("stock", "smart_turn", "vad_only")
+"""The pipelines Parley's is compared with (`run_benchmark`), in the order the table prints them."""
 
 STOCK_VAD = VadParams(
     activation_threshold=0.5,
@@ -717,9 +719,7 @@ async def run_benchmark(
         "stt_latency_model": "measured" if stt_latency_s is None else f"fixed {stt_latency_s * 1000:.0f} ms",
         "text": "reference" if reference_text else "decoded",
         "split": sorted({c.split for c in cases if c.split}),
-        "stock": out.get("stock"),
-        "vad_only": out.get("vad_only"),
-        "smart_turn": out.get("smart_turn"),
+        **{k: out.get(k) for k in BASELINES},
         "lm_eot": None
         if lm is None
         else {
@@ -737,10 +737,7 @@ async def run_benchmark(
 # --- real-time cross-check through AgentSession ----------------------------------------
 def print_table(result: dict[str, Any], *, per_file: bool = True) -> None:
     rows = [("parley", result)]
-    others = (("stock", "stock"), ("smart-turn", "smart_turn"))
-    for name, key in (*others, ("vad-only", "vad_only")):
-        if result.get(key) is not None:
-            rows.append((name, result[key]))
+    rows += [(k.replace("_", "-"), result[k]) for k in BASELINES if result.get(k) is not None]
     print(
         f"profile={result['profile']}  audio EOT model={'on' if result['audio_model'] else 'off'}  "
         f"whisper decode p50={result['stt_decode_ms']['p50']} ms p95={result['stt_decode_ms']['p95']} ms  "
