@@ -96,17 +96,13 @@ async def run_trial(
     track = np.concatenate([np.zeros(int(CALLER_AT_S * RATE), np.float32), audio])
     track = np.concatenate([track, np.zeros(int((AGENT_LINE_S + 2.0) * RATE) - len(track), np.float32)])
     mic = RealTimeMic(track)
-    duck = None if params.duck_db is None else Duck(params.duck_db, params.duck_hold_s)
+    duck = None if params.duck_db is None else Duck(params.duck_db, params.duck_hold_s, setup.hooks)
     sessions: list[Any] = []
     speaker = PacedSpeaker(
         AGENT_RATE,
         clock=mic.clock,
         duck=duck,
-        caller_speaking=lambda: (
-            bool(sessions)
-            and sessions[0].user_state == "speaking"
-            and not (duck is not None and setup.hooks.heard_listening_since(duck.started_at))
-        ),
+        caller_speaking=lambda: bool(sessions) and sessions[0].user_state == "speaking",
     )
 
     class BenchAgent(Agent):

@@ -64,6 +64,9 @@ class TurnHooks:
         """Wall-clock time the VAD said the caller's latest utterance ended (not back-dated)."""
         self.backchannels_ignored = 0
         self._overlap_read: tuple[float, OverlapVerdict] | None = None  # (when, verdict) of the last words
+        self.floor_listeners: list[Callable[[], None]] = []
+        """Called when words said over the agent (an interim is enough) take the floor."""
+        self._speech_started_at = 0.0
         self.pending_finals = 0
         """Caller utterances (VAD speech starts) of this turn whose FINAL has not come through the STT node.
         A count, not a flag: the FINAL of a first fragment may arrive while a second is being spoken, and
@@ -102,6 +105,7 @@ class TurnHooks:
     def on_user_state(self, ev: Any) -> None:
         self.caller_speaking = ev.new_state == "speaking"
         if ev.new_state == "speaking":
+            self._speech_started_at = time.time()
             self.overlapping = self.agent_speaking or self._reply_held()
             # the caller goes on within a pause the policy would have waited out (`max_delay`) while the
             # agent has begun an answer to their last words: the answer came too early, and whatever the
@@ -236,6 +240,9 @@ class TurnHooks:
             )
         if verdict is not OverlapVerdict.EMPTY:
             self._overlap_read = (time.time(), verdict)
+        if verdict is OverlapVerdict.BARGE_IN:
+            for listener in self.floor_listeners:
+                listener()
         if verdict is OverlapVerdict.BACKCHANNEL:
             if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT:
                 self.backchannels_ignored += 1
@@ -247,6 +254,11 @@ class TurnHooks:
         ducked reply stays on for them however long they take to say (worker/duck.py)."""
         read = self._overlap_read
         return read is not None and read[0] >= t and read[1] is OverlapVerdict.BACKCHANNEL
+
+    def floor_taken(self) -> bool:
+        """The caller's words over the agent since their voice began take the floor (worker/duck.py)."""
+        read = self._overlap_read
+        return read is not None and read[0] >= self._speech_started_at and read[1] is OverlapVerdict.BARGE_IN
 
     def _reply_stands_paused(self, ev: stt.SpeechEvent) -> bool:
         """True for settled words over the agent's reply while the caller's voice holds it paused."""

@@ -136,8 +136,7 @@ async def entrypoint(settings: Settings, ctx: JobContext) -> None:
     marks.attach_output(session)
     params = params_for(Profile(profile), turn_options(settings))
     if agent.turns is not None:
-        hooks = agent.turns.hooks
-        duck_room_output(session, params.duck_db, params.duck_hold_s, hooks.heard_listening_since)
+        duck_room_output(session, params.duck_db, params.duck_hold_s, agent.turns.hooks)
     if call is not None and answer is not None:
         listening = asyncio.create_task(
             answer_outbound(ctx, served, call, session, agent, answer, rate, reporter)

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .duck import Duck
+from .duck import Duck, OverlapReader
 
 log = logging.getLogger("parley.livekit_patches")
 
@@ -167,26 +166,24 @@ def duck_room_output(
     session: Any,
     level_db: float | None,
     hold_s: float | None = None,
-    listening_since: Callable[[float], bool] = lambda _t: False,
-) -> bool:
+    reader: OverlapReader | None = None,
+) -> Duck | None:
     """Duck instead of stopping the session's room audio while the caller's voice pauses it (`level_db`
-    below full; None leaves LiveKit's pause), silencing it once the caller has talked on for `hold_s` unless
-    `listening_since(duck time)` says their words so far are a backchannel. Call after `session.start`.
-    False (and one log line) when the session has no room output to duck."""
+    below full; None leaves LiveKit's pause), silencing it once the caller has talked on for `hold_s` or as
+    soon as the `reader` (the turn hooks) says their words take the floor. Call after `session.start`.
+    Returns the duck; None (and one log line when there is a level to duck to) without a room output."""
     if level_db is None:
-        return False
+        return None
     out = room_audio_output(session)
     if out is None or not _install_pause_drop() or not hasattr(out, "_audio_source"):
         log.warning("room audio output not found; a paused reply stops instead of ducking")
-        return False
+        return None
     if getattr(out, "_parley_duck", None) is None:
-        duck = Duck(level_db, hold_s)
+        duck = Duck(level_db, hold_s, reader)
         out._audio_source = _DuckedSource(out._audio_source, duck)
-        out._parley_caller_speaking = lambda: (
-            getattr(session, "user_state", None) == "speaking" and not listening_since(duck.started_at)
-        )
+        out._parley_caller_speaking = lambda: getattr(session, "user_state", None) == "speaking"
         out._parley_duck = duck
-    return True
+    return out._parley_duck  # type: ignore[no-any-return]
 
 
 def _install_speaking_rate() -> bool:

@@ -57,3 +57,48 @@ async def test_a_caller_who_talks_on_past_the_hold_silences_the_reply() -> None:
     resumed.stop()
     await asyncio.sleep(0.1)
     assert calls == ["silenced"] and listening.ducked and not resumed.ducked
+
+
+async def test_words_that_take_the_floor_silence_a_ducked_reply_at_once() -> None:
+    calls: list[str] = []
+    duck = Duck(-18.0, hold_s=10.0)
+    duck.silence_now()  # not ducked: nothing to silence
+    duck.start(lambda: calls.append("silenced"), lambda: True)
+    duck.silence_now()
+    duck.silence_now()  # once
+    assert calls == ["silenced"]
+
+
+class _Reader:
+    """The duck's view of the turn hooks, set by hand (turn_detection.TurnHooks implements it for real)."""
+
+    def __init__(self) -> None:
+        self.floor_listeners: list = []
+        self.listening = False
+        self.taken = False
+
+    def heard_listening_since(self, t: float) -> bool:
+        return self.listening
+
+    def floor_taken(self) -> bool:
+        return self.taken
+
+
+async def test_the_caller_s_words_decide_what_the_hold_does() -> None:
+    import asyncio
+
+    calls: list[str] = []
+    reader = _Reader()
+    reader.listening = True  # "okay, sure" so far: still listening past the hold
+    duck = Duck(-18.0, hold_s=0.05, reader=reader)
+    duck.start(lambda: calls.append("listening"), lambda: True)
+    await asyncio.sleep(0.1)
+    assert calls == [] and duck.ducked
+    for listener in reader.floor_listeners:  # then words that take the floor
+        listener()
+    assert calls == ["listening"]
+
+    early = _Reader()
+    early.taken = True  # the words came before the voice paused the reply
+    Duck(-18.0, hold_s=10.0, reader=early).start(lambda: calls.append("early"), lambda: True)
+    assert calls == ["listening", "early"]

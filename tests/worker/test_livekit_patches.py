@@ -84,8 +84,9 @@ async def test_a_ducked_room_output_goes_on_quieter_and_comes_back_up() -> None:
 
     out = _room_output()
     session = SimpleNamespace(output=SimpleNamespace(audio=out))
-    assert livekit_patches.duck_room_output(session, -18.0)
-    assert livekit_patches.duck_room_output(session, -18.0)  # once per output
+    duck = livekit_patches.duck_room_output(session, -18.0)
+    assert duck is not None
+    assert livekit_patches.duck_room_output(session, -18.0) is duck  # once per output
     got: list[float] = []
     source = out._audio_source._source
 
@@ -117,7 +118,7 @@ async def test_a_ducked_room_output_goes_on_quieter_and_comes_back_up() -> None:
 async def test_ducking_needs_a_room_output_and_a_level() -> None:
     from types import SimpleNamespace
 
-    assert not livekit_patches.duck_room_output(SimpleNamespace(output=SimpleNamespace(audio=None)), -18.0)
-    assert not livekit_patches.duck_room_output(
-        SimpleNamespace(output=SimpleNamespace(audio=_room_output())), None
-    )
+    no_room = SimpleNamespace(output=SimpleNamespace(audio=None))
+    assert livekit_patches.duck_room_output(no_room, -18.0) is None
+    no_level = SimpleNamespace(output=SimpleNamespace(audio=_room_output()))
+    assert livekit_patches.duck_room_output(no_level, None) is None
