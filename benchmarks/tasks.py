@@ -35,11 +35,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import yaml
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "simulator" / "tasks"
+TEXT_TURN_S = 90.0  # text mode: one LLM request's limit (a turn may make two: a tool call, then the reply)
 REPLY_TIMEOUT_S = 90.0
 """A task's caller waits this long for each reply: on a loaded host the voice detector alone has fallen 15 s
 behind (2026-12-07), and a caller that moves on early says "yes" to a question it never heard."""
@@ -56,6 +58,7 @@ class TaskResult:
     replies: list[str] = field(default_factory=list)
     v2v_ms: list[float] = field(default_factory=list)
     problem: str = ""
+    extracted: list[str] = field(default_factory=list)  # slots the LLM read (text mode, --llm): "day=…"
 
 
 def load_task(path: Path) -> dict[str, Any]:
@@ -152,7 +155,9 @@ class LlmTarget:
     external: bool
 
 
-def _agent(agent_file: Path, base_url: str, target: LlmTarget | None, runtime: Any) -> tuple[Any, Any]:
+def _agent(
+    agent_file: Path, base_url: str, target: LlmTarget | None, runtime: Any, reads: list[str]
+) -> tuple[Any, Any]:
     """(agent, llm) as the worker serves the file: its flow (reading slots its parsers missed through an
     external LLM, as the worker does), or free talk on the LLM with its HTTP tools."""
     from livekit.plugins import openai
@@ -180,11 +185,25 @@ def _agent(agent_file: Path, base_url: str, target: LlmTarget | None, runtime: A
             from worker.flows.extract import llm_extractor
 
             client = openai_sdk.AsyncClient(base_url=target.url, api_key="none", max_retries=0)
-            agent.flow.extract = llm_extractor(client, target.model, spec.timezone)
+            extract = llm_extractor(client, target.model, spec.timezone)
+
+            async def counted(text: str, name: str, slot: Any) -> str | None:
+                value = await extract(text, name, slot)
+                reads.append(f"{name}={value}")
+                return value
+
+            agent.flow.extract = counted
         return agent, ScriptedLLM(fail=True)
     assert target, "a free-talk agent needs an LLM"
+    # text mode measures whether the job gets done, not how fast: a larger model on a loaded CPU may take
+    # tens of seconds to read the instructions and tool schemas
     model = openai.LLM(
-        base_url=target.url, api_key="none", model=target.model, temperature=spec.llm.temperature or 0.3
+        base_url=target.url,
+        api_key="none",
+        model=target.model,
+        temperature=spec.llm.temperature or 0.3,
+        timeout=httpx.Timeout(TEXT_TURN_S, connect=2.0),
+        max_retries=0,
     )
     return ParleyAgent(opts, tools=tools), model
 
@@ -192,7 +211,8 @@ def _agent(agent_file: Path, base_url: str, target: LlmTarget | None, runtime: A
 async def run_text(
     task: dict[str, Any], name: str, agent_file: Path, port: int, target: LlmTarget | None
 ) -> TaskResult:
-    from livekit.agents import AgentSession
+    from livekit.agents import AgentSession, APIConnectOptions
+    from livekit.agents.voice.agent_session import SessionConnectOptions
 
     from examples.booking_service import Calendar, state_of
     from worker.agent_file import HttpToolRuntime
@@ -204,11 +224,12 @@ async def run_text(
     runtime = HttpToolRuntime()
     res = TaskResult(name, False, 0, 0, 0)
     try:
-        agent, model = _agent(agent_file, f"http://127.0.0.1:{port}", target, runtime)
-        async with AgentSession(llm=model) as session:
+        agent, model = _agent(agent_file, f"http://127.0.0.1:{port}", target, runtime, res.extracted)
+        conn = SessionConnectOptions(llm_conn_options=APIConnectOptions(max_retry=0, timeout=TEXT_TURN_S))
+        async with AgentSession(llm=model, conn_options=conn) as session:
             await session.start(agent)
             for i, line in enumerate(_lines(task), 1):
-                result: Any = await asyncio.wait_for(session.run(user_input=line), 60)
+                result: Any = await asyncio.wait_for(session.run(user_input=line), TEXT_TURN_S * 2)
                 res.replies += [
                     e.item.text_content or ""
                     for e in result.events
@@ -306,6 +327,7 @@ def summary(results: list[TaskResult]) -> dict[str, Any]:
         "apology_lines": sum(r.apologies for r in results),
         "v2v_p50_ms": round(v2v[len(v2v) // 2]) if v2v else None,
         "v2v_p95_ms": round(v2v[min(len(v2v) - 1, int(0.95 * len(v2v)))]) if v2v else None,
+        "llm_slot_reads": sum(len(r.extracted) for r in results),
     }
 
 
@@ -343,6 +365,7 @@ async def main_async(args: argparse.Namespace) -> int:
             mark = "ok " if r.right else "BAD"
             print(
                 f"{mark} {name}: turns {r.turns}, wrong {r.wrong_bookings}, apologies {r.apologies}",
+                f"LLM read {r.extracted}" if r.extracted else "",
                 r.problem,
             )
             if not r.right and args.verbose:
