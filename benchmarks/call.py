@@ -191,11 +191,14 @@ def run_room(
     out: Path,
     on_run: Any = None,
     isolation: Literal["auto", "netns", "loopback"] = "auto",
+    reply_timeout_s: float = 30.0,
 ) -> list[RunRecord]:
     from simulator.room_runner import LiveKitCallOptions, RoomRun, run_room_benchmark
 
     parley_env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
-    opts = LiveKitCallOptions(out_dir=out / "stack", base_env=parley_env, isolation=isolation)
+    opts = LiveKitCallOptions(
+        out_dir=out / "stack", base_env=parley_env, isolation=isolation, reply_timeout_s=reply_timeout_s
+    )
 
     def each(run: RoomRun) -> None:
         if on_run:
@@ -316,7 +319,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(machine_speed.describe(speed), flush=True)
     if livekit:
         print(f"== through a real local LiveKit room (livekit-server + worker; logs in {out / 'stack'}) ==")
-        runs = run_room(calls, pipelines, args.runs, out, on_run, args.isolation)
+        runs = run_room(calls, pipelines, args.runs, out, on_run, args.isolation, args.reply_timeout_s)
     else:
         runs = asyncio.run(run_offline(calls, pipelines, args.runs, on_run))
     print(f"({len(runs)} calls took {time.monotonic() - t:.0f} s; audio and timelines in {out})")
@@ -377,6 +380,13 @@ def main(argv: list[str] | None = None) -> None:
         default="auto",
         help="the room's network: a sealed namespace (root), plain loopback (any user), or auto (netns "
         "when allowed)",
+    )
+    ap.add_argument(
+        "--reply-timeout-s",
+        type=float,
+        default=30.0,
+        help="room: how long the caller waits for a reply before its next line (a loaded host's replies "
+        "come late; a caller that moves on merges two turns)",
     )
     add_listen_arguments(ap, "after the calls")
     ap.add_argument("--log-level", default="WARNING")

@@ -1,7 +1,7 @@
 """Task benchmark: does the agent get the caller's job done? Call scripts with an expected outcome (the
 booking service's bookings afterwards, or facts a reply must say) run against the example booking service.
 
-    python -m benchmarks.tasks [--split dev|test|all] [--agent examples/dental_clinic.yaml] [--json OUT]
+    python -m benchmarks.tasks [--split dev|test|all|unseen] [--agent FILE] [--llm URL] [--json OUT]
     python -m benchmarks.tasks --audio [--livekit]   # each task through benchmarks.call (voice, STT, TTS)
 
 Text mode (default): each caller line goes through a real AgentSession (`session.run`), the agent the
@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import re
 import subprocess
 import sys
@@ -34,11 +35,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import yaml
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "simulator" / "tasks"
+TEXT_TURN_S = 90.0  # text mode: one LLM request's limit (a turn may make two: a tool call, then the reply)
+REPLY_TIMEOUT_S = 90.0
+"""A task's caller waits this long for each reply: on a loaded host the voice detector alone has fallen 15 s
+behind (2026-12-07), and a caller that moves on early says "yes" to a question it never heard."""
 APOLOGY = re.compile(r"\b(sorry|apolog|trouble thinking|say that again|for your loss)\b", re.IGNORECASE)
 
 
@@ -52,6 +58,7 @@ class TaskResult:
     replies: list[str] = field(default_factory=list)
     v2v_ms: list[float] = field(default_factory=list)
     problem: str = ""
+    extracted: list[str] = field(default_factory=list)  # slots the LLM read (text mode, --llm): "day=…"
 
 
 def load_task(path: Path) -> dict[str, Any]:
@@ -139,8 +146,20 @@ async def _serve(calendar: Any, port: int) -> web.AppRunner:
 # --- text mode --------------------------------------------------------------------------------------------
 
 
-def _agent(agent_file: Path, base_url: str, llm_url: str | None, runtime: Any) -> tuple[Any, Any]:
-    """(agent, llm) as the worker serves the file: its flow, or free talk on the LLM with its HTTP tools."""
+@dataclass(frozen=True)
+class LlmTarget:
+    """The OpenAI-compatible LLM the agent gets: the embedded one, or an external one (`--llm`)."""
+
+    url: str
+    model: str
+    external: bool
+
+
+def _agent(
+    agent_file: Path, base_url: str, target: LlmTarget | None, runtime: Any, reads: list[str]
+) -> tuple[Any, Any]:
+    """(agent, llm) as the worker serves the file: its flow (reading slots its parsers missed through an
+    external LLM, as the worker does), or free talk on the LLM with its HTTP tools."""
     from livekit.plugins import openai
 
     from simulator.fakes import ScriptedLLM
@@ -159,20 +178,41 @@ def _agent(agent_file: Path, base_url: str, llm_url: str | None, runtime: Any) -
     )
     tools = http_tools(spec.http_tools, runtime)
     if spec.flow is not None:  # the session needs an LLM object; a flow agent never calls it
-        return make_flow_agent(spec.flow, spec.timezone, spec.http_tools, runtime, opts, tools), ScriptedLLM(
-            fail=True
-        )
-    assert llm_url, "a free-talk agent needs the embedded LLM"
+        agent = make_flow_agent(spec.flow, spec.timezone, spec.http_tools, runtime, opts, tools)
+        if target is not None and target.external:
+            import openai as openai_sdk
+
+            from worker.flows.extract import llm_extractor
+
+            client = openai_sdk.AsyncClient(base_url=target.url, api_key="none", max_retries=0)
+            extract = llm_extractor(client, target.model, spec.timezone)
+
+            async def counted(text: str, name: str, slot: Any) -> str | None:
+                value = await extract(text, name, slot)
+                reads.append(f"{name}={value}")
+                return value
+
+            agent.flow.extract = counted
+        return agent, ScriptedLLM(fail=True)
+    assert target, "a free-talk agent needs an LLM"
+    # text mode measures whether the job gets done, not how fast: a larger model on a loaded CPU may take
+    # tens of seconds to read the instructions and tool schemas
     model = openai.LLM(
-        base_url=llm_url, api_key="none", model="local", temperature=spec.llm.temperature or 0.3
+        base_url=target.url,
+        api_key="none",
+        model=target.model,
+        temperature=spec.llm.temperature or 0.3,
+        timeout=httpx.Timeout(TEXT_TURN_S, connect=2.0),
+        max_retries=0,
     )
     return ParleyAgent(opts, tools=tools), model
 
 
 async def run_text(
-    task: dict[str, Any], name: str, agent_file: Path, port: int, llm_url: str | None
+    task: dict[str, Any], name: str, agent_file: Path, port: int, target: LlmTarget | None
 ) -> TaskResult:
-    from livekit.agents import AgentSession
+    from livekit.agents import AgentSession, APIConnectOptions
+    from livekit.agents.voice.agent_session import SessionConnectOptions
 
     from examples.booking_service import Calendar, state_of
     from worker.agent_file import HttpToolRuntime
@@ -184,11 +224,12 @@ async def run_text(
     runtime = HttpToolRuntime()
     res = TaskResult(name, False, 0, 0, 0)
     try:
-        agent, model = _agent(agent_file, f"http://127.0.0.1:{port}", llm_url, runtime)
-        async with AgentSession(llm=model) as session:
+        agent, model = _agent(agent_file, f"http://127.0.0.1:{port}", target, runtime, res.extracted)
+        conn = SessionConnectOptions(llm_conn_options=APIConnectOptions(max_retry=0, timeout=TEXT_TURN_S))
+        async with AgentSession(llm=model, conn_options=conn) as session:
             await session.start(agent)
             for i, line in enumerate(_lines(task), 1):
-                result: Any = await asyncio.wait_for(session.run(user_input=line), 60)
+                result: Any = await asyncio.wait_for(session.run(user_input=line), TEXT_TURN_S * 2)
                 res.replies += [
                     e.item.text_content or ""
                     for e in result.events
@@ -217,9 +258,16 @@ def _tool_refusal(line: str) -> bool:
 
 
 async def run_audio(
-    task: dict[str, Any], name: str, agent_file: Path, port: int, livekit: bool, out: Path
+    task: dict[str, Any],
+    name: str,
+    agent_file: Path,
+    port: int,
+    livekit: bool,
+    out: Path,
+    target: LlmTarget | None = None,
 ) -> TaskResult:
-    """The task as a call script through benchmarks.call (voice, STT, turn-taking, TTS)."""
+    """The task as a call script through benchmarks.call (voice, STT, turn-taking, TTS); an external LLM
+    reaches the worker as a deployment would set it (PARLEY_LLM_BASE_URL, PARLEY_LLM_MODEL)."""
     from examples.booking_service import Calendar, state_of
 
     calendar = Calendar(start=dt.date.today())
@@ -233,11 +281,15 @@ async def run_audio(
         script.write_text(yaml.safe_dump(keep, sort_keys=False))
         report = out / f"{name}.json"
         cmd = [sys.executable, "-m", "benchmarks.call", "--agent", str(agent_file), "--script", str(script)]
-        cmd += ["--pipeline", "parley", "--out", str(out / name), "--json", str(report)]
+        # judged by the booking service and the reply transcripts: no listener pass after the call
+        cmd += ["--pipeline", "parley", "--out", str(out / name), "--json", str(report), "--no-listen"]
         if livekit:  # on loopback: the worker must reach the booking service on this host
-            cmd += ["--livekit", "on", "--isolation", "loopback"]
+            cmd += ["--livekit", "on", "--isolation", "loopback", "--reply-timeout-s", str(REPLY_TIMEOUT_S)]
+        env = dict(os.environ)
+        if target is not None:
+            env |= {"PARLEY_LLM_BASE_URL": target.url, "PARLEY_LLM_MODEL": target.model}
         proc = await asyncio.create_subprocess_exec(
-            *cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            *cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
         )
         await proc.wait()
     await runner.cleanup()
@@ -275,6 +327,7 @@ def summary(results: list[TaskResult]) -> dict[str, Any]:
         "apology_lines": sum(r.apologies for r in results),
         "v2v_p50_ms": round(v2v[len(v2v) // 2]) if v2v else None,
         "v2v_p95_ms": round(v2v[min(len(v2v) - 1, int(0.95 * len(v2v)))]) if v2v else None,
+        "llm_slot_reads": sum(len(r.extracted) for r in results),
     }
 
 
@@ -290,27 +343,29 @@ async def main_async(args: argparse.Namespace) -> int:
     agent_file = Path(args.agent)
     from worker.agent_file import load_agent_file
 
-    if not args.audio and load_agent_file(agent_file).flow is None:
-        from worker.llm_server import EmbeddedLLM
+    target = LlmTarget(args.llm, args.llm_model, external=True) if args.llm else None
+    if target is None and not args.audio and load_agent_file(agent_file).flow is None:
+        from worker.llm_server import MODEL_ALIAS, EmbeddedLLM
 
         llm = EmbeddedLLM()
-        llm_url: str | None = await asyncio.to_thread(llm.start)
-    else:
-        llm_url = None
+        target = LlmTarget(await asyncio.to_thread(llm.start), MODEL_ALIAS, external=False)
     results = []
     try:
         for path in files:
             task = load_task(path)
             name = f"{path.parent.name}/{path.stem}"
             if args.audio:
-                r = await run_audio(task, path.stem, agent_file, args.port, args.livekit, Path(args.out))
+                r = await run_audio(
+                    task, path.stem, agent_file, args.port, args.livekit, Path(args.out), target
+                )
             else:
-                r = await run_text(task, name, agent_file, args.port, llm_url)
+                r = await run_text(task, name, agent_file, args.port, target)
             r.task = name
             results.append(r)
             mark = "ok " if r.right else "BAD"
             print(
                 f"{mark} {name}: turns {r.turns}, wrong {r.wrong_bookings}, apologies {r.apologies}",
+                f"LLM read {r.extracted}" if r.extracted else "",
                 r.problem,
             )
             if not r.right and args.verbose:
@@ -328,7 +383,9 @@ async def main_async(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tasks", description=__doc__.splitlines()[0])
-    ap.add_argument("--split", choices=["dev", "test", "all"], default="dev")
+    ap.add_argument(
+        "--split", choices=["dev", "test", "all", "unseen"], default="dev", help="all = dev and test"
+    )
     ap.add_argument("--agent", default=str(ROOT / "examples" / "dental_clinic.yaml"))
     ap.add_argument("--only", help="run the tasks whose file name contains this (a,b: either)")
     ap.add_argument("--audio", action="store_true", help="through benchmarks.call (voice, STT, TTS)")
@@ -336,6 +393,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--port", type=int, default=8765, help="the booking service's port (--audio: the agent file's)"
     )
+    ap.add_argument(
+        "--llm",
+        metavar="URL",
+        help="an external OpenAI-compatible LLM (/v1 URL): a flow reads missed slots through it, free talk "
+        "talks through it; with --audio the worker gets it as PARLEY_LLM_BASE_URL",
+    )
+    ap.add_argument("--llm-model", default="local", help="the model name to ask --llm for")
     ap.add_argument("--out", default="out/tasks")
     ap.add_argument("--json", help="write the report here")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the replies of failed tasks")

@@ -43,6 +43,9 @@ class EmbeddedLLMOptions:
         0  # llama.cpp's cross-slot host-RAM prompt cache; each slot still reuses its own prefix
     )
     log_path: str = ""  # llama.cpp's own log (prompt/eval timings per request); empty = discarded
+    model: str = (
+        MODEL_ALIAS  # or a fetched optional model (worker/llm_models.py), served with its chat template
+    )
 
 
 def auto_threads(cores: int | None = None) -> int:
@@ -89,13 +92,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def gguf_for(model: str) -> str:
+    """The GGUF to serve: SmolLM2 from its package, or an optional model from the cache."""
+    if model == MODEL_ALIAS:
+        return model_path()
+    from .llm_models import ModelError, model_file
+
+    try:
+        return str(model_file(model))
+    except ModelError as e:
+        raise EmbeddedLLMError(str(e)) from None
+
+
 def _serve(opts: EmbeddedLLMOptions) -> None:
     import xllamacpp as xlc
 
     port = opts.port or free_port()
     params = xlc.CommonParams()
-    params.model.path = model_path()
-    params.model_alias = MODEL_ALIAS
+    params.model.path = gguf_for(opts.model)
+    params.model_alias = opts.model
+    # the optional models' own chat templates hold their tool-call format (native `tool_calls`)
+    params.use_jinja = opts.model != MODEL_ALIAS
     params.hostnames = ["127.0.0.1"]
     params.port = port
     params.n_parallel = opts.n_parallel
@@ -140,11 +157,13 @@ class EmbeddedLLM:
         self.base_url = ""
 
     def start(self, timeout_s: float = 90.0) -> str:
-        model_path()  # fail early with a clear message
+        gguf_for(self._opts.model)  # fail early with a clear message
         cmd = [
             sys.executable,
             "-m",
             "worker.llm_server",
+            "--model",
+            self._opts.model,
             "--port",
             str(self._opts.port),
             "--ctx",
@@ -183,7 +202,7 @@ class EmbeddedLLM:
             self.close()
             raise EmbeddedLLMError(f"embedded LLM failed to start within {timeout_s:.0f} s")
         self.base_url = line[0]
-        log.info("embedded LLM ready", extra={"base_url": self.base_url, "model": MODEL_ALIAS})
+        log.info("embedded LLM ready", extra={"base_url": self.base_url, "model": self._opts.model})
         return self.base_url
 
     def warm(self, messages: list[dict[str, str]], timeout_s: float = 30.0) -> int:
@@ -233,6 +252,7 @@ class EmbeddedLLM:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="Serve the embedded SmolLM2 model on loopback (OpenAI API).")
+    ap.add_argument("--model", default=MODEL_ALIAS, help="or a fetched optional model (worker/llm_models.py)")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--parallel", type=int, default=4)
@@ -249,6 +269,7 @@ def main() -> None:
                 threads=a.threads,
                 batch_threads=a.batch_threads,
                 cache_ram_mib=a.cache_ram_mib,
+                model=a.model,
             )
         )
     except EmbeddedLLMError as e:

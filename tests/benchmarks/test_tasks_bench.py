@@ -43,3 +43,14 @@ def test_the_task_sets_are_split_and_load() -> None:
     for path in dev + test:
         task = load_task(Path(path))
         assert task["turns"] and "outcome" in task
+
+
+def test_the_unseen_split_is_held_out_with_other_voices() -> None:
+    """Calls written after dev and test, in caller voices neither used: a check on speech nobody fitted."""
+    seen = [load_task(Path(p)) for s in ("dev", "test") for p in (TASKS / s).glob("*.yaml")]
+    unseen_paths = sorted((TASKS / "unseen").glob("*.yaml"))
+    unseen = [load_task(Path(p)) for p in unseen_paths]
+    assert len(unseen) >= 8
+    assert not {t["voice"] for t in seen} & {t["voice"] for t in unseen}
+    lines = {str(turn) for t in seen for turn in t["turns"]}  # beyond "yes, that's right"
+    assert not lines & {str(turn) for t in unseen for turn in t["turns"] if len(str(turn).split()) > 3}

@@ -124,3 +124,28 @@ async def test_a_booking_outlives_a_dropped_reply(dental_flow: Flow, calendar: C
     line = await dental_flow.respond("Perfect, thank you. That's all.")
     assert "You're booked with Dr. Morgan on Tuesday December 8 at 9 a.m." in line and ".." not in line
     assert booked(calendar) == [("Alex Kim", "Dr. Morgan", "2026-12-08 09:00", "cleaning")]
+
+
+async def test_a_reply_made_but_never_said_is_said_when_the_turn_is_read_again(
+    dental_flow: Flow, calendar: Calendar
+) -> None:
+    """A preemptive reply on the turn's first words books, then the framework drops it and asks again with
+    the final transcript: the caller hears that the booking was made (once), not the offer to book."""
+    now = [100.0]
+    dental_flow.clock = lambda: now[0]
+    await talk(dental_flow, "This is Ben Carter, a checkup with Dr. Morgan on Monday at two.")
+    first = await dental_flow.respond("Yep.")
+    now[0] += 1.0
+    again = await dental_flow.respond("Yep. That's right.")
+    assert "You're booked with Dr. Morgan on Monday December 14 at 2 p.m." in again and again == first
+    assert booked(calendar) == [("Ben Carter", "Dr. Morgan", "2026-12-14 14:00", "checkup")]
+
+
+async def test_a_later_turn_that_starts_the_same_is_a_new_turn(dental_flow: Flow, calendar: Calendar) -> None:
+    """After the outcome was heard (seconds later), "yes, ..." answers "anything else?"."""
+    now = [100.0]
+    dental_flow.clock = lambda: now[0]
+    await talk(dental_flow, "This is Ben Carter, a checkup with Dr. Morgan on Monday at two.", "Yes.")
+    now[0] += 8.0
+    line = await dental_flow.respond("Yes, I also need to cancel an appointment.")
+    assert "cancel the appointment for Ben Carter" in line and "booked" not in line

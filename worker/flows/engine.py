@@ -14,6 +14,7 @@ import asyncio
 import datetime as dt
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,11 @@ Extractor = Callable[[str, str, SlotSpec], Awaitable[str | None]]  # (caller tex
 _QUESTION = re.compile(
     r"\?|^\W*(what|when|where|how|do|does|are|is|can|could|will|which|who|why)\b", re.IGNORECASE
 )
+SAME_TURN_S = 4.0
+"""A turn read again this soon after its tool ran, with more words at its end, is the same turn: the
+framework dropped the reply it made from the first words (a preemptive one) and asks again with the final
+transcript. Too soon for a turn said after hearing the reply ("You're booked …, anything else?" is ~5 s)."""
+
 _CLOSING = re.compile(
     r"\b(that's all|that is all|that's it|that is it|nothing else|goodbye|bye|no thanks|no thank you|"
     r"that'll be all|i'm all set|i'm good)\b",
@@ -50,8 +56,11 @@ class Flow:
     confirming: bool = False
     done: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (tool, arguments) that succeeded
     earlier: list[str] = field(default_factory=list)  # caller lines said while no task was under way
+    clock: Callable[[], float] = time.monotonic
     _inflight: asyncio.Future[tuple[str, bool]] | None = field(default=None, repr=False)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    _outcome: tuple[list[str], float, str] | None = field(default=None, repr=False)
+    """(the caller's words, when, the line) of the last turn that ran a tool."""
 
     async def respond(self, text: str) -> str:
         """The line to say to this caller turn (turns are read one at a time, in order)."""
@@ -60,10 +69,29 @@ class Flow:
                 line, ok = await asyncio.shield(self._inflight)
                 self._inflight = None
                 closing = bool(_CLOSING.search(text))
-                return _tidy(
-                    f"{line} {self.spec.goodbye if closing else self.spec.anything_else}" if ok else line
+                return self._ran(
+                    text,
+                    f"{line} {self.spec.goodbye if closing else self.spec.anything_else}" if ok else line,
                 )
+            if (again := self._same_turn(text)) is not None:
+                return again  # its tool ran once; the caller never heard how it went
+            self._outcome = None
             return _tidy(await self._respond(text))
+
+    def _ran(self, text: str, line: str) -> str:
+        """The line saying how a tool call went, kept in case the framework drops it unsaid."""
+        self._outcome = (parse.words(text), self.clock(), _tidy(line))
+        return _tidy(line)
+
+    def _same_turn(self, text: str) -> str | None:
+        if self._outcome is None:
+            return None
+        before, when, line = self._outcome
+        now = parse.words(text)
+        if len(now) > len(before) and now[: len(before)] == before and self.clock() - when <= SAME_TURN_S:
+            log.info("flow turn read again after its tool ran: its outcome said again")
+            return line
+        return None
 
     async def _respond(self, text: str) -> str:
         text = text.strip()
@@ -97,7 +125,7 @@ class Flow:
         prefix = f"{answer} " if answer else ""
         if self.confirming and not filled:
             if parse.is_yes(text):
-                return prefix + await self._run(task, closing)
+                return self._ran(text, prefix + await self._run(task, closing))
             if parse.is_no(text):
                 self.confirming = False
                 self.asking = None
