@@ -17,7 +17,8 @@ from examples.booking_service import Calendar, make_app
 from simulator.fakes import ScriptedLLM
 from worker.agent import AgentOptions
 from worker.agent_file import HttpToolRuntime, parse_agent
-from worker.flows.agent import FlowAgent, make_flow_agent
+from worker.agent import ParleyAgent
+from worker.flows.agent import make_flow_agent
 
 from .conftest import ROOT, TODAY
 
@@ -32,7 +33,7 @@ async def service(unused_tcp_port: int) -> AsyncIterator[tuple[str, Calendar]]:
     await runner.cleanup()
 
 
-def dental_agent(base_url: str, runtime: HttpToolRuntime) -> FlowAgent:
+def dental_agent(base_url: str, runtime: HttpToolRuntime) -> ParleyAgent:
     raw = yaml.safe_load((ROOT / "examples/dental_clinic.yaml").read_text())
     raw["variables"]["booking"] = base_url
     spec = parse_agent(raw, Path("dental_clinic.yaml"))
