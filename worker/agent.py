@@ -257,7 +257,9 @@ class ParleyAgent(Agent):
         """The developer's own attributes and methods (only reached for names this agent lacks): their hooks
         run on this agent, so `self.<their attribute>` must resolve here."""
         own = self.__dict__.get("own")
-        if own is None or name.startswith("__"):
+        if (
+            own is None or name.startswith("__") or name in _agent_state()
+        ):  # Agent's own: never the developer's
             raise AttributeError(name)
         if name in vars(own):
             return vars(own)[name]

@@ -27,7 +27,7 @@ from caches import (
 from plugins.cpu_voice import CpuVoiceTTS
 from simulator.audio_io import Loudspeaker
 from simulator.fakes import ScriptedLLM
-from worker.speak import FillerAgent
+from worker.agent import AgentOptions, ParleyAgent
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +74,8 @@ async def start(cache: PhraseCache, llm_: ScriptedLLM, threshold_ms: float = 300
     controller = FillerController(
         session, cache, policy, FillerControllerOptions(voice="heart", language="en")
     )
-    agent = FillerAgent(instructions="Be brief.", fillers=controller)
+    agent = ParleyAgent(AgentOptions(instructions="Be brief.", greeting=""))
+    agent.fillers = controller
     controller.attach()
     await session.start(agent, record=False)
     return session, speaker, controller
@@ -320,7 +321,8 @@ async def test_tool_call_wait_gets_a_hold_line(cache: PhraseCache) -> None:
         session, cache, policy, FillerControllerOptions(voice="heart", language="en")
     )
     holder["c"] = controller
-    agent = FillerAgent(instructions="Be brief.", fillers=controller, tools=[slow_lookup])
+    agent = ParleyAgent(AgentOptions(instructions="Be brief.", greeting=""), tools=[slow_lookup])
+    agent.fillers = controller
     controller.attach()
     await session.start(agent, record=False)
     try:
