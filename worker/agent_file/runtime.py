@@ -25,7 +25,7 @@ from plugins.whisper.options import WhisperConfigError
 from plugins.whisper.vocabulary import check_vocabulary
 
 from ..agent import AgentOptions, ParleyAgent
-from ..flows.agent import http_flow_tools
+from ..flows.agent import make_flow_agent
 from ..settings import Settings, SettingsError
 from ..sip import TelephonyToolOptions, end_call_tool, send_dtmf_tool, telephony_tools, transfer_call_tool
 from .entry import AgentEntryError, is_entry, load_factory, make_user_agent
@@ -222,14 +222,7 @@ def make_agent(settings: Settings, options: AgentOptions, tools: Sequence[llm.To
         if spec is None or (spec.flow is None and getattr(own, "flow", None) is None):
             return ParleyAgent(options, own, tools=tools)
         runtime = HttpToolRuntime(env_prefix=settings.tool_env_prefix)
-        return ParleyAgent(
-            options,
-            own,
-            tools=tools,
-            flow=spec.flow,
-            flow_tools=http_flow_tools(spec.http_tools, runtime),
-            on_close=runtime.aclose,
-        )
+        return make_flow_agent(spec.flow, spec.timezone, spec.http_tools, runtime, options, tools, own)
     except ValueError as e:  # AgentEntryError, or an agent Parley cannot serve
         raise SettingsError(f"PARLEY_AGENT: {e}") from None
 

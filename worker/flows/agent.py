@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from livekit.agents import llm
+from livekit.agents import Agent, llm
 
 from ..agent import AgentOptions, FlowTool, ParleyAgent
 from ..agent_file.http_tools import HttpToolRuntime, call_webhook, resolve_headers
@@ -34,16 +34,19 @@ def http_flow_tools(specs: Sequence[HttpToolSpec], runtime: HttpToolRuntime) -> 
 
 
 def make_flow_agent(
-    flow_spec: FlowSpec,
+    flow_spec: FlowSpec | None,
     timezone: str,
     http_specs: Sequence[HttpToolSpec],
     runtime: HttpToolRuntime,
     options: AgentOptions,
     tools: Sequence[llm.Tool] = (),
+    own: Agent | None = None,
 ) -> ParleyAgent:
-    """A Parley agent whose replies come from the flow; `runtime` (this call's HTTP pool) closes with it."""
+    """A Parley agent whose replies come from a flow (the file's, else the one `own` declares) that calls the
+    file's HTTP tools through `runtime`, this call's own pool, closed with the agent."""
     return ParleyAgent(
         replace(options, timezone=timezone),
+        own,
         tools=tools,
         flow=flow_spec,
         flow_tools=http_flow_tools(http_specs, runtime),
