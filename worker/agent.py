@@ -430,11 +430,13 @@ def _check_own(own: Agent) -> None:
     cls = type(own)
     mine = (set(dir(ParleyAgent)) - set(dir(Agent))) | _PARLEY_STATE
     for klass in cls.__mro__:
-        if klass in Agent.__mro__:
-            break
+        if klass is object or klass.__module__.startswith("livekit."):
+            continue  # LiveKit's own classes are not run as Parley's agent's methods
         for name, value in vars(klass).items():
+            if name.startswith("__") and name != "__getattr__":
+                continue
             code = getattr(value, "__code__", None)
-            if code is not None and name != "__init__" and "__class__" in code.co_freevars:
+            if code is not None and "__class__" in code.co_freevars:
                 raise ValueError(
                     f"{klass.__name__}.{name} uses super(): Parley runs it as its own agent's method; "
                     f"call Agent.default.{name}(self, ...) or the method itself instead"
