@@ -145,3 +145,11 @@ def test_an_agent_parley_cannot_serve_is_refused_with_one_line(factory: str, lin
     with pytest.raises(SettingsError, match=re.escape(line)) as err:
         build_agent(settings)
     assert "\n" not in str(err.value)
+
+
+def test_check_names_what_the_first_call_would_refuse() -> None:
+    from worker.agent_file.__main__ import check
+
+    code, line = check("tests.agent_file.test_entry_point:make_uses_super")
+    assert code == 1 and "UsesSuper.on_enter uses super()" in line and "\n" not in line
+    assert check("examples.python_agent:make_agent") == (0, "ok: examples.python_agent:make_agent")
