@@ -8,7 +8,7 @@ audio iterator decides lazily: it yields a cached acknowledgement if the reply's
 the threshold (or at once when replies are predicted late), and otherwise ends with no audio, costing the
 reply a few milliseconds. The reply's LLM and TTS run while the gate waits. Reply readiness is seen by
 wrapping the agent's `tts_node` output (`watch_reply_audio`) and its input (`watch_reply_text`: once the
-reply's words reach the voice no filler starts); the speaking agent (worker/speak.py `FillerAgent`) does
+reply's words reach the voice no filler starts); the speaking agent (worker/agent.py `ParleyAgent`) does
 the hooks: speech asks the cache, never the other way round.
 """
 
@@ -349,7 +349,9 @@ class FillerController:
             if not self._saw_reply_audio and not self._hook_missing:
                 # without the tts_node hook every reply looks late: fillers would delay prompt replies
                 self._hook_missing = True
-                log.warning("late-reply fillers off: the agent's tts_node is not wrapped (see FillerAgent)")
+                log.warning(
+                    "late-reply fillers off: the agent's tts_node is not wrapped (see ParleyAgent.tts_node)"
+                )
             if rec.reply_started_at is None:
                 rec.reply_started_at = float(started)
                 if rec.reply_ms is not None:

@@ -2,8 +2,10 @@
 
     PARLEY_AGENT=examples.python_agent:make_agent python worker.py dev
 
-Write the agent as you would for LiveKit Agents (instructions, `@function_tool` methods, your own hooks);
-Parley adds its turn handling, STT, TTS engine and fallback, phrase cache, fillers and metrics around it.
+Write the agent as you would for LiveKit Agents (instructions, `@function_tool` methods, your own hooks).
+Parley's agent (worker/agent.py) holds it and runs your hooks as its own, with the same turn handling,
+fillers, bounded context, apology and reprompt as an agent file's; a `flow = FlowSpec(...)` class attribute
+(worker.flows) makes it finish tasks step by step, calling your tools by name.
 """
 
 from __future__ import annotations

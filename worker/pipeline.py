@@ -11,7 +11,7 @@ import importlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import httpx2 as httpx
 from livekit.agents import NOT_GIVEN, APIConnectOptions, llm, stt, tts, vad
@@ -395,7 +395,7 @@ def build_call(
     attach_flow_extractor(settings, comp, agent)
     attach_fillers(settings, comp, session, agent)
     attach_idle_watch(settings, comp, session, agent, on_call_end)
-    if slot and type(agent) is ParleyAgent:  # a developer's llm_node may differ
+    if slot and agent.plain_llm_replies:  # a developer's llm_node or a flow may send something else
         attach_prompt_warmer(settings, comp, session, agent, slot[0])
     return session, agent
 
@@ -440,16 +440,13 @@ def attach_flow_extractor(settings: Settings, comp: Components, agent: ParleyAge
     """A flow agent reads a slot its parsers missed through the call's LLM, under a JSON schema. Not with
     the embedded SmolLM2-135M: under the schema it answered today's date for "the day after Christmas" and
     for "my wife" (2026-12-07), a wrong value where asking again is right."""
-    from .agent_file import served_spec
-    from .flows.agent import FlowAgent
     from .flows.extract import llm_extractor
     from .llm_server import MODEL_ALIAS
 
-    spec = served_spec(settings)
     if settings.llm_model == MODEL_ALIAS:
         return
-    if isinstance(agent, FlowAgent) and comp.llm_client is not None and spec is not None:
-        agent.flow.extract = llm_extractor(comp.llm_client, settings.llm_model, spec.timezone)
+    if agent.flow is not None and comp.llm_client is not None:
+        agent.flow.extract = llm_extractor(comp.llm_client, settings.llm_model, agent.options.timezone)
 
 
 def attach_fillers(settings: Settings, comp: Components, session: AgentSession, agent: ParleyAgent) -> None:
@@ -541,6 +538,7 @@ def agent_options(settings: Settings) -> AgentOptions:
             spec.timezone if spec else "UTC",
         ),
         greeting=spec.greeting_text if spec else None,
+        timezone=spec.timezone if spec else "UTC",
         language=settings.language,
         max_sentences=settings.llm_max_sentences,
         max_words=settings.llm_max_words,
@@ -553,8 +551,7 @@ def agent_options(settings: Settings) -> AgentOptions:
 
 
 def build_agent(settings: Settings, tools: Sequence[llm.Tool] | None = None) -> ParleyAgent:
-    """Parley's agent, or the developer's own (PARLEY_AGENT=module:callable) with Parley's hooks: it has
-    the same per-call attributes (turns, fillers, greeting_audio; worker/agent_file/entry.py)."""
+    """Parley's agent, around the developer's own when PARLEY_AGENT names a Python entry point."""
     from .agent_file import make_agent
 
-    return cast(ParleyAgent, make_agent(_served(settings), agent_options(settings), list(tools or [])))
+    return make_agent(_served(settings), agent_options(settings), list(tools or []))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +28,6 @@ from caches import (
 from plugins.cpu_voice import CpuVoiceTTS
 from simulator.audio_io import Loudspeaker
 from simulator.fakes import ScriptedLLM
-from worker.speak import FillerAgent
 
 pytestmark = pytest.mark.slow
 
@@ -66,6 +66,23 @@ def clip_samples(cache: PhraseCache, kind: str) -> set[int]:
     return {-(-len(p.pcm_at(OUT_RATE)) // spf) * spf for p in cache.phrases(kind, "heart", "en")}
 
 
+class WatchedAgent(Agent):
+    """A LiveKit agent with the two hooks a FillerController needs (Parley's own agent, worker/agent.py, has
+    them too): the caller's turn ended, and each reply's text and audio on their way to the voice. Its LLM
+    failures reach the controller, which then plays the cached apology."""
+
+    def __init__(self, controller: FillerController, **kwargs: Any) -> None:
+        super().__init__(instructions="Be brief.", **kwargs)
+        self.fillers = controller
+
+    async def on_user_turn_completed(self, turn_ctx: Any, new_message: Any) -> None:
+        self.fillers.on_user_turn_completed()
+
+    def tts_node(self, text: Any, model_settings: Any) -> Any:
+        frames = Agent.default.tts_node(self, self.fillers.watch_reply_text(text), model_settings)
+        return self.fillers.watch_reply_audio(frames)
+
+
 async def start(cache: PhraseCache, llm_: ScriptedLLM, threshold_ms: float = 300, **policy_kw):
     session = AgentSession(llm=llm_, tts=CpuVoiceTTS(voice="heart"), user_away_timeout=None)
     speaker = Loudspeaker(OUT_RATE)
@@ -74,7 +91,7 @@ async def start(cache: PhraseCache, llm_: ScriptedLLM, threshold_ms: float = 300
     controller = FillerController(
         session, cache, policy, FillerControllerOptions(voice="heart", language="en")
     )
-    agent = FillerAgent(instructions="Be brief.", fillers=controller)
+    agent = WatchedAgent(controller)
     controller.attach()
     await session.start(agent, record=False)
     return session, speaker, controller
@@ -320,7 +337,7 @@ async def test_tool_call_wait_gets_a_hold_line(cache: PhraseCache) -> None:
         session, cache, policy, FillerControllerOptions(voice="heart", language="en")
     )
     holder["c"] = controller
-    agent = FillerAgent(instructions="Be brief.", fillers=controller, tools=[slow_lookup])
+    agent = WatchedAgent(controller, tools=[slow_lookup])
     controller.attach()
     await session.start(agent, record=False)
     try:

@@ -7,10 +7,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from livekit.agents import AgentSession, function_tool, llm
-
-from simulator.fakes import ScriptedLLM
-from worker.agent import AgentOptions, ParleyAgent
 from worker.tool_text import parse_tool_text, tool_calls_from_text
 
 TOOLS = {"find_slots", "book_appointment"}
@@ -41,22 +37,3 @@ def test_doubled_braces_fences_and_tags_are_read() -> None:
 async def test_json_naming_no_tool_is_dropped_and_plain_braces_pass() -> None:
     assert await _run('{"name": "delete_everything", "arguments": {}}') == []
     assert await _run("Smile {wide} please.") == ["Smile ", "{wide} please."]
-
-
-async def test_a_session_runs_the_call_the_model_wrote_as_text() -> None:
-    booked: list[str] = []
-
-    @function_tool
-    async def book_appointment(name: str) -> str:
-        """Book for the caller."""
-        booked.append(name)
-        return "booked"
-
-    steps = [['{"name": "book_appointment", "arguments": {"name": "Alex Kim"}}'], ["You're booked."]]
-    async with AgentSession(llm=ScriptedLLM(steps=steps)) as session:
-        await session.start(ParleyAgent(AgentOptions(greeting=""), tools=[book_appointment]))
-        result = await session.run(user_input="Book me in, I'm Alex Kim.")
-    said = [e.item.text_content for e in result.events if e.type == "message" and e.item.role == "assistant"]
-    assert booked == ["Alex Kim"]
-    assert all("{" not in (s or "") for s in said)
-    assert isinstance(llm.FunctionToolCall, type)

@@ -4,7 +4,7 @@ Parley worker with its turn handling, voices, phrase cache and fillers (`runtime
     python -m worker.agent_file check FILE    # prints `ok: NAME` or the one-line error (exit 0 / 1)
 """
 
-from .entry import AgentEntryError, served_agent
+from .entry import AgentEntryError
 from .http_tools import HttpToolRuntime, ToolTimings, http_tool, http_tools
 from .runtime import (
     ServedAgent,
@@ -42,6 +42,5 @@ __all__ = [
     "make_agent",
     "parse_agent",
     "pop_worker_flags",
-    "served_agent",
     "served_spec",
 ]

@@ -18,8 +18,9 @@ import os
 import sys
 from pathlib import Path
 
+from ..agent import AgentOptions, ParleyAgent
 from ..settings import SettingsError, get_settings
-from .entry import AgentEntryError
+from .entry import AgentEntryError, make_user_agent
 from .runtime import check_tool_env, load_served_agent
 from .spec import AgentFileError, AgentSpec
 
@@ -31,6 +32,15 @@ def check(value: str) -> tuple[int, str]:
         return 1, str(e)
     if served is None:
         return 1, "nothing to check: give an agent file or package.module:callable"
+    if served.entry:
+        try:
+            own = make_user_agent(served.entry)
+        except AgentEntryError as e:
+            return 1, str(e)
+        try:  # what the first call would refuse: a developer's agent Parley cannot serve (worker/agent.py)
+            ParleyAgent(AgentOptions(), own)
+        except ValueError as e:
+            return 1, f"agent entry {served.entry!r}: {e}"
     if served.spec is None:
         return 0, f"ok: {served.entry}"
     try:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from livekit.agents import llm
-from livekit.agents.voice import Agent
 
 from caches.keys import phrase_key as normalise_text
 from caches.phrase_cache import PhraseCache
@@ -29,7 +28,7 @@ from ..agent import AgentOptions, ParleyAgent
 from ..flows.agent import make_flow_agent
 from ..settings import Settings, SettingsError
 from ..sip import TelephonyToolOptions, end_call_tool, send_dtmf_tool, telephony_tools, transfer_call_tool
-from .entry import AgentEntryError, is_entry, load_factory, make_user_agent, served_agent
+from .entry import AgentEntryError, is_entry, load_factory, make_user_agent
 from .http_tools import HttpToolRuntime, http_tools
 from .spec import AgentFileError, AgentSpec, load_agent_file
 
@@ -212,19 +211,20 @@ def call_tools(
     return tools
 
 
-def make_agent(settings: Settings, options: AgentOptions, tools: Sequence[llm.Tool]) -> Agent:
-    """One call's agent: Parley's own, or the developer's (entry point) with Parley's hooks."""
+def make_agent(settings: Settings, options: AgentOptions, tools: Sequence[llm.Tool]) -> ParleyAgent:
+    """One call's agent: Parley's, around the developer's own when PARLEY_AGENT (or the file's `entry`)
+    names one. A flow (the file's, or one the developer's agent declares) calls the file's HTTP tools
+    through a pool of this call's own, closed with it."""
     served = served_agent_for(settings.agent)
-    if served is not None and served.entry:
-        try:
-            return served_agent(make_user_agent(served.entry), options, tools)
-        except AgentEntryError as e:
-            raise SettingsError(f"PARLEY_AGENT: {e}") from None
     spec = served.spec if served is not None else None
-    if spec is not None and spec.flow is not None:
-        runtime = HttpToolRuntime(env_prefix=settings.tool_env_prefix)  # per call: closed with it
-        return make_flow_agent(spec.flow, spec.timezone, spec.http_tools, runtime, options, tools)
-    return ParleyAgent(options, tools=list(tools))
+    try:
+        own = make_user_agent(served.entry) if served is not None and served.entry else None
+        if spec is None or (spec.flow is None and getattr(own, "flow", None) is None):
+            return ParleyAgent(options, own, tools=tools)
+        runtime = HttpToolRuntime(env_prefix=settings.tool_env_prefix)
+        return make_flow_agent(spec.flow, spec.timezone, spec.http_tools, runtime, options, tools, own)
+    except ValueError as e:  # AgentEntryError, or an agent Parley cannot serve
+        raise SettingsError(f"PARLEY_AGENT: {e}") from None
 
 
 # --- phrase cache ---------------------------------------------------------------------------------------
