@@ -1,12 +1,13 @@
 """Many calls at once for minutes: does every call stay healthy, and does the host stay flat?
 
     python -m benchmarks.load --calls 4 --minutes 10 [--data DIR] [--json PATH] [--out DIR]
+    python -m benchmarks.load --livekit --calls 3 --minutes 2 [--capacity] [--caller-nice N]
 
-N scripted callers each repeat the conversation in DIR back to back until the time is up, all through the
+Without `--livekit`, N scripted callers each repeat the conversation in DIR back to back through the
 offline harness in this process (one shared set of models, as one job process would hold; the embedded LLM
-is a child process shared by all). Reported: errors, underruns after first audio (gaps inside a reply at the
-loudspeaker), v2v p50/p99, streams left open after the calls end, peak memory (this process + children) and
-CPU over time, plus a PNG of latency and memory over time.
+a child process shared by all): errors, underruns after first audio, v2v, tasks and streams left open,
+memory (this process + children) and CPU over time, and a PNG of latency and memory. With `--livekit`, the
+production shape through a real room (benchmarks/load_room.py).
 """
 
 from __future__ import annotations
@@ -39,35 +40,23 @@ class LoadStats:
     t0: float
     v2v: list[tuple[float, float]] = field(default_factory=list)  # (time, ms)
     errors: list[str] = field(default_factory=list)
-    underruns: list[tuple[float, float]] = field(default_factory=list)
+    underruns: list[tuple[float, float]] = field(default_factory=list)  # (time, gap s)
     samples: list[tuple[float, float, float]] = field(default_factory=list)  # (time, rss MB, cpu %)
-    own_rss: list[float] = field(default_factory=list)  # the calls' process alone (MB), same sample times
     conversations: int = 0
     apologies: int = 0
-    threads: list[int] = field(default_factory=list)
-    underrun_causes: list[dict[str, float | None]] = field(default_factory=list)
-    marks: list[tuple[int, list[Any]]] = field(default_factory=list)  # (call, its marks), for LLM stalls
-
-
-def _rss_mb(proc: psutil.Process) -> tuple[float, float]:
-    """(this process, its children: the embedded LLM) in MB."""
-    children = 0
-    for p in proc.children(recursive=True):
-        try:
-            children += p.memory_info().rss
-        except psutil.Error:
-            continue
-    return proc.memory_info().rss / 1e6, children / 1e6
 
 
 async def _sample(stats: LoadStats, stop: asyncio.Event, every_s: float = 1.0) -> None:
     proc = psutil.Process()
     psutil.cpu_percent(None)
     while not stop.is_set():
-        own, children = _rss_mb(proc)
-        stats.samples.append((time.monotonic() - stats.t0, own + children, psutil.cpu_percent(None)))
-        stats.own_rss.append(own)
-        stats.threads.append(proc.num_threads())
+        rss = proc.memory_info().rss
+        for p in proc.children(recursive=True):  # the embedded LLM
+            try:
+                rss += p.memory_info().rss
+            except psutil.Error:
+                continue
+        stats.samples.append((time.monotonic() - stats.t0, rss / 1e6, psutil.cpu_percent(None)))
         try:
             await asyncio.wait_for(stop.wait(), every_s)
         except TimeoutError:
@@ -99,80 +88,6 @@ async def _caller(
             if tr.v2v_ms is not None:
                 stats.v2v.append((tr.speech_end - stats.t0, tr.v2v_ms))
         stats.underruns += res.speaker.underruns
-        stats.marks.append((idx, res.marks))
-        stats.underrun_causes += [_underrun_cause(res.marks, t, gap) for t, gap in res.speaker.underruns]
-
-
-def _underrun_cause(marks: list[Any], starved: float, gap: float) -> dict[str, float | None]:
-    """What the loudspeaker waited for: a piece still synthesising when it ran dry (synthesis slower than
-    playback), or one whose synthesis began only after (its text, or the piece before it, was late)."""
-
-    def last(kind: str, before: float) -> float | None:
-        ts = [m.t for m in marks if m.kind == kind and m.t <= before]
-        return ts[-1] if ts else None
-
-    resumed = starved + gap
-    piece = last("tts_piece", resumed)
-    text = last("llm_text", piece) if piece is not None else None
-    ms = lambda a, b: round((a - b) * 1000) if a is not None and b is not None else None  # noqa: E731
-    return {
-        "gap_ms": round(gap * 1000),
-        "synth_ms": ms(resumed, piece),
-        "synth_began_after_dry_ms": ms(piece, starved),
-        "text_before_synth_ms": ms(piece, text),
-    }
-
-
-def _spans(marks: list[Any], start: str, end: str) -> list[tuple[float, float]]:
-    """(start, end) times of each `start` mark up to the next `end` mark."""
-    out, began = [], None
-    for m in marks:
-        if m.kind == start:
-            began = m.t
-        elif m.kind == end and began is not None:
-            out.append((began, m.t))
-            began = None
-    return out
-
-
-def _llm_stalls(calls: list[tuple[int, list[Any]]], over_s: float = 0.3) -> dict[str, Any]:
-    """Gaps between one reply's LLM text chunks, and what the other calls were doing during the long ones
-    (speaking: their Whisper partials run; prefill: their LLM request had no first token yet)."""
-    gaps: list[float] = []
-    stalls: list[tuple[float, float]] = []
-    for _, marks in calls:
-        prev = None
-        for m in marks:
-            if m.kind == "llm_request":
-                prev = None
-            elif m.kind == "llm_text":
-                if prev is not None:
-                    gaps.append(m.t - prev)
-                    if m.t - prev > over_s:
-                        stalls.append((prev, m.t))
-                prev = m.t
-    speaking = [s for _, mk in calls for s in _spans(mk, "speech_start", "speech_end")]
-    prefill = [s for _, mk in calls for s in _spans(mk, "llm_request", "llm_first_token")]
-    overlaps = lambda a, b, spans: sum(1 for s, e in spans if s < b and e > a)  # noqa: E731
-    gaps_ms = [g * 1000 for g in gaps]
-    return {
-        "chunk_gap_ms": {"p50": _pct(gaps_ms, 50), "p99": _pct(gaps_ms, 99)},
-        "stalls_over_ms": round(over_s * 1000),
-        "stalls": len(stalls),
-        "stall_context": [
-            {
-                "gap_ms": round((b - a) * 1000),
-                "callers_speaking": overlaps(a, b, speaking),
-                "prefills": overlaps(a, b, prefill),
-            }
-            for a, b in sorted(stalls, key=lambda s: s[0] - s[1])[:20]
-        ],
-    }
-
-
-def _task_name(task: asyncio.Task[Any]) -> str:
-    coro = task.get_coro()
-    return f"{task.get_name()}: {getattr(coro, '__qualname__', type(coro).__name__)}"
 
 
 def _slope_mb_per_min(samples: list[tuple[float, float]]) -> float | None:
@@ -182,11 +97,6 @@ def _slope_mb_per_min(samples: list[tuple[float, float]]) -> float | None:
         return None
     t, mb = np.array(half).T
     return round(float(np.polyfit(t / 60, mb, 1)[0]), 2)
-
-
-def _curve(samples: list[tuple[float, float]], points: int = 120) -> list[list[float]]:
-    """About `points` (time s, MB) pairs for the JSON report."""
-    return [[round(t, 1), round(v, 1)] for t, v in samples[:: max(1, len(samples) // points)]]
 
 
 def _pct(vals: list[float], q: float) -> float | None:
@@ -208,9 +118,7 @@ def _png(stats: LoadStats, path: Path) -> None:
     if stats.samples:
         t2, rss, cpu = zip(*stats.samples, strict=True)
         b.plot(np.array(t2) / 60, rss, label="RSS MB (all processes)")
-        b2 = b.twinx()
-        b2.plot(np.array(t2) / 60, cpu, color="tab:orange", lw=0.5, alpha=0.6, label="CPU %")
-        b2.set_ylabel("CPU %")
+        b.twinx().plot(np.array(t2) / 60, cpu, color="tab:orange", lw=0.5, alpha=0.6, label="CPU %")
     b.set_ylabel("MB")
     b.set_xlabel("minutes")
     fig.tight_layout()
@@ -242,8 +150,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         llm_url = await asyncio.to_thread(llm_server.start)
         await asyncio.to_thread(llm_server.warm, conversation_prefix(settings))
     try:
-        # main thread: LiveKit plugins register on import
-        comp = load_components(settings, llm_url, llm_slots=slots)
+        comp = load_components(settings, llm_url, llm_slots=slots)  # main thread: plugins register on import
         baseline_tasks = set(asyncio.all_tasks())
         stats = LoadStats(t0=time.monotonic())
         stop = asyncio.Event()
@@ -259,69 +166,35 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         if llm_server:
             llm_server.close()
     v2v = [v for _, v in stats.v2v]
-    rss = [r for _, r, _ in stats.samples]
-    own = [(t, o) for (t, _, _), o in zip(stats.samples, stats.own_rss, strict=False)]
+    rss = [(t, r) for t, r, _ in stats.samples]
     third = max(1, len(rss) // 3)
-    report = {
+    out = Path(args.out)
+    _png(stats, out / "load.png")
+    return {
         "calls": args.calls,
         "minutes": args.minutes,
+        "livekit": False,  # every call in this one process, models shared: no per-call process to weigh
         "conversations": stats.conversations,
         "turns": len(v2v),
         "errors": len(stats.errors),
         "error_list": stats.errors[:50],
         "apologies": stats.apologies,
-        "livekit": False,  # every call in this one process, models shared: no per-call process to weigh
-        "rss_mb_per_call_max": None,
-        "rss_slope_mb_per_min": _slope_mb_per_min([(t, r) for t, r, _ in stats.samples]),
         "underruns": len(stats.underruns),
         "underrun_gaps_ms": sorted(round(g * 1000) for _, g in stats.underruns)[-20:],
-        "underrun_causes": stats.underrun_causes[:20],
-        "llm_stalls": _llm_stalls(stats.marks),
-        "v2v_ms": {"p50": _pct(v2v, 50), "p99": _pct(v2v, 99)},
+        "v2v_ms": {"p50": _pct(v2v, 50), "p95": _pct(v2v, 95), "p99": _pct(v2v, 99)},
         "leaked_streams": leaked_tts,
         "leaked_tasks": len(leaked),
-        "leaked_task_names": sorted({_task_name(t) for t in leaked})[:20],
-        "rss_mb_max": round(max(rss), 1) if rss else None,
-        "rss_mb_first_third_median": round(float(np.median(rss[:third])), 1) if rss else None,
-        "rss_mb_last_third_median": round(float(np.median(rss[-third:])), 1) if rss else None,
-        "own_rss_mb_first_third_median": round(float(np.median(stats.own_rss[:third])), 1) if rss else None,
-        "own_rss_mb_last_third_median": round(float(np.median(stats.own_rss[-third:])), 1) if rss else None,
-        "rss_growth_second_half_mb_per_min": _slope_mb_per_min([(t, r) for t, r, _ in stats.samples]),
-        "own_rss_growth_second_half_mb_per_min": _slope_mb_per_min(own),
-        "threads_first_last": [stats.threads[0], stats.threads[-1]] if stats.threads else None,
+        "leaked_task_names": sorted({f"{t.get_name()}: {t.get_coro()!r}"[:120] for t in leaked})[:20],
+        "rss_mb_max": round(max(r for _, r in rss), 1) if rss else None,
+        "rss_mb_first_last_third": [
+            _pct([r for _, r in rss[:third]], 50),
+            _pct([r for _, r in rss[-third:]], 50),
+        ],
+        "rss_slope_mb_per_min": _slope_mb_per_min(rss),
         "cpu_pct_mean": round(float(np.mean([c for *_, c in stats.samples])), 1) if stats.samples else None,
-        "rss_curve_mb": _curve([(t, r) for t, r, _ in stats.samples]),
-        "own_rss_curve_mb": _curve(own),
+        "rss_curve_mb": [[round(t, 1), round(r, 1)] for t, r in rss[:: max(1, len(rss) // 120)]],
+        "png": str(out / "load.png"),
     }
-    out = Path(args.out)
-    _png(stats, out / "load.png")
-    report["png"] = str(out / "load.png")
-    return report
-
-
-def _print(report: dict[str, Any]) -> None:
-    rows = [
-        ("calls × minutes", f"{report['calls']} × {report['minutes']}"),
-        ("conversations / turns", f"{report['conversations']} / {report['turns']}"),
-        ("errors", report["errors"]),
-        ("underruns after first audio", report["underruns"]),
-        (
-            f"LLM stalls > {report['llm_stalls']['stalls_over_ms']} ms",
-            report["llm_stalls"]["stalls"],
-        ),
-        ("v2v p50 / p99 ms", f"{report['v2v_ms']['p50']} / {report['v2v_ms']['p99']}"),
-        ("leaked streams / tasks", f"{report['leaked_streams']} / {report['leaked_tasks']}"),
-        ("RSS max MB", report["rss_mb_max"]),
-        (
-            "RSS median first → last third MB",
-            f"{report['rss_mb_first_third_median']} → {report['rss_mb_last_third_median']}",
-        ),
-        ("RSS growth, second half MB/min", report["rss_growth_second_half_mb_per_min"]),
-        ("CPU mean %", report["cpu_pct_mean"]),
-    ]
-    w = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k.ljust(w)}  {v}")
 
 
 def _room(args: argparse.Namespace) -> dict[str, Any]:
@@ -353,6 +226,34 @@ def _room(args: argparse.Namespace) -> dict[str, Any]:
     return {**report, "machine_speed": speed}
 
 
+ROOM_KEYS = (
+    "calls", "conversations", "refused", "not_dispatched", "turns", "errors", "apologies", "underruns",
+    "v2v_ms", "jitter_buffer_ms", "rss_mb_per_call_max", "uss_mb_per_call_max", "rss_slope_mb_per_min",
+    "rss_slope_mb_per_min_shared", "job_rss_growth_mb_per_min", "job_peak_rss_slope_mb_per_min",
+    "rss_mb_engine", "job_processes", "headroom", "cpu_cores", "call_minutes_served", "cpu_s_per_call_minute",
+)  # fmt: skip
+OFFLINE_KEYS = (
+    "calls", "minutes", "conversations", "turns", "errors", "underruns", "v2v_ms", "leaked_streams",
+    "leaked_tasks", "rss_mb_max", "rss_mb_first_last_third", "rss_slope_mb_per_min", "cpu_pct_mean",
+)  # fmt: skip
+
+
+def _print(report: dict[str, Any]) -> None:
+    if "capacity" in report:
+        print(f"{'capacity'.ljust(28)}  {report['capacity']}")
+        for n, rows in report["runs"].items():
+            runs = ", ".join(
+                f"p95 {r['v2v_ms']['p95']} underruns {r['underruns']} errors {r['errors']}" for r in rows
+            )
+            print(f"{(n + ' calls').ljust(28)}  {runs}")
+        return
+    for k in ROOM_KEYS if report["livekit"] else OFFLINE_KEYS:
+        print(f"{k.ljust(28)}  {report[k]}")
+    if report["livekit"]:
+        print(f"{'voice pauses'.ljust(28)}  {len(report['voice_pauses_ms'])} (not underruns)")
+        print(describe(report["replies_heard"]))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=4)
@@ -362,9 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="out/load")
     ap.add_argument("--log-level", default="WARNING")
     ap.add_argument(
-        "--livekit",
-        action="store_true",
-        help="through a real local room: the worker, one job process per call (benchmarks/load_room.py)",
+        "--livekit", action="store_true", help="through a real local room, one job process per call"
     )
     ap.add_argument(
         "--capacity",
@@ -402,46 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     except SettingsError as e:
         print(e, file=sys.stderr)
         sys.exit(2)
-    if args.capacity:
-        print(f"{'capacity'.ljust(20)}  {report['capacity']}")
-        for n, rows in report["runs"].items():
-            print(
-                f"{(n + ' calls').ljust(20)}  "
-                + ", ".join(
-                    f"p95 {r['v2v_ms']['p95']} underruns {r['underruns']} errors {r['errors']}" for r in rows
-                )
-            )
-    elif args.livekit:
-        for k in (
-            "calls",
-            "conversations",
-            "refused",
-            "not_dispatched",
-            "turns",
-            "errors",
-            "apologies",
-            "underruns",
-            "v2v_ms",
-        ):
-            print(f"{k.ljust(20)}  {report[k]}")
-        print(f"{'jitter_buffer_ms'.ljust(20)}  {report['jitter_buffer_ms']} (the callers' receive side)")
-        print(f"{'voice pauses'.ljust(20)}  {len(report['voice_pauses_ms'])} (not underruns)")
-        print(describe(report["replies_heard"]))
-        for k in (
-            "rss_mb_per_call_max",
-            "uss_mb_per_call_max",
-            "rss_slope_mb_per_min",
-            "rss_slope_mb_per_min_shared",
-            "job_rss_growth_mb_per_min",
-            "rss_mb_engine",
-            "job_processes",
-            "cpu_cores",
-            "call_minutes_served",
-            "cpu_s_per_call_minute",
-        ):
-            print(f"{k.ljust(20)}  {report[k]}")
-    else:
-        _print(report)
+    _print(report)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2))

@@ -45,7 +45,7 @@ async def test_two_calls_at_once(
     # own failures fail the test: the embedded 135M model writes "I'm sorry…" replies by itself
     assert worker_failures(report["error_list"]) == [], report["error_list"]
     assert report["errors"] == report["apologies"], report["error_list"]
-    assert report["underruns"] == 0, report["underrun_causes"]
+    assert report["underruns"] == 0, report["underrun_gaps_ms"]
     assert report["leaked_streams"] == 0
     assert report["leaked_tasks"] == 0, report["leaked_task_names"]
     assert report["v2v_ms"]["p50"] is not None
