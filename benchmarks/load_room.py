@@ -11,6 +11,8 @@ seconds per call-minute served), the scripted callers' share apart: real callers
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import threading
@@ -25,28 +27,25 @@ import psutil
 
 from plugins.local_socket import default_socket_path
 from simulator.audio_io import Track, voiced_windows
-from simulator.call_plan import default_filler_texts, load_plan
+from simulator.call_plan import default_filler_texts, load_plan, worker_failures
 from simulator.livekit_stack import E2EStack
 from simulator.offline import CallResult
 from simulator.room_caller import RoomCallRecord
 from simulator.room_result import to_call_result
 from simulator.room_runner import LiveKitCallOptions, run_caller, stack_options, wait_until_quiet
-from worker.headroom import VERDICT_FILE
+from worker.headroom import VERDICT_FILE, host_busy_s
 from worker.measurement import SpeechReport, first_voiced_at
 
 from .heard import listen_runs, replies_heard
+from .report import pct, turn_errors
 
-UNDERRUN_S = 0.3
-PAUSE_SLACK_S = 0.25
-IN_CALL_MB = 20.0
-"""A job process is in its call once its RSS is this far above its first sample (the prewarmed idle size)."""
-CALL_S_PER_TURN = 40.0
-"""The caller's wait for a whole call: this much per turn (at least 10 minutes; a slow 2-core host)."""
+UNDERRUN_S, PAUSE_SLACK_S = 0.3, 0.25
+IN_CALL_MB = 20.0  # a job process is in its call once its RSS is this far above its first (idle) sample
+CALL_S_PER_TURN = 40.0  # the caller's wait for a whole call, per turn (at least 10 minutes; a slow host)
 NEXT_CALLER_GAP_S = 3.0
 """A line's next caller arrives this long after the last one hung up: a slot freed reaches LiveKit only in
 the worker's status update (every 2.5 s); sooner, a full host's refusal would leave the call with no agent."""
-NOT_HOST = ("callers", "benchmark", "other")
-"""Parts that are not the host's: real callers run elsewhere."""
+NOT_HOST = ("callers", "benchmark", "other")  # not the host's parts: real callers run elsewhere
 
 
 @dataclass
@@ -57,7 +56,6 @@ class RoomLoad:
     errors: list[str] = field(default_factory=list)
     rss: list[tuple[float, dict[int, float]]] = field(default_factory=list)  # (t, {job pid: MB})
     uss: dict[int, float] = field(default_factory=dict)  # job pid -> largest USS (MB): its own pages
-    parts_rss: dict[str, float] = field(default_factory=dict)  # long-lived part -> largest RSS (MB)
     parts_series: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # (t, {part: MB})
     cpu: list[dict[int, tuple[str, float]]] = field(default_factory=list)  # {pid: (part, CPU s)} per sample
     headroom: list[dict[str, Any]] = field(default_factory=list)  # the worker's verdicts (worker/headroom.py)
@@ -133,25 +131,21 @@ def underruns(res: CallResult, record: RoomCallRecord | None = None) -> tuple[li
 # --- the host's parts: CPU and memory ---
 
 
+PARTS = (
+    ("callers", "simulator.room_caller"), ("benchmark", "benchmarks.load"),
+    ("livekit-server", "livekit-server"), ("stt-engine", "plugins.whisper serve"),
+    ("llm", "worker.llm_server"), ("other", "multiprocessing.resource_tracker"),
+)  # fmt: skip
+
+
 def host_part(cmdline: str, child_of_worker: bool) -> str:
-    """Which part of the stack a process is: callers | benchmark | livekit-server | stt-engine | llm | job |
-    forkserver | worker | other. Job processes and the forkserver share a command line; the forkserver is
-    the worker's own child, jobs are its children (under `spawn` a job is the worker's child)."""
-    for part, key in (
-        ("callers", "simulator.room_caller"),
-        ("benchmark", "benchmarks.load"),
-        ("livekit-server", "livekit-server"),
-        ("stt-engine", "plugins.whisper serve"),
-        ("llm", "worker.llm_server"),
-        ("other", "multiprocessing.resource_tracker"),
-    ):
-        if key in cmdline:
-            return part
-    if "multiprocessing.forkserver" in cmdline:
-        return "forkserver" if child_of_worker else "job"
-    if "multiprocessing" in cmdline:
-        return "job"
-    return "worker" if "worker.py" in cmdline else "other"
+    """Which part of the stack a process is: one of PARTS, or job | forkserver | worker | other. Job
+    processes and the forkserver share a command line; the forkserver is the worker's own child, jobs are
+    its children (under `spawn` a job is the worker's child)."""
+    part = next((part for part, key in PARTS if key in cmdline), None)
+    if part is None and "multiprocessing" in cmdline:
+        part = "forkserver" if "multiprocessing.forkserver" in cmdline and child_of_worker else "job"
+    return part or ("worker" if "worker.py" in cmdline else "other")
 
 
 def _sample(worker_pid: int, state: RoomLoad, t: float) -> None:
@@ -165,11 +159,8 @@ def _sample(worker_pid: int, state: RoomLoad, t: float) -> None:
     for p in [me, *me.children(recursive=True)]:
         try:
             with p.oneshot():
-                part = (
-                    "worker"
-                    if p.pid == worker_pid
-                    else host_part(" ".join(p.cmdline()), p.ppid() == worker_pid)
-                )
+                cmd, child = " ".join(p.cmdline()), p.ppid() == worker_pid
+                part = "worker" if p.pid == worker_pid else host_part(cmd, child)
                 times = p.cpu_times()
                 cpu[p.pid] = ("jobs" if part == "job" else part, times.user + times.system)
                 rss = p.memory_info().rss / 1e6
@@ -178,7 +169,6 @@ def _sample(worker_pid: int, state: RoomLoad, t: float) -> None:
                 state.uss[p.pid] = max(state.uss.get(p.pid, 0.0), p.memory_full_info().uss / 1e6)
             elif part in ("worker", "stt-engine", "llm", "forkserver"):
                 parts[part] = rss
-                state.parts_rss[part] = max(state.parts_rss.get(part, 0.0), rss)
         except psutil.Error:
             continue
     state.cpu.append(cpu)
@@ -210,10 +200,10 @@ def cpu_per_call_minute(cores: dict[str, float], seconds: float, call_minutes: f
     return per
 
 
-def _slope(samples: list[tuple[float, float]]) -> float | None:
+def slope(samples: list[tuple[float, float]]) -> float | None:
     """MB/min over the second half of the samples (warm-up left out)."""
     half = samples[len(samples) // 2 :]
-    if len(half) < 3:
+    if len(half) < 10:
         return None
     t = np.array([s[0] for s in half]) / 60
     return round(float(np.polyfit(t, [s[1] for s in half], 1)[0]), 2)
@@ -230,7 +220,7 @@ def _by_pid(samples: list[tuple[float, dict[int, float]]]) -> dict[int, list[tup
 def shared_rss_slope(series: list[tuple[float, dict[str, float]]]) -> float | None:
     """MB/min over the run's second half of the long-lived parts' summed RSS (worker, forkserver, speech
     engine, LLM): anything that outlives a call and leaks shows here."""
-    return _slope([(t, sum(parts.values())) for t, parts in series if parts])
+    return slope([(t, sum(parts.values())) for t, parts in series if parts])
 
 
 def job_rss_growth(samples: list[tuple[float, dict[int, float]]]) -> dict[str, float | int | None]:
@@ -244,9 +234,9 @@ def job_rss_growth(samples: list[tuple[float, dict[int, float]]]) -> dict[str, f
             continue
         in_call = [(at, mb) for at, mb in series if at >= began]
         settled = in_call[len(in_call) // 2 :]
-        slope = _slope(in_call)
-        if slope is not None and settled[-1][0] - settled[0][0] >= 20.0:
-            slopes.append(slope)
+        growth = slope(in_call)
+        if growth is not None and settled[-1][0] - settled[0][0] >= 20.0:
+            slopes.append(growth)
     return {
         "p50": round(float(np.median(slopes)), 2) if slopes else None,
         "max": round(max(slopes), 2) if slopes else None,
@@ -254,42 +244,18 @@ def job_rss_growth(samples: list[tuple[float, dict[int, float]]]) -> dict[str, f
     }
 
 
-def job_peak_slope(samples: list[tuple[float, dict[int, float]]]) -> float | None:
-    """MB/min of each job process's peak RSS against when it started, over the calls of the run: a host
-    whose every new call ends larger than the last grows here (the largest job at any one time rises with
-    every call that warms up, and says nothing of this)."""
-    peaks = [(series[0][0], max(mb for _, mb in series)) for series in _by_pid(samples).values()]
-    peaks = [(t, mb) for t, mb in sorted(peaks) if mb > IN_CALL_MB]
-    if len(peaks) < 4:
-        return None
-    t = np.array([p[0] for p in peaks]) / 60
-    return round(float(np.polyfit(t, [p[1] for p in peaks], 1)[0]), 2)
-
-
-def _read_verdict(folder: Path) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads((folder / VERDICT_FILE).read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return None
-
-
 def headroom_summary(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The worker's headroom signals over the run (each the worst of its window), as p50/p95/max, and the
-    share of samples it read full: what the admission saw while the calls ran."""
-    with_calls = [v for v in verdicts if v.get("calls")]
-    out: dict[str, Any] = {"samples": len(with_calls)}
-    if not with_calls:
-        return out
-    out["full_share"] = round(sum(not v.get("admits", True) for v in with_calls) / len(with_calls), 2)
-    names = sorted({k for v in with_calls for k in v.get("signals", {})})
-    for name in ["pressure", *names]:
-        vals = [
-            float(v["pressure"] if name == "pressure" else v.get("signals", {}).get(name, 0.0))
-            for v in with_calls
-        ]
-        out[name] = {
-            q: round(float(np.percentile(vals, p)), 3) for q, p in (("p50", 50), ("p95", 95), ("max", 100))
-        }
+    """What the admission saw while calls ran (worker/headroom.py): the share of samples it read full, and
+    its pressure and each signal as p50/p95/max."""
+    seen = [{"pressure": v["pressure"], **v.get("signals", {})} for v in verdicts if v.get("calls")]
+    out: dict[str, Any] = {"samples": len(seen)}
+    if seen:
+        out["full_share"] = round(
+            sum(not v.get("admits", True) for v in verdicts if v.get("calls")) / len(seen), 2
+        )
+        for name in seen[-1]:
+            vals = [float(v.get(name, 0.0)) for v in seen]
+            out[name] = {"p50": pct(vals, 50), "p95": pct(vals, 95), "max": pct(vals, 100)}
     return out
 
 
@@ -319,31 +285,29 @@ def run_room_load(
         worker_pid = next(p.popen.pid for p in stack.procs if p.name == "worker")
         verdicts = default_socket_path(f"headroom-{os.getpgid(worker_pid)}")  # worker/headroom.default_folder
         t0 = time.monotonic()
-        host0 = psutil.cpu_times()
+        host0 = host_busy_s()
         deadline = t0 + minutes * 60
 
         def sample() -> None:
             while not stop.is_set():
                 _sample(worker_pid, state, time.monotonic() - t0)
-                verdict = _read_verdict(verdicts)
-                if verdict is not None:
-                    state.headroom.append(verdict)
+                with contextlib.suppress(OSError, ValueError):
+                    state.headroom.append(json.loads((verdicts / VERDICT_FILE).read_text(encoding="utf-8")))
                 stop.wait(2.0)
 
         def caller(i: int) -> None:
             time.sleep(i * 2.5)  # staggered arrivals
-            k = 0
-            while time.monotonic() < deadline:
-                if k:
-                    time.sleep(NEXT_CALLER_GAP_S)
-                k += 1
+            for k in itertools.count():
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(NEXT_CALLER_GAP_S if k else 0.0)
                 try:
-                    record = run_caller(stack, plan, out / f"call{i}-{k - 1}", opts)
+                    record = run_caller(stack, plan, out / f"call{i}-{k}", opts)
                     res = to_call_result(record, fillers, pipeline=f"call{i}")
                     starved, own = underruns(res, record)
                 except Exception as e:  # one failed call is an error, not the end of the run
                     with state.lock:
-                        state.errors.append(f"call{i}-{k - 1}: {type(e).__name__}: {str(e)[:160]}")
+                        state.errors.append(f"call{i}-{k}: {type(e).__name__}: {str(e)[:160]}")
                     continue
                 with state.lock:
                     state.results.append(res)
@@ -360,9 +324,7 @@ def run_room_load(
         sampler.join(5)
         _sample(worker_pid, state, time.monotonic() - t0)
         state.seconds = time.monotonic() - t0
-        host1 = psutil.cpu_times()
-        busy = (sum(host1) - host1.idle - host1.iowait) - (sum(host0) - host0.idle - host0.iowait)
-        state.host_busy_cores = round(busy / state.seconds, 2)
+        state.host_busy_cores = round((host_busy_s() - host0) / state.seconds, 2)
         worker_log = next(p.log_path for p in stack.procs if p.name == "worker")
     # the stack is closed: every job process has ended its call and written its audit line
     worker_text = worker_log.read_text(errors="replace")
@@ -380,84 +342,77 @@ def stream_audits(worker_log: str) -> list[dict[str, float]]:
     ends (worker/call.py `audit_open_streams`)."""
     audits = []
     for line in worker_log.splitlines():
-        if '"call ended"' not in line:
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if rec.get("message") == "call ended" and "open_stt_streams" in rec:
-            keys = ("open_stt_streams", "open_tts_streams")
-            audit: dict[str, float] = {k: int(rec.get(k, 0)) for k in keys}
-            if "voice_cpu_s" in rec:
-                audit["voice_cpu_s"] = float(rec["voice_cpu_s"])
-            audits.append(audit)
+        with contextlib.suppress(ValueError):
+            rec = json.loads(line) if '"call ended"' in line else {}
+            if rec.get("message") == "call ended" and "open_stt_streams" in rec:
+                keys = ("open_stt_streams", "open_tts_streams", "voice_cpu_s")
+                audits.append(
+                    {k: float(rec[k]) if k == "voice_cpu_s" else int(rec[k]) for k in keys if k in rec}
+                )
     return audits
 
 
+def call_figures(results: list[CallResult], errors: list[str], gaps: list[float]) -> dict[str, Any]:
+    """What the calls heard: `errors` are the worker's failures only (calls that failed, turns that timed
+    out or got no or a silent reply, the worker's own apology / repeat / hold lines); `apologies` are the
+    ones the LLM wrote itself (the embedded 135M model's content: reported, not failures)."""
+    heard = errors + [f"{res.pipeline}: {e}" for res in results for e in [*res.errors, *turn_errors(res)]]
+    failures = worker_failures(heard)
+    apologies = [e for e in heard if e not in failures]
+    v2v = [t.v2v_ms for res in results for t in res.turns if t.v2v_ms is not None]
+    return {
+        "conversations": len(results),
+        "turns": len(v2v),
+        "errors": len(failures),
+        "error_list": failures[:50],
+        "apologies": len(apologies),
+        "apology_list": apologies[:20],
+        "underruns": len(gaps),
+        "underrun_gaps_ms": sorted(round(g * 1000) for g in gaps)[-20:],
+        "v2v_ms": {"p50": pct(v2v, 50), "p95": pct(v2v, 95), "p99": pct(v2v, 99)},
+    }
+
+
 def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
-    """`errors` are the worker's failures only (calls that failed, turns that timed out or got no or a
-    silent reply, and the worker's own apology / repeat / hold lines); `apologies` are the ones the LLM
-    wrote itself (the embedded 135M model's content: reported, not failures). A caller no agent joined
-    was not dispatched (the worker reported itself full): counted apart, as `not_dispatched`."""
-    from simulator.call_plan import worker_failures
-
-    from .report import pct, turn_errors
-
+    """A caller no agent joined was not dispatched (the worker reported itself full): counted apart from
+    the worker's failures, as `not_dispatched`, like the calls it refused in-call (`refused`)."""
     unsent = [e for e in state.errors if "no agent joined" in e]
-    heard = [e for e in state.errors if e not in unsent]
-    for res in state.results:
-        heard += [f"{res.pipeline}: {e}" for e in [*res.errors, *turn_errors(res)]]
-    errors = worker_failures(heard)
-    model_apologies = [e for e in heard if e not in errors]
-    v2v = [t.v2v_ms for res in state.results for t in res.turns if t.v2v_ms is not None]
     served = sum(max(0.0, res.end - res.t0) for res in state.results) / 60  # call-minutes
     per_pid = {pid: max(mb for _, mb in series) for pid, series in _by_pid(state.rss).items()}
-    biggest = [(t, max(by_pid.values())) for t, by_pid in state.rss if by_pid]
+    largest = {
+        part: max((p.get(part, 0.0) for _, p in state.parts_series), default=0.0)
+        for part in ("stt-engine", "llm", "forkserver")
+    }
     cores = cpu_cores(state.cpu, state.seconds)
     voice_s = sum(a.get("voice_cpu_s", 0.0) for a in state.audits)
     if voice_s and "jobs" in cores:  # the voice runs inside the job processes: shown apart from them
         cores["voice"] = round(voice_s / max(state.seconds, 1e-9), 2)
         cores["jobs"] = round(max(0.0, cores["jobs"] - cores["voice"]), 2)
+    job_max = round(max(per_pid.values()), 1) if per_pid else None
     return {
         "calls": calls,
         "minutes": minutes,
         "livekit": True,
-        "conversations": len(state.results),
-        "turns": len(v2v),
-        "errors": len(errors),
-        "error_list": errors[:50],
-        "apologies": len(model_apologies),
-        "apology_list": model_apologies[:20],
+        **call_figures(state.results, [e for e in state.errors if e not in unsent], state.gaps),
         "refused": state.refused,
         "not_dispatched": len(unsent),
-        "underruns": len(state.gaps),
-        "underrun_gaps_ms": sorted(round(g * 1000) for g in state.gaps)[-20:],
         "voice_pauses_ms": sorted(round(g * 1000) for g in state.pauses)[-20:],
-        "v2v_ms": {"p50": pct(v2v, 50), "p95": pct(v2v, 95), "p99": pct(v2v, 99)},
         "jitter_buffer_ms": {"p50": pct(state.jitter_buffer_ms, 50), "max": pct(state.jitter_buffer_ms, 100)},
         # streams still open when a call ended, summed over every call the worker audited (None: no audit)
-        "leaked_streams": (
-            sum(a["open_stt_streams"] + a["open_tts_streams"] for a in state.audits) if state.audits else None
-        ),
+        "leaked_streams": sum(a["open_stt_streams"] + a["open_tts_streams"] for a in state.audits)
+        if state.audits
+        else None,
         "calls_audited": len(state.audits),
-        "rss_mb_max": round(max(per_pid.values()), 1) if per_pid else None,
-        "rss_mb_per_call_max": round(max(per_pid.values()), 1) if per_pid else None,
+        "rss_mb_max": job_max,
+        "rss_mb_per_call_max": job_max,
         "uss_mb_per_call_max": round(max(state.uss.values()), 1) if state.uss else None,
-        "rss_slope_mb_per_min": _slope(biggest),
+        "rss_slope_mb_per_min": slope([(t, max(by_pid.values())) for t, by_pid in state.rss if by_pid]),
         "rss_slope_mb_per_min_shared": shared_rss_slope(state.parts_series),
         "job_rss_growth_mb_per_min": job_rss_growth(state.rss),
-        "job_peak_rss_slope_mb_per_min": job_peak_slope(state.rss),
-        "rss_mb_engine": _mb(state.parts_rss.get("stt-engine")),
-        "rss_mb_llm": _mb(state.parts_rss.get("llm")),
-        "rss_mb_forkserver": _mb(state.parts_rss.get("forkserver")),
+        **{f"rss_mb_{k.replace('stt-', '')}": round(v, 1) if v else None for k, v in largest.items()},
         "job_processes": len(per_pid),
         "headroom": headroom_summary(state.headroom),
         "cpu_cores": {**cores, "host": state.host_busy_cores},
         "call_minutes_served": round(served, 2),
         "cpu_s_per_call_minute": cpu_per_call_minute(cores, state.seconds, served),
     }
-
-
-def _mb(v: float | None) -> float | None:
-    return round(v, 1) if v is not None else None

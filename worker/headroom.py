@@ -4,11 +4,11 @@ Calls on a host degrade together when its CPU runs out (4 calls on 2 cores: ever
 each answer), and a fixed call count cannot know a host's speed. So the worker admits a call only while one
 more call fits under these limits:
 
-- CPU, projected: the host's busy cores that are not this worker's (neighbours) plus what a call of this
-  worker costs times (calls + 1), against the cores. What a call costs is measured on this host: the CPU of
-  the worker's process tree (job processes, speech engine, LLM) per second of call, over the last minutes,
-  starting from `call_cores_prior` until enough calls were seen. The only signal that can turn a call away
-  *before* the calls degrade: the others show degradation under way.
+- CPU, projected: the host's busy cores that are not this worker's (neighbours; niced processes give way
+  and are left out) plus what a call of this worker costs times (calls + 1), against the cores. What a
+  call costs is measured on this host: the CPU of the worker's process tree (job processes, speech
+  engine, LLM) per second of call over the last minutes, starting from `call_cores_prior`. The only
+  signal that turns a call away *before* the calls degrade: the others show degradation under way.
 - the job processes' event-loop lag (how late a 100 ms sleep wakes in each call's loop), sustained;
 - the host speech engine's queue delay (how long its oldest waiting decode has waited);
 - the voice's real-time factor (seconds of synthesis per second of speech, CPU voice).
@@ -129,10 +129,12 @@ def pressure(values: dict[str, float], opts: HeadroomOptions) -> tuple[float, st
     return worst, why
 
 
-def host_busy_s() -> float:
-    """CPU seconds the host's cores have been busy since boot (all processes)."""
+def host_busy_s(niced: bool = True) -> float:
+    """CPU seconds the host's cores have been busy since boot; `niced=False` leaves out what niced
+    processes used (they give way to the calls, so they take nothing from them)."""
     t = psutil.cpu_times()
-    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
+    busy = sum(getattr(t, k, 0.0) for k in ("user", "system", "irq", "softirq", "steal"))  # guest is in user
+    return float(busy + (t.nice if niced else 0.0))
 
 
 class CallCost:
@@ -146,7 +148,7 @@ class CallCost:
         self,
         opts: HeadroomOptions,
         clock: Callable[[], float] = time.time,
-        busy: Callable[[], float] = host_busy_s,
+        busy: Callable[[], float] = lambda: host_busy_s(niced=False),
         tree: Callable[[], float] | None = None,
     ) -> None:
         self.opts = opts
