@@ -5,7 +5,7 @@
 
 Without `--livekit`, N scripted callers repeat the conversation in DIR back to back through the offline
 harness in this process (one set of models, as one job process holds; the embedded LLM a shared child):
-errors, underruns, v2v, tasks and streams left open, memory over time, and a PNG of latency and memory.
+errors, underruns, v2v, tasks and streams left open, and memory over time (`rss_curve_mb`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-import numpy as np
 import psutil
 
 from simulator.offline import CallOptions, CallResult, run_call
@@ -32,65 +31,9 @@ from .heard import add_listen_arguments, describe
 from .load_room import call_figures, slope
 
 
-async def _sample(rss: list[tuple[float, float]], t0: float, stop: asyncio.Event) -> None:
-    """(time, MB) of this process and its children (the embedded LLM), once a second."""
-    proc = psutil.Process()
-    while not stop.is_set():
-        mb = proc.memory_info().rss
-        for p in proc.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                mb += p.memory_info().rss
-        rss.append((time.monotonic() - t0, mb / 1e6))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 1.0)
-
-
-async def _caller(
-    idx: int,
-    comp: Any,
-    settings: Any,
-    turns: list[Path],
-    deadline: float,
-    out: list[CallResult],
-    errors: list[str],
-) -> None:
-    from worker.pipeline import build_call
-
-    await asyncio.sleep(idx * 2.5)  # stagger the calls like real arrivals
-    while time.monotonic() < deadline:
-        session, agent = build_call(settings, comp)
-        try:
-            out.append(await run_call(f"call{idx}", session, agent, turns, CallOptions(settle_s=0.4)))
-        except Exception as e:
-            errors.append(f"call{idx}: {type(e).__name__}: {str(e)[:160]}")
-        await asyncio.to_thread(release_free_memory)  # what the worker does when a call ends
-
-
-def _png(v2v: list[tuple[float, float]], rss: list[tuple[float, float]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
-    for ax, series, label, style in zip(
-        axes, (v2v, rss), ("v2v ms", "RSS MB (all processes)"), (".", "-"), strict=True
-    ):
-        if series:
-            t, v = zip(*series, strict=True)
-            ax.plot(np.array(t) / 60, v, style, ms=4)
-        ax.set_ylabel(label)
-    axes[0].set_title("Parley load: voice-to-voice per turn and host memory")
-    axes[1].set_xlabel("minutes")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(str(path), dpi=100)
-    plt.close(fig)
-
-
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from worker.llm_server import EmbeddedLLM, EmbeddedLLMOptions
-    from worker.pipeline import conversation_prefix, load_components
+    from worker.pipeline import build_call, conversation_prefix, load_components
 
     settings = load_settings()
     tune_allocator()  # as the worker's prewarm does
@@ -99,25 +42,44 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"error: no *.wav turns in {args.data}")
     llm_server, llm_url = None, settings.llm_base_url
     slots = max(settings.max_calls, args.calls)
-    if not llm_url:
-        threads, log_path = settings.llm_embedded_threads, settings.llm_embedded_log
-        # the calls' slots and the end-of-turn scorer's
-        llm_server = EmbeddedLLM(EmbeddedLLMOptions(n_parallel=slots + 1, threads=threads, log_path=log_path))
+    if not llm_url:  # one slot a call, and the end-of-turn scorer's
+        opts = EmbeddedLLMOptions(
+            slots + 1, threads=settings.llm_embedded_threads, log_path=settings.llm_embedded_log
+        )
+        llm_server = EmbeddedLLM(opts)
         llm_url = await asyncio.to_thread(llm_server.start)
         await asyncio.to_thread(llm_server.warm, conversation_prefix(settings))
     results: list[CallResult] = []
     errors: list[str] = []
-    rss: list[tuple[float, float]] = []
+    rss: list[tuple[float, float]] = []  # (time, MB) of this process and its children (the embedded LLM)
+    t0, stop = time.monotonic(), asyncio.Event()
+
+    async def sample() -> None:
+        proc = psutil.Process()
+        while not stop.is_set():
+            mb = proc.memory_info().rss
+            for p in proc.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    mb += p.memory_info().rss
+            rss.append((time.monotonic() - t0, mb / 1e6))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+
+    async def caller(idx: int) -> None:
+        await asyncio.sleep(idx * 2.5)  # stagger the calls like real arrivals
+        while time.monotonic() < t0 + args.minutes * 60:
+            session, agent = build_call(settings, comp)
+            try:
+                results.append(await run_call(f"call{idx}", session, agent, turns, CallOptions(settle_s=0.4)))
+            except Exception as e:
+                errors.append(f"call{idx}: {type(e).__name__}: {str(e)[:160]}")
+            await asyncio.to_thread(release_free_memory)  # what the worker does when a call ends
+
     try:
         comp = load_components(settings, llm_url, llm_slots=slots)  # main thread: plugins register on import
         baseline_tasks = set(asyncio.all_tasks())
-        t0, stop = time.monotonic(), asyncio.Event()
-        sampler = asyncio.create_task(_sample(rss, t0, stop))
-        calls = (
-            _caller(i, comp, settings, turns, t0 + args.minutes * 60, results, errors)
-            for i in range(args.calls)
-        )
-        await asyncio.gather(*calls)
+        sampler = asyncio.create_task(sample())
+        await asyncio.gather(*(caller(i) for i in range(args.calls)))
         await asyncio.sleep(2.0)  # let closing sessions finish their cleanup
         stop.set()
         await sampler  # (its own pending wait would otherwise count as a task left behind)
@@ -126,11 +88,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         if llm_server:
             llm_server.close()
     gaps = [g for res in results for _, g in res.speaker.underruns]
-    _png(
-        [(t.speech_end - t0, t.v2v_ms) for r in results for t in r.turns if t.v2v_ms is not None],
-        rss,
-        Path(args.out) / "load.png",
-    )
     return {
         "calls": args.calls,
         "minutes": args.minutes,
@@ -153,7 +110,7 @@ def _room(args: argparse.Namespace) -> dict[str, Any]:
     load_settings()  # a bad setting is one line here
     why = room_unavailable_reason()
     if why:
-        _fail(f"error: no local LiveKit room: {why}")
+        sys.exit(f"error: no local LiveKit room: {why}")
     speed = machine_speed.measure()  # before the calls: room figures move with the machine
     print(machine_speed.describe(speed), flush=True)
     counter = iter(range(1_000_000))
@@ -162,23 +119,21 @@ def _room(args: argparse.Namespace) -> dict[str, Any]:
         out = Path(args.out) / f"capacity-{calls}-{next(counter)}" if args.capacity else Path(args.out)
         return run_room_load(calls, minutes, Path(args.data), out, args.caller_nice, args.listen)
 
-    if args.capacity:
-        from .capacity import CapacityOptions, sweep
+    if not args.capacity:
+        return {**one(args.calls, args.minutes or 1.0), "machine_speed": speed}
+    from .capacity import CapacityOptions, sweep
 
-        return {
-            **sweep(one, CapacityOptions(max_calls=args.capacity_max, minutes=args.minutes or 2.0)),
-            "machine_speed": speed,
-        }
-    return {**one(args.calls, args.minutes or 1.0), "machine_speed": speed}
+    opts = CapacityOptions(max_calls=args.capacity_max, minutes=args.minutes or 2.0)
+    return {**sweep(one, opts), "machine_speed": speed}
 
 
 def _print(report: dict[str, Any]) -> None:
     if "capacity" in report:  # a line per N: (p95, underruns, errors) of each run
         runs = {
-            f"{n} calls": [(r["v2v_ms"]["p95"], r["underruns"], r["errors"]) for r in rs]
+            n: [(r["v2v_ms"]["p95"], r["underruns"], r["errors"]) for r in rs]
             for n, rs in report["runs"].items()
         }
-        report = {"capacity": report["capacity"], **runs}
+        report = {"capacity": report["capacity"], **{f"{n} calls": v for n, v in runs.items()}}
     for k, v in report.items():
         if not isinstance(v, list) and k not in ("replies_heard", "machine_speed", "livekit"):
             print(f"{k.ljust(28)}  {v}")
@@ -186,30 +141,20 @@ def _print(report: dict[str, Any]) -> None:
         print(describe(report["replies_heard"]))
 
 
-def _fail(line: str) -> NoReturn:
-    print(line, file=sys.stderr)
-    sys.exit(2)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
-    ap.add_argument("--calls", type=int, default=4)
-    ap.add_argument("--minutes", type=float, default=None, help="per run (default 1; 2 with --capacity)")
-    ap.add_argument("--data", default=None, help="caller turns (default: the project's test conversation)")
-    ap.add_argument("--json")
-    ap.add_argument("--out", default="out/load")
-    ap.add_argument("--log-level", default="WARNING")
-    ap.add_argument(
-        "--livekit", action="store_true", help="through a real local room, one job process a call"
-    )
-    ap.add_argument(
-        "--capacity", action="store_true", help="with --livekit: the sweep of benchmarks/capacity.py"
-    )
-    ap.add_argument("--capacity-max", type=int, default=8, help="the largest N the capacity sweep tries")
-    ap.add_argument(
-        "--caller-nice", type=int, default=0, choices=range(20), metavar="0-19",
-        help="with --livekit: the scripted callers' nice level (real callers are not on the host)",
-    )  # fmt: skip
+    add = ap.add_argument
+    add("--calls", type=int, default=4)
+    add("--minutes", type=float, default=None, help="per run (default 1; 2 with --capacity)")
+    add("--data", default=None, help="caller turns (default: the project's test conversation)")
+    add("--json")
+    add("--out", default="out/load")
+    add("--log-level", default="WARNING")
+    add("--livekit", action="store_true", help="through a real local room, one job process a call")
+    add("--capacity", action="store_true", help="with --livekit: the sweep of benchmarks/capacity.py")
+    add("--capacity-max", type=int, default=8, help="the largest N the capacity sweep tries")
+    add("--caller-nice", type=int, default=0, choices=range(20), metavar="0-19", help="with --livekit: "
+        "the scripted callers' nice level (real callers are not on the host)")  # fmt: skip
     add_listen_arguments(ap, "with --livekit, after the run")
     args = ap.parse_args(argv)
     if args.data is None:
@@ -217,16 +162,16 @@ def main(argv: list[str] | None = None) -> None:
 
         args.data = str(speech_dir() / "conversation")
     if args.calls < 1 or (args.minutes is not None and args.minutes <= 0):
-        _fail("error: --calls must be ≥ 1 and --minutes > 0")
+        sys.exit("error: --calls must be ≥ 1 and --minutes > 0")
     if args.capacity and not args.livekit:
-        _fail("error: --capacity measures through the room: add --livekit")
+        sys.exit("error: --capacity measures through the room: add --livekit")
     if not args.livekit:
         args.minutes = args.minutes or 1.0
     logging.basicConfig(level=args.log_level)
     try:
         report = _room(args) if args.livekit else asyncio.run(main_async(args))
     except SettingsError as e:
-        _fail(str(e))
+        sys.exit(str(e))
     _print(report)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

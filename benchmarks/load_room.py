@@ -1,12 +1,10 @@
 """`benchmarks.load --livekit`: N concurrent scripted calls through a real local room, in production shape.
 
-One livekit-server and one Parley worker (`python worker.py start`: one job process per call, N idle
-processes prewarmed, the embedded LLM and the speech engine shared by the host); N caller processes each
-repeat the call back to back until the time is up. Reported from the callers' received tracks, the worker's
-marks and its log: worker failures apart from the model's own apologies, underruns (a silence of ≥ 300 ms
-inside a reply the worker's own audio did not have), v2v, calls refused or never dispatched by a full host,
-memory per job process and per long-lived part, the host's headroom signals, and CPU per part (cores, and
-seconds per call-minute served), the scripted callers' share apart: real callers are not on the host.
+One livekit-server and one Parley worker (`worker.py start`: a job process per call, the LLM and the speech
+engine shared); N caller processes repeat the call back to back until the time is up. Reported: worker
+failures apart from the model's apologies, underruns, v2v, calls a full host refused or never dispatched,
+memory per job process and long-lived part, the headroom signals, and CPU per part (cores, seconds per
+call-minute served), the scripted callers' share apart: real callers are not on the host.
 """
 
 from __future__ import annotations
@@ -40,7 +38,6 @@ from .heard import listen_runs, replies_heard
 from .report import pct, turn_errors
 
 UNDERRUN_S, PAUSE_SLACK_S = 0.3, 0.25
-IN_CALL_MB = 20.0  # a job process is in its call once its RSS is this far above its first (idle) sample
 CALL_S_PER_TURN = 40.0  # the caller's wait for a whole call, per turn (at least 10 minutes; a slow host)
 NEXT_CALLER_GAP_S = 3.0
 """A line's next caller arrives this long after the last one hung up: a slot freed reaches LiveKit only in
@@ -67,9 +64,6 @@ class RoomLoad:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-# --- what the caller heard ---
-
-
 def reply_gap_spans(
     track: Track, start: float, end: float, min_gap_s: float = UNDERRUN_S
 ) -> list[tuple[float, float]]:
@@ -86,10 +80,6 @@ def reply_gap_spans(
                 spans.append((t, t - last_voiced))
             last_voiced = t + len(pcm) / track.sample_rate
     return spans
-
-
-def reply_gaps(track: Track, start: float, end: float, min_gap_s: float = UNDERRUN_S) -> list[float]:
-    return [gap for _, gap in reply_gap_spans(track, start, end, min_gap_s)]
 
 
 def _voice_pauses(record: RoomCallRecord) -> list[tuple[float, list[tuple[float, float]]]]:
@@ -128,9 +118,6 @@ def underruns(res: CallResult, record: RoomCallRecord | None = None) -> tuple[li
     return starved, own
 
 
-# --- the host's parts: CPU and memory ---
-
-
 PARTS = (
     ("callers", "simulator.room_caller"), ("benchmark", "benchmarks.load"),
     ("livekit-server", "livekit-server"), ("stt-engine", "plugins.whisper serve"),
@@ -154,7 +141,7 @@ def _sample(worker_pid: int, state: RoomLoad, t: float) -> None:
     (it shows only in `host_busy_cores`)."""
     me = psutil.Process()
     cpu: dict[int, tuple[str, float]] = {}
-    jobs: dict[int, float] = {}
+    jobs: dict[int, float] = {}  # RSS MB
     parts: dict[str, float] = {}
     for p in [me, *me.children(recursive=True)]:
         try:
@@ -168,7 +155,7 @@ def _sample(worker_pid: int, state: RoomLoad, t: float) -> None:
                 jobs[p.pid] = rss
                 state.uss[p.pid] = max(state.uss.get(p.pid, 0.0), p.memory_full_info().uss / 1e6)
             elif part in ("worker", "stt-engine", "llm", "forkserver"):
-                parts[part] = rss
+                parts[part.replace("stt-", "")] = rss
         except psutil.Error:
             continue
     state.cpu.append(cpu)
@@ -192,9 +179,8 @@ def cpu_cores(samples: list[dict[int, tuple[str, float]]], seconds: float) -> di
 
 
 def cpu_per_call_minute(cores: dict[str, float], seconds: float, call_minutes: float) -> dict[str, float]:
-    """CPU seconds each part spent per minute of call served (the admitted calls, by their own durations);
-    `host_parts` sums the host's own: a host with C cores holds about C x 60 / host_parts calls at full
-    use (the scripted callers and the benchmark are not the host's: real callers run elsewhere)."""
+    """CPU seconds each part spent per minute of call served (by the admitted calls' own durations);
+    `host_parts` sums the host's: a host of C cores holds about C x 60 / host_parts calls at full use."""
     per = {g: round(c * seconds / max(call_minutes, 1e-9), 1) for g, c in cores.items()}
     per["host_parts"] = round(sum(v for g, v in per.items() if g not in NOT_HOST), 1)
     return per
@@ -209,57 +195,24 @@ def slope(samples: list[tuple[float, float]]) -> float | None:
     return round(float(np.polyfit(t, [s[1] for s in half], 1)[0]), 2)
 
 
-def _by_pid(samples: list[tuple[float, dict[int, float]]]) -> dict[int, list[tuple[float, float]]]:
-    series: dict[int, list[tuple[float, float]]] = {}
-    for t, by_pid in samples:
-        for pid, mb in by_pid.items():
-            series.setdefault(pid, []).append((t, mb))
-    return series
-
-
 def shared_rss_slope(series: list[tuple[float, dict[str, float]]]) -> float | None:
     """MB/min over the run's second half of the long-lived parts' summed RSS (worker, forkserver, speech
     engine, LLM): anything that outlives a call and leaks shows here."""
     return slope([(t, sum(parts.values())) for t, parts in series if parts])
 
 
-def job_rss_growth(samples: list[tuple[float, dict[int, float]]]) -> dict[str, float | int | None]:
-    """Each job process's RSS slope (MB/min) over the second half of its time in a call (a job's RSS grows
-    ~100 MB over its first turns as it loads what it uses lazily): median and largest over the processes
-    with at least 20 s of such samples. A leak inside a call shows here."""
-    slopes = []
-    for series in _by_pid(samples).values():
-        began = next((at for at, mb in series if mb > series[0][1] + IN_CALL_MB), None)
-        if began is None:
-            continue
-        in_call = [(at, mb) for at, mb in series if at >= began]
-        settled = in_call[len(in_call) // 2 :]
-        growth = slope(in_call)
-        if growth is not None and settled[-1][0] - settled[0][0] >= 20.0:
-            slopes.append(growth)
-    return {
-        "p50": round(float(np.median(slopes)), 2) if slopes else None,
-        "max": round(max(slopes), 2) if slopes else None,
-        "processes": len(slopes),
-    }
-
-
 def headroom_summary(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     """What the admission saw while calls ran (worker/headroom.py): the share of samples it read full, and
     its pressure and each signal as p50/p95/max."""
-    seen = [{"pressure": v["pressure"], **v.get("signals", {})} for v in verdicts if v.get("calls")]
+    busy = [v for v in verdicts if v.get("calls")]
+    seen = [{"pressure": v["pressure"], **v.get("signals", {})} for v in busy]
     out: dict[str, Any] = {"samples": len(seen)}
     if seen:
-        out["full_share"] = round(
-            sum(not v.get("admits", True) for v in verdicts if v.get("calls")) / len(seen), 2
-        )
+        out["full_share"] = round(sum(not v.get("admits", True) for v in busy) / len(busy), 2)
         for name in seen[-1]:
             vals = [float(v.get(name, 0.0)) for v in seen]
             out[name] = {"p50": pct(vals, 50), "p95": pct(vals, 95), "max": pct(vals, 100)}
     return out
-
-
-# --- the run ---
 
 
 def run_room_load(
@@ -267,25 +220,20 @@ def run_room_load(
 ) -> dict[str, Any]:
     """`listen`: a Whisper model that checks, after the run, what the callers heard of each reply
     (benchmarks/heard.py: `replies_heard`); empty = not checked."""
-    plan = load_plan(data)
-    env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")}
-    env["PARLEY_MAX_CALLS"] = str(max(calls, 4))
+    plan, state, stop, fillers = load_plan(data), RoomLoad(), threading.Event(), default_filler_texts()
+    env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")} | {
+        "PARLEY_MAX_CALLS": str(max(calls, 4))
+    }
+    worker = {"num_idle_processes": str(calls)}
+    timeout_s = max(600.0, CALL_S_PER_TURN * len(plan))
     opts = LiveKitCallOptions(
-        out_dir=out / "stack",
-        base_env=env,
-        worker_options={"num_idle_processes": str(calls)},
-        call_timeout_s=max(600.0, CALL_S_PER_TURN * len(plan)),
-        caller_nice=caller_nice,
+        out / "stack", base_env=env, worker_options=worker, call_timeout_s=timeout_s, caller_nice=caller_nice
     )
-    state = RoomLoad()
-    stop = threading.Event()
-    fillers = default_filler_texts()
     with E2EStack(stack_options(opts)) as stack:
         wait_until_quiet(stack)
         worker_pid = next(p.popen.pid for p in stack.procs if p.name == "worker")
         verdicts = default_socket_path(f"headroom-{os.getpgid(worker_pid)}")  # worker/headroom.default_folder
-        t0 = time.monotonic()
-        host0 = host_busy_s()
+        t0, host0 = time.monotonic(), host_busy_s()
         deadline = t0 + minutes * 60
 
         def sample() -> None:
@@ -297,9 +245,7 @@ def run_room_load(
 
         def caller(i: int) -> None:
             time.sleep(i * 2.5)  # staggered arrivals
-            for k in itertools.count():
-                if time.monotonic() >= deadline:
-                    return
+            for k in itertools.takewhile(lambda _: time.monotonic() < deadline, itertools.count()):
                 time.sleep(NEXT_CALLER_GAP_S if k else 0.0)
                 try:
                     record = run_caller(stack, plan, out / f"call{i}-{k}", opts)
@@ -345,10 +291,8 @@ def stream_audits(worker_log: str) -> list[dict[str, float]]:
         with contextlib.suppress(ValueError):
             rec = json.loads(line) if '"call ended"' in line else {}
             if rec.get("message") == "call ended" and "open_stt_streams" in rec:
-                keys = ("open_stt_streams", "open_tts_streams", "voice_cpu_s")
-                audits.append(
-                    {k: float(rec[k]) if k == "voice_cpu_s" else int(rec[k]) for k in keys if k in rec}
-                )
+                audit = {k: int(rec[k]) for k in ("open_stt_streams", "open_tts_streams") if k in rec}
+                audits.append({**audit, **{k: float(rec[k]) for k in ("voice_cpu_s",) if k in rec}})
     return audits
 
 
@@ -378,10 +322,12 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
     the worker's failures, as `not_dispatched`, like the calls it refused in-call (`refused`)."""
     unsent = [e for e in state.errors if "no agent joined" in e]
     served = sum(max(0.0, res.end - res.t0) for res in state.results) / 60  # call-minutes
-    per_pid = {pid: max(mb for _, mb in series) for pid, series in _by_pid(state.rss).items()}
+    per_pid: dict[int, float] = {}  # each job process's largest RSS
+    for _, by_pid in state.rss:
+        per_pid.update({pid: max(mb, per_pid.get(pid, 0.0)) for pid, mb in by_pid.items()})
     largest = {
-        part: max((p.get(part, 0.0) for _, p in state.parts_series), default=0.0)
-        for part in ("stt-engine", "llm", "forkserver")
+        k: max((p.get(k, 0.0) for _, p in state.parts_series), default=0.0)
+        for k in ("engine", "llm", "forkserver")
     }
     cores = cpu_cores(state.cpu, state.seconds)
     voice_s = sum(a.get("voice_cpu_s", 0.0) for a in state.audits)
@@ -389,6 +335,9 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         cores["voice"] = round(voice_s / max(state.seconds, 1e-9), 2)
         cores["jobs"] = round(max(0.0, cores["jobs"] - cores["voice"]), 2)
     job_max = round(max(per_pid.values()), 1) if per_pid else None
+    leaked = (
+        sum(a["open_stt_streams"] + a["open_tts_streams"] for a in state.audits) if state.audits else None
+    )
     return {
         "calls": calls,
         "minutes": minutes,
@@ -399,17 +348,14 @@ def report(state: RoomLoad, calls: int, minutes: float) -> dict[str, Any]:
         "voice_pauses_ms": sorted(round(g * 1000) for g in state.pauses)[-20:],
         "jitter_buffer_ms": {"p50": pct(state.jitter_buffer_ms, 50), "max": pct(state.jitter_buffer_ms, 100)},
         # streams still open when a call ended, summed over every call the worker audited (None: no audit)
-        "leaked_streams": sum(a["open_stt_streams"] + a["open_tts_streams"] for a in state.audits)
-        if state.audits
-        else None,
+        "leaked_streams": leaked,
         "calls_audited": len(state.audits),
         "rss_mb_max": job_max,
         "rss_mb_per_call_max": job_max,
         "uss_mb_per_call_max": round(max(state.uss.values()), 1) if state.uss else None,
         "rss_slope_mb_per_min": slope([(t, max(by_pid.values())) for t, by_pid in state.rss if by_pid]),
         "rss_slope_mb_per_min_shared": shared_rss_slope(state.parts_series),
-        "job_rss_growth_mb_per_min": job_rss_growth(state.rss),
-        **{f"rss_mb_{k.replace('stt-', '')}": round(v, 1) if v else None for k, v in largest.items()},
+        **{f"rss_mb_{k}": round(v, 1) if v else None for k, v in largest.items()},
         "job_processes": len(per_pid),
         "headroom": headroom_summary(state.headroom),
         "cpu_cores": {**cores, "host": state.host_busy_cores},
