@@ -211,7 +211,10 @@ def headroom_summary(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
         out["full_share"] = round(sum(not v.get("admits", True) for v in busy) / len(busy), 2)
         for name in seen[-1]:
             vals = [float(v.get(name, 0.0)) for v in seen]
-            out[name] = {"p50": pct(vals, 50), "p95": pct(vals, 95), "max": pct(vals, 100)}
+            out[name] = {
+                q: round(float(np.percentile(vals, p)), 3)
+                for q, p in (("p50", 50), ("p95", 95), ("max", 100))
+            }
     return out
 
 

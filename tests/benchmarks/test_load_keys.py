@@ -144,3 +144,21 @@ def test_cpu_is_reported_per_call_minute_served_by_part_with_the_callers_apart()
     assert out["refused"] == 3 and out["call_minutes_served"] == 1.0
     assert out["cpu_s_per_call_minute"]["host_parts"] == 102.0  # one call-minute served, not two
     assert out["not_dispatched"] == 1 and out["errors"] == 0  # a full host's, not a failure
+    # the CPU voice's seconds, from the calls' "call ended" lines, are shown apart from the job processes
+    audits = [{"open_stt_streams": 0, "open_tts_streams": 0, "voice_cpu_s": 12.0}]
+    state = RoomLoad(results=[served], cpu=[first, last], seconds=60.0, audits=audits)
+    out = report(state, calls=2, minutes=1.0)
+    assert out["cpu_cores"]["voice"] == 0.2 and out["cpu_cores"]["jobs"] == 0.8
+    assert out["cpu_s_per_call_minute"]["host_parts"] == 102.0  # the same total, split one more way
+
+
+def test_the_headroom_the_admission_saw_is_summed_up_over_the_samples_with_calls() -> None:
+    from benchmarks.load_room import headroom_summary
+
+    idle = {"pressure": 0.0, "calls": 0, "admits": True, "signals": {}}
+    calm = {"pressure": 0.8, "calls": 2, "admits": True, "signals": {"cpu": 0.6, "loop_lag": 0.01}}
+    full = {"pressure": 1.2, "calls": 3, "admits": False, "signals": {"cpu": 0.9, "loop_lag": 0.02}}
+    out = headroom_summary([idle, calm, calm, full])
+    assert out["samples"] == 3 and out["full_share"] == pytest.approx(0.33)
+    assert out["cpu"]["max"] == 0.9 and out["cpu"]["p50"] == 0.6 and out["pressure"]["max"] == 1.2
+    assert headroom_summary([idle]) == {"samples": 0}
