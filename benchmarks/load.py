@@ -52,7 +52,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     results: list[CallResult] = []
     errors: list[str] = []
     rss: list[tuple[float, float]] = []  # (time, MB) of this process and its children (the embedded LLM)
-    t0, stop = time.monotonic(), asyncio.Event()
 
     async def sample() -> None:
         proc = psutil.Process()
@@ -78,6 +77,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     try:
         comp = load_components(settings, llm_url, llm_slots=slots)  # main thread: plugins register on import
         baseline_tasks = set(asyncio.all_tasks())
+        t0, stop = time.monotonic(), asyncio.Event()  # the calls' clock starts once the models are loaded
         sampler = asyncio.create_task(sample())
         await asyncio.gather(*(caller(i) for i in range(args.calls)))
         await asyncio.sleep(2.0)  # let closing sessions finish their cleanup
