@@ -31,7 +31,7 @@ from simulator.offline import CallResult
 from simulator.room_caller import RoomCallRecord
 from simulator.room_result import to_call_result
 from simulator.room_runner import LiveKitCallOptions, run_caller, stack_options, wait_until_quiet
-from worker.headroom import VERDICT_FILE, host_busy_s
+from worker.headroom import VERDICT_FILE, HeadroomOptions, host_busy_s
 from worker.measurement import SpeechReport, first_voiced_at
 
 from .heard import listen_runs, replies_heard
@@ -43,6 +43,7 @@ NEXT_CALLER_GAP_S = 3.0
 """A line's next caller arrives this long after the last one hung up: a slot freed reaches LiveKit only in
 the worker's status update (every 2.5 s); sooner, a full host's refusal would leave the call with no agent."""
 NOT_HOST = ("callers", "benchmark", "other")  # not the host's parts: real callers run elsewhere
+BUSY = HeadroomOptions.full_line  # what a full host says before it ends the call
 
 
 @dataclass
@@ -136,9 +137,8 @@ def host_part(cmdline: str, child_of_worker: bool) -> str:
 
 
 def _sample(worker_pid: int, state: RoomLoad, t: float) -> None:
-    """One look at every process this benchmark started (the stack, the worker's tree, the callers): CPU
-    seconds per part; job RSS and USS; the long-lived parts' RSS. Other work on the machine is not counted
-    (it shows only in `host_busy_cores`)."""
+    """CPU seconds per part, job RSS and USS, long-lived parts' RSS, of every process this benchmark started
+    (the stack, the worker's tree, the callers): other work on the machine shows only in `host_busy_cores`."""
     me = psutil.Process()
     cpu: dict[int, tuple[str, float]] = {}
     jobs: dict[int, float] = {}  # RSS MB
@@ -221,8 +221,7 @@ def headroom_summary(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
 def run_room_load(
     calls: int, minutes: float, data: Path, out: Path, caller_nice: int = 0, listen: str = ""
 ) -> dict[str, Any]:
-    """`listen`: a Whisper model that checks, after the run, what the callers heard of each reply
-    (benchmarks/heard.py: `replies_heard`); empty = not checked."""
+    """`listen`: a Whisper model that checks what the callers heard (`replies_heard`); empty: not checked."""
     plan, state, stop, fillers = load_plan(data), RoomLoad(), threading.Event(), default_filler_texts()
     env = {k: v for k, v in os.environ.items() if k.startswith("PARLEY_")} | {
         "PARLEY_MAX_CALLS": str(max(calls, 4))
@@ -252,6 +251,8 @@ def run_room_load(
                 time.sleep(NEXT_CALLER_GAP_S if k else 0.0)
                 try:
                     record = run_caller(stack, plan, out / f"call{i}-{k}", opts)
+                    if any(t.who == "agent" and t.text.strip() == BUSY for t in record.transcripts):
+                        continue  # refused (the worker's log counts it): no call was served
                     res = to_call_result(record, fillers, pipeline=f"call{i}")
                     starved, own = underruns(res, record)
                 except Exception as e:  # one failed call is an error, not the end of the run

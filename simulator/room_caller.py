@@ -457,6 +457,8 @@ async def call_in_room(opts: CallerOptions, turns: Sequence[Path | TurnPlan]) ->
             await asyncio.sleep(opts.settle_s if delay_ms is None else delay_ms / 1000)
 
         for i, item in enumerate(plan):
+            if hung_up:  # the agent ended the call (a full host's busy line, an end-of-call tool)
+                break
             if i > 0 and item.start == "during_reply":
                 prev = sent[-1]
                 if not await wait_for(partial(reply_heard_after, prev.last_voiced), opts.reply_timeout_s):
