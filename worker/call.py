@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,7 @@ async def entrypoint(settings: Settings, ctx: JobContext) -> None:
     if settings.pipeline != "parley":
         await stock_entrypoint(ctx, settings)
         return
+    dispatched = time.time()
     comp = ctx.proc.userdata.get("components") or load_components(settings, settings.llm_base_url)
     await ctx.connect()
     warm_up = getattr(comp.tts, "warm_up", None)
@@ -83,7 +85,7 @@ async def entrypoint(settings: Settings, ctx: JobContext) -> None:
     go_on, call = await outbound_dial(ctx, served)
     if not go_on:
         return
-    verdict = admits_new_call()
+    verdict = admits_new_call(since=dispatched)
     if call is None and not verdict.admits:  # dispatched before the worker's full load reached LiveKit
         await refuse_call(ctx, settings, comp, verdict)
         return
@@ -109,7 +111,8 @@ async def entrypoint(settings: Settings, ctx: JobContext) -> None:
         ctx.add_shutdown_callback(report_sender(reporter, metrics))
     ctx.add_shutdown_callback(metrics.aclose)
     ctx.add_shutdown_callback(_hand_back_memory)
-    ctx.add_shutdown_callback(lambda: audit_open_streams(session, comp))
+    voice_cpu_s = float(getattr(comp.tts, "cpu_s", 0.0))
+    ctx.add_shutdown_callback(lambda: audit_open_streams(session, comp, voice_cpu_s))
     if comp.eot_lm is not None:
         scorer = comp.eot_lm
         ctx.add_shutdown_callback(lambda: _log_scorer_use(scorer))
@@ -218,17 +221,19 @@ def open_streams(comp: Any) -> dict[str, int]:
     }
 
 
-async def audit_open_streams(session: Any, comp: Any) -> None:
+async def audit_open_streams(session: Any, comp: Any, voice_cpu_s: float = 0.0) -> None:
     """When a call ends, every STT and TTS stream it opened must be closed: a job process may serve many
     calls, so one left open would accumulate. The line is read by `benchmarks.load --livekit`
-    (`leaked_streams`); a leak is a warning."""
+    (`leaked_streams`, and the CPU voice's seconds for this call, counted from `voice_cpu_s`, as the
+    `voice` part of its CPU); a leak is a warning."""
     try:
         await session.aclose()  # idempotent: the framework may have closed it already
     except Exception as e:  # the audit must never fail a shutdown
         log.debug("session close before the stream audit failed: %s", e)
     counts = open_streams(comp)
     level = logging.WARNING if any(counts.values()) else logging.INFO
-    log.log(level, "call ended", extra=counts)
+    voice = round(float(getattr(comp.tts, "cpu_s", 0.0)) - voice_cpu_s, 3)
+    log.log(level, "call ended", extra={**counts, "voice_cpu_s": voice})
 
 
 async def _hand_back_memory() -> None:

@@ -54,7 +54,7 @@ def measured_pressure(active_calls: int) -> float:
     """Measured headroom (worker/headroom.py) as pressure; the verdict is left for job processes."""
     if HEADROOM is None:
         return 0.0
-    HEADROOM.collect()
+    HEADROOM.collect(active_calls)
     verdict = HEADROOM.verdict(active_calls)
     HEADROOM.publish(verdict)
     return verdict.pressure if active_calls else 0.0  # an idle host takes a call whatever its neighbours do

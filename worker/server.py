@@ -19,7 +19,7 @@ from livekit.plugins import silero as _silero_plugin  # noqa: F401
 from . import load
 from .agent_file import effective_settings, pop_worker_flags
 from .call import entrypoint, prewarm
-from .headroom import HeadroomOptions, HostHeadroom
+from .headroom import CallCost, HeadroomOptions, HostHeadroom
 from .load import compute_load
 from .settings import Settings, SettingsError, load_settings, use_settings
 from .startup import check_audio_devices, live_line, preflight, start_embedded_llm
@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
             speech, address = start_host_engine(settings)  # one Whisper for every job process
             if address:
                 settings = settings.model_copy(update={"stt_engine_address": address})
-            load.HEADROOM = HostHeadroom(HeadroomOptions(), speech_engine=speech)
+            headroom = HeadroomOptions()
+            load.HEADROOM = HostHeadroom(headroom, speech_engine=speech, cost=CallCost(headroom))
         if command == "download-files":
             from .downloads import register
 

@@ -71,6 +71,11 @@ class CpuVoiceTTS(tts.TTS):
             self._engine = open_voice(self._opts.voice)
         return self._engine
 
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds this process's voice has spent synthesising (0 before it is opened)."""
+        return float(getattr(self._engine, "cpu_s", 0.0))
+
     def prewarm(self) -> None:
         self.engine.synthesize("Hi.")
 

@@ -7,6 +7,7 @@ hibari puts ~0.3 s of near-silence in front of every utterance; heard as latency
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -47,6 +48,9 @@ class CpuVoice:
         self.voice = voice
         self._seed = seed
         self._lock = threading.Lock()
+        self.cpu_s = 0.0
+        """CPU seconds spent synthesising (the synthesising thread's own time): what the voice costs a
+        call, apart from the rest of its job process (benchmarks.load --livekit, `voice` part)."""
 
     def pieces(self, text: str) -> list[str]:
         """The model's own sentence split (it cannot take arbitrarily long input at once)."""
@@ -63,7 +67,9 @@ class CpuVoice:
         if not text:
             return np.zeros(0, np.int16)
         with self._lock:
+            began = time.thread_time()
             audio = self._model(text, seed=self._seed)
+            self.cpu_s += time.thread_time() - began
         audio = np.asarray(audio, dtype=np.float32)
         if trim:
             audio = trim_silence(audio)

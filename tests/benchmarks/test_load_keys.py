@@ -115,26 +115,15 @@ def test_a_deprioritised_caller_runs_under_nice(tmp_path: Any) -> None:
     assert stack.cmds[1][0] != "nice"
 
 
-def test_memory_growth_is_read_per_part_and_per_call_not_from_calls_warming_up() -> None:
-    from benchmarks.load_room import job_rss_growth, shared_rss_slope
+def test_memory_growth_of_the_long_lived_parts_is_their_summed_slope_over_the_second_half() -> None:
+    from benchmarks.load_room import shared_rss_slope
 
-    # two calls one after the other: each job idles at 490 MB, loads ~100 MB over its first turns, then
-    # holds; the second also leaks 12 MB a minute once warm. The largest job's RSS over the run rises
-    # with every new call; that is not a leak.
-    samples: list[tuple[float, dict[int, float]]] = []
-    for t in range(0, 240, 2):
-        a = 490.0 if t < 10 else min(590.0, 490.0 + 4 * (t - 10))
-        b = 490.0 if t < 120 else min(590.0, 490.0 + 4 * (t - 120)) + max(0.0, (t - 150) / 5)
-        samples.append((float(t), {1: a, 2: b} if t < 110 else {2: b}))
-    growth = job_rss_growth(samples)
-    assert growth["processes"] == 2
-    assert growth["p50"] is not None and 4.0 < growth["p50"] < 8.0  # (0 + 12) / 2
-    assert growth["max"] == pytest.approx(12.0, abs=0.5)
     flat = [(float(t), {"worker": 240.0, "llm": 650.0}) for t in range(0, 120, 2)]
-    leaky = [(t, {**p, "stt-engine": 250.0 + t / 10}) for t, p in flat]  # 6 MB/min
+    leaky = [(t, {**p, "engine": 250.0 + t / 10}) for t, p in flat]  # 6 MB/min
+    warming = [(t, {**p, "engine": 150.0 + min(t, 30.0) * 3}) for t, p in flat]  # grew, then held
     assert shared_rss_slope(flat) == pytest.approx(0.0, abs=0.01)
     assert shared_rss_slope(leaky) == pytest.approx(6.0, abs=0.05)
-    assert job_rss_growth([(0.0, {1: 490.0})])["p50"] is None  # an idle process is no call
+    assert shared_rss_slope(warming) == pytest.approx(0.0, abs=0.01)  # the first half is warm-up
 
 
 def test_cpu_is_reported_per_call_minute_served_by_part_with_the_callers_apart() -> None:
@@ -155,3 +144,21 @@ def test_cpu_is_reported_per_call_minute_served_by_part_with_the_callers_apart()
     assert out["refused"] == 3 and out["call_minutes_served"] == 1.0
     assert out["cpu_s_per_call_minute"]["host_parts"] == 102.0  # one call-minute served, not two
     assert out["not_dispatched"] == 1 and out["errors"] == 0  # a full host's, not a failure
+    # the CPU voice's seconds, from the calls' "call ended" lines, are shown apart from the job processes
+    audits = [{"open_stt_streams": 0, "open_tts_streams": 0, "voice_cpu_s": 12.0}]
+    state = RoomLoad(results=[served], cpu=[first, last], seconds=60.0, audits=audits)
+    out = report(state, calls=2, minutes=1.0)
+    assert out["cpu_cores"]["voice"] == 0.2 and out["cpu_cores"]["jobs"] == 0.8
+    assert out["cpu_s_per_call_minute"]["host_parts"] == 102.0  # the same total, split one more way
+
+
+def test_the_headroom_the_admission_saw_is_summed_up_over_the_samples_with_calls() -> None:
+    from benchmarks.load_room import headroom_summary
+
+    idle = {"pressure": 0.0, "calls": 0, "admits": True, "signals": {}}
+    calm = {"pressure": 0.8, "calls": 2, "admits": True, "signals": {"cpu": 0.6, "loop_lag": 0.01}}
+    full = {"pressure": 1.2, "calls": 3, "admits": False, "signals": {"cpu": 0.9, "loop_lag": 0.02}}
+    out = headroom_summary([idle, calm, calm, full])
+    assert out["samples"] == 3 and out["full_share"] == pytest.approx(0.33)
+    assert out["cpu"]["max"] == 0.9 and out["cpu"]["p50"] == 0.6 and out["pressure"]["max"] == 1.2
+    assert headroom_summary([idle]) == {"samples": 0}

@@ -261,7 +261,7 @@ def test_leading_silence_trim_keeps_the_speech() -> None:
 
 
 def test_room_load_counts_silences_inside_a_reply_as_underruns() -> None:
-    from benchmarks.load_room import reply_gaps
+    from benchmarks.load_room import reply_gap_spans
 
     chunks = []
     t = 0.0
@@ -270,9 +270,9 @@ def test_room_load_counts_silences_inside_a_reply_as_underruns() -> None:
         chunks.append((t, level(-80 if hole else -30, 0.01)))
         t = round(t + 0.01, 6)
     track = Track(RATE, chunks)
-    gaps = reply_gaps(track, 0.0, 3.0)
+    gaps = [gap for _, gap in reply_gap_spans(track, 0.0, 3.0)]
     assert gaps == [pytest.approx(0.5, abs=0.011)]  # the 0.1 s pause between words is no underrun
-    assert reply_gaps(track, 1.6, 3.0) == []
+    assert reply_gap_spans(track, 1.6, 3.0) == []
 
 
 def _frames_track(start: float, holes: list[tuple[float, float]], seconds: float) -> Track:

@@ -41,11 +41,10 @@ async def test_two_calls_at_once(
     report = await main_async(args)
     assert report["conversations"] >= 2, report
     assert report["turns"] >= 4, report
-    # the report counts every apology as an error (a caller hears a failed turn); here only the pipeline's
-    # own failures fail the test: the embedded 135M model writes "I'm sorry…" replies by itself
-    assert worker_failures(report["error_list"]) == [], report["error_list"]
-    assert report["errors"] == report["apologies"], report["error_list"]
-    assert report["underruns"] == 0, report["underrun_causes"]
+    # `errors` are the pipeline's own failures; the embedded 135M model's "I'm sorry…" replies are
+    # `apologies`, written by the model itself
+    assert report["errors"] == 0 and worker_failures(report["error_list"]) == [], report["error_list"]
+    assert report["underruns"] == 0, report["underrun_gaps_ms"]
     assert report["leaked_streams"] == 0
     assert report["leaked_tasks"] == 0, report["leaked_task_names"]
     assert report["v2v_ms"]["p50"] is not None
@@ -54,4 +53,3 @@ async def test_two_calls_at_once(
     assert report["rss_slope_mb_per_min"] is None or report["rss_slope_mb_per_min"] < 100, report[
         "rss_curve_mb"
     ]
-    assert (tmp_path / "load.png").stat().st_size > 10_000

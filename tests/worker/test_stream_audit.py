@@ -39,6 +39,7 @@ async def test_a_synthesis_stream_left_open_is_a_warning(caplog: pytest.LogCaptu
         await audit_open_streams(_ClosedSession(), comp)
     [leak] = _audit_records(caplog)
     assert leak.levelno == logging.WARNING and leak.open_tts_streams == 1  # type: ignore[attr-defined]
+    assert leak.voice_cpu_s > 0  # type: ignore[attr-defined]  # what the voice cost the call, counted apart
 
     await stream.aclose()
     caplog.clear()
@@ -53,12 +54,14 @@ def test_the_load_benchmark_reads_the_audit_lines_of_the_worker_log() -> None:
         json.dumps({"message": "call started", "level": "INFO"}),
         json.dumps({"message": "call ended", "open_stt_streams": 0, "open_tts_streams": 0}),
         "not json: a line from a child process",
-        json.dumps({"message": "call ended", "open_stt_streams": 1, "open_tts_streams": 2}),
+        json.dumps(
+            {"message": "call ended", "open_stt_streams": 1, "open_tts_streams": 2, "voice_cpu_s": 1.5}
+        ),
         json.dumps({"message": "call ended", "level": "INFO"}),  # another logger's line of the same text
     ]
     audits = stream_audits("\n".join(lines))
     assert audits == [
         {"open_stt_streams": 0, "open_tts_streams": 0},
-        {"open_stt_streams": 1, "open_tts_streams": 2},
+        {"open_stt_streams": 1, "open_tts_streams": 2, "voice_cpu_s": 1.5},
     ]
     assert stream_audits("") == []
