@@ -179,7 +179,7 @@ def _agent(
     tools = http_tools(spec.http_tools, runtime)
     if spec.flow is not None:  # the session needs an LLM object; a flow agent never calls it
         agent = make_flow_agent(spec.flow, spec.timezone, spec.http_tools, runtime, opts, tools)
-        if target is not None and target.external:
+        if target is not None and target.external and agent.flow is not None:
             import openai as openai_sdk
 
             from worker.flows.extract import llm_extractor
