@@ -2,10 +2,10 @@
 
 This is `python worker.py start` (the real worker: settings, preflight, prewarmed job processes, sessions,
 SIGTERM drain) with one input made controllable: the host's pressure (1.0 = full) is read from a file
-instead of being counted from its calls and engine fill; the worker still scales it into the load LiveKit
-sees. On the shared 2-core CI machine the system CPU is pegged by unrelated work, so the CPU term would
-mark every host full at random; and there is no GPU engine here to fill up. Writing 1.0 to the file is
-exactly what a host whose engine is full reports.
+instead of being counted from its calls, engine fill and measured headroom; the worker still scales it into
+the load LiveKit sees. On the shared 2-core CI machine the system CPU is pegged by unrelated work (here, the
+other host: both run on one machine), so the CPU term would mark every host full at random; and there is
+no GPU engine here to fill up. Writing 1.0 to the file is exactly what a host whose engine is full reports.
 
     PARLEY_TEST_LOAD_FILE=/tmp/host-a.load python -m tests.deploy.mn_host start
 """
@@ -30,6 +30,7 @@ def file_load(path: Path) -> float:
 def main() -> None:
     path = Path(os.environ["PARLEY_TEST_LOAD_FILE"])
     load_module.host_pressure = lambda _server: file_load(path)  # type: ignore[assignment]
+    load_module.measured_pressure = lambda _calls: 0.0  # type: ignore[assignment]
     server_module.main([str(Path(server_module.__file__).parents[1] / "worker.py"), *sys.argv[1:]])
 
 
